@@ -1,0 +1,131 @@
+"""Every error Helmr raises on purpose, on every side of the wire.
+
+The tree, which the REST API maps to status codes and ``code`` strings::
+
+    HelmrError                      500 internal (never raised for bad input)
+    ├── InvalidInput                400 invalid_input      a request field is wrong
+    ├── Unauthenticated             401 unauthenticated    no or unknown bearer token
+    ├── Forbidden                   403 forbidden          token lacks access to the namespace
+    ├── NotFound                    404 not_found          unknown session, turn, hold, message
+    ├── Conflict                    409 <code>             the request does not fit the current state
+    │   ├── SessionHeld             409 session_held       send() to a held session
+    │   ├── SessionNotOpen          409 session_not_open   admission to a closing/closed session
+    │   ├── TurnNotActive           409 turn_not_active    exact-turn send to a turn that is not active
+    │   ├── TurnSettling            409 turn_settling      send while the turn settles
+    │   ├── HoldMismatch            409 hold_mismatch      resume with a holdId that is not the hold
+    │   └── StaleEpoch              409 stale_epoch        a runner call from a fenced process epoch
+    ├── PayloadTooLarge             413 payload_too_large
+    ├── ReceiveTimeout              408 receive_timeout    receive() saw no turn within its timeout
+    └── MessageRejected             (actor side) a message handler's known rejection
+
+Each carries a stable machine ``code`` and a message that says what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class HelmrError(Exception):
+    """Base of every Helmr error."""
+
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return {"error": body}
+
+
+class InvalidInput(HelmrError):
+    code = "invalid_input"
+    status = 400
+
+
+class Unauthenticated(HelmrError):
+    code = "unauthenticated"
+    status = 401
+
+
+class Forbidden(HelmrError):
+    code = "forbidden"
+    status = 403
+
+
+class NotFound(HelmrError):
+    code = "not_found"
+    status = 404
+
+
+class ReceiveTimeout(HelmrError):
+    code = "receive_timeout"
+    status = 408
+
+
+class Conflict(HelmrError):
+    code = "conflict"
+    status = 409
+
+
+class SessionHeld(Conflict):
+    code = "session_held"
+
+
+class SessionNotOpen(Conflict):
+    code = "session_not_open"
+
+
+class TurnNotActive(Conflict):
+    code = "turn_not_active"
+
+
+class TurnSettling(Conflict):
+    code = "turn_settling"
+
+
+class HoldMismatch(Conflict):
+    code = "hold_mismatch"
+
+
+class StaleEpoch(Conflict):
+    code = "stale_epoch"
+
+
+class PayloadTooLarge(HelmrError):
+    code = "payload_too_large"
+    status = 413
+
+
+class MessageRejected(HelmrError):
+    """Raised by an actor's message handler for a known rejection of a message."""
+
+    code = "message_rejected"
+    status = 409
+
+
+_BY_CODE: dict[str, type[HelmrError]] = {}
+
+
+def _index(cls: type[HelmrError]) -> None:
+    _BY_CODE[cls.code] = cls
+    for sub in cls.__subclasses__():
+        _index(sub)
+
+
+_index(HelmrError)
+
+
+def from_json(status: int, body: dict[str, Any]) -> HelmrError:
+    """Rebuild the error a server sent (``{"error": {"code", "message"}}``)."""
+    err = body.get("error", {}) if isinstance(body, dict) else {}
+    code = str(err.get("code", "internal"))
+    message = str(err.get("message", f"HTTP {status}"))
+    cls = _BY_CODE.get(code, HelmrError)
+    return cls(message, **dict(err.get("details") or {}))
