@@ -1,0 +1,88 @@
+"""The runner protocol: how a runner process talks to the control plane.
+
+Both sides import this package: the runner (``helmr.runner``) builds requests
+with it and the server (``helmr.server``) parses them with it, so the wire
+format has exactly one definition. It holds three small things:
+
+- ``models``: the JSON bodies of every runner request and reply (pydantic);
+- ``routes``: the route patterns (for the server's router) and path builders
+  (for the runner), e.g. ``routes.receive(session_id)``;
+- ``contract``: the header, the environment a runner pod gets, its exit codes.
+
+The rules of the conversation, which both sides rely on:
+
+- Every call is ``POST`` with a JSON body (``{}`` when a model has no fields
+  set) and carries ``Authorization: Bearer <the session's runner token>`` and
+  ``Helmr-Process-Epoch: <n>``. A call from any epoch but the session's
+  current one is answered 409 ``stale_epoch``: that process is fenced and
+  stops at once, writing nothing more. Errors are ``HelmrError.to_json()``
+  bodies (``{"error": {"code", "message"}}``).
+- Every call is safe to repeat, because the runner retries after connection
+  errors and 502/503/504 (the control plane may restart):
+  ``receive`` answers the turn already assigned to this epoch while that turn
+  is unsettled (so a reply lost in transit is not a lost turn, and asking for
+  the next turn never settles the current one); ``output`` deduplicates by its
+  required ``idempotency_key``; ``respond``, ``messages/ready`` and the
+  message outcomes are state assignments; repeating the ``complete`` or
+  ``fail`` that settled a turn answers 200 again; ``messages/next`` answers the
+  oldest message of the turn not yet reported ``started``, again and again
+  until it is.
+- Long polls (``receive``, ``messages/next``) wait at most the request's
+  ``timeout`` seconds; the server may cut that shorter. ``receive`` then
+  answers 408 ``receive_timeout``, ``messages/next`` answers
+  ``{"message": null}``. The runner polls again while its own deadline allows.
+- A turn-scoped call for a turn that is no longer active (interrupted,
+  cancelled, already settled by another outcome) is answered 409
+  ``turn_not_active``; ``messages/next`` during settlement answers 409
+  ``turn_settling``. The runner then sets the turn's signal.
+- A message is ``started`` just before its handler runs, then exactly one of
+  ``delivered`` (handler returned), ``rejected`` (the handler raised
+  ``MessageRejected``; ``reason`` is its message) or ``unknown`` (the handler
+  failed unexpectedly; ``reason`` describes the failure). Settlement rejects
+  the messages whose handler never started.
+"""
+
+from helmr.protocol import contract, routes
+from helmr.protocol.contract import EPOCH_HEADER, ExitCode, RunnerHeaders
+from helmr.protocol.models import (
+    Ack,
+    CompleteRequest,
+    ErrorInfo,
+    FailRequest,
+    Message,
+    MessageOutcome,
+    MessageOutcomeRequest,
+    NextMessageReply,
+    NextMessageRequest,
+    OutputRequest,
+    ReceiveReply,
+    ReceiveRequest,
+    RespondRequest,
+    SessionClosed,
+    TurnAssignment,
+    parse_receive_reply,
+)
+
+__all__ = [
+    "EPOCH_HEADER",
+    "Ack",
+    "CompleteRequest",
+    "ErrorInfo",
+    "ExitCode",
+    "FailRequest",
+    "Message",
+    "MessageOutcome",
+    "MessageOutcomeRequest",
+    "NextMessageReply",
+    "NextMessageRequest",
+    "OutputRequest",
+    "ReceiveReply",
+    "ReceiveRequest",
+    "RespondRequest",
+    "RunnerHeaders",
+    "SessionClosed",
+    "TurnAssignment",
+    "contract",
+    "parse_receive_reply",
+    "routes",
+]

@@ -1,0 +1,53 @@
+"""What the operator gives a runner process and what it gets back.
+
+The operator starts ``python -m helmr.runner`` with the environment below and
+reads the process's exit code when it ends.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EPOCH_HEADER = "Helmr-Process-Epoch"
+"""Header on every runner call: the process epoch the call is fenced by."""
+
+ENV_URL = "HELMR_URL"
+"""Base URL of the control plane's runner API, e.g. ``http://helmr.helmr-system:8080``."""
+
+ENV_SESSION_ID = "HELMR_SESSION_ID"
+"""The session this process runs (``ses_...``)."""
+
+ENV_TOKEN_FILE = "HELMR_TOKEN_FILE"
+"""Path of the mounted file holding the session's runner token (a bearer token)."""
+
+ENV_PROCESS_EPOCH = "HELMR_PROCESS_EPOCH"
+"""This process's epoch (a decimal integer), sent back in ``Helmr-Process-Epoch``."""
+
+ENV_ENTRYPOINT = "HELMR_ENTRYPOINT"
+"""The actor to run, ``module:attr`` (``attr`` may be dotted), naming an ``Actor``."""
+
+
+class ExitCode(IntEnum):
+    """How a runner process ended, as its exit code tells the control plane."""
+
+    OK = 0
+    """``run`` returned, or the process was asked to stop (SIGTERM) and did."""
+
+    ACTOR_FAILED = 1
+    """``run`` raised: a process failure. The runner first failed its unsettled turn."""
+
+    FENCED = 75
+    """A call was answered ``stale_epoch``: a newer process owns the session."""
+
+    INIT_FAILED = 78
+    """The environment or ``HELMR_ENTRYPOINT`` is wrong, or importing the actor failed."""
+
+
+class RunnerHeaders(BaseModel):
+    """The runner-specific request header, for the server to parse by alias."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    process_epoch: int = Field(alias=EPOCH_HEADER, ge=0)

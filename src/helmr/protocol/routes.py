@@ -1,0 +1,71 @@
+"""Runner route patterns (for the server's router) and path builders (for the runner).
+
+Patterns use aiohttp's ``{name}`` placeholders; each builder fills its
+pattern, so the two can never disagree. All routes are ``POST``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from helmr.protocol.models import MessageOutcome
+
+PREFIX = "/runner/v1/sessions/{session_id}"
+_TURN = PREFIX + "/turns/{turn_id}"
+
+RECEIVE = PREFIX + "/receive"
+SESSION_OUTPUT = PREFIX + "/output"
+TURN_OUTPUT = _TURN + "/output"
+RESPOND = _TURN + "/respond"
+COMPLETE = _TURN + "/complete"
+FAIL = _TURN + "/fail"
+MESSAGES_READY = _TURN + "/messages/ready"
+MESSAGES_NEXT = _TURN + "/messages/next"
+MESSAGE_OUTCOME = _TURN + "/messages/{message_id}/{outcome}"
+
+
+def _fill(pattern: str, **segments: str) -> str:
+    # Ids are opaque to the runner: quote them so none can change the path.
+    return pattern.format(**{k: quote(v, safe="") for k, v in segments.items()})
+
+
+def receive(session_id: str) -> str:
+    return _fill(RECEIVE, session_id=session_id)
+
+
+def session_output(session_id: str) -> str:
+    return _fill(SESSION_OUTPUT, session_id=session_id)
+
+
+def turn_output(session_id: str, turn_id: str) -> str:
+    return _fill(TURN_OUTPUT, session_id=session_id, turn_id=turn_id)
+
+
+def respond(session_id: str, turn_id: str) -> str:
+    return _fill(RESPOND, session_id=session_id, turn_id=turn_id)
+
+
+def complete(session_id: str, turn_id: str) -> str:
+    return _fill(COMPLETE, session_id=session_id, turn_id=turn_id)
+
+
+def fail(session_id: str, turn_id: str) -> str:
+    return _fill(FAIL, session_id=session_id, turn_id=turn_id)
+
+
+def messages_ready(session_id: str, turn_id: str) -> str:
+    return _fill(MESSAGES_READY, session_id=session_id, turn_id=turn_id)
+
+
+def messages_next(session_id: str, turn_id: str) -> str:
+    return _fill(MESSAGES_NEXT, session_id=session_id, turn_id=turn_id)
+
+
+def message_outcome(session_id: str, turn_id: str, message_id: str, outcome: MessageOutcome) -> str:
+    return _fill(
+        MESSAGE_OUTCOME,
+        session_id=session_id,
+        turn_id=turn_id,
+        message_id=message_id,
+        outcome=outcome.value,
+    )
