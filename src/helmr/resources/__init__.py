@@ -1,0 +1,94 @@
+"""The Helmr custom resources (``Actor``, ``Session``, ``Turn``) as pydantic models.
+
+The models are the single source of the CRDs in ``crds/`` (``python -m
+helmr.resources`` writes them, ``--check`` verifies them). Python names are
+snake_case; manifests are camelCase::
+
+    session = Session.from_manifest(body)
+    session.spec.actor_ref.name
+    patch = SessionStatus(phase="closed", closed_how="cancel").status_patch()
+
+CRD generation needs PyYAML and lives in ``helmr.resources.crd``, so importing
+this package needs only pydantic.
+"""
+
+from helmr.resources.actor import (
+    Actor,
+    ActorSpec,
+    ActorStatus,
+    ComputerSpec,
+    EnvVar,
+    ResourceAmounts,
+    ResourceRequirements,
+    RetrySpec,
+)
+from helmr.resources.base import (
+    API_VERSION,
+    GROUP,
+    VERSION,
+    ObjectMeta,
+    Resource,
+    Status,
+    WireModel,
+)
+from helmr.resources.fields import Condition
+from helmr.resources.session import (
+    ActorRef,
+    ClosedHow,
+    Hold,
+    HoldReason,
+    Session,
+    SessionPhase,
+    SessionSpec,
+    SessionStatus,
+)
+from helmr.resources.turn import (
+    TERMINAL_TURN_PHASES,
+    SessionRef,
+    Turn,
+    TurnError,
+    TurnPhase,
+    TurnSpec,
+    TurnStatus,
+)
+
+ACTORS = Actor.PLURAL
+SESSIONS = Session.PLURAL
+TURNS = Turn.PLURAL
+
+__all__ = [
+    "ACTORS",
+    "API_VERSION",
+    "GROUP",
+    "SESSIONS",
+    "TERMINAL_TURN_PHASES",
+    "TURNS",
+    "VERSION",
+    "Actor",
+    "ActorRef",
+    "ActorSpec",
+    "ActorStatus",
+    "ClosedHow",
+    "ComputerSpec",
+    "Condition",
+    "EnvVar",
+    "Hold",
+    "HoldReason",
+    "ObjectMeta",
+    "Resource",
+    "ResourceAmounts",
+    "ResourceRequirements",
+    "RetrySpec",
+    "Session",
+    "SessionPhase",
+    "SessionRef",
+    "SessionSpec",
+    "SessionStatus",
+    "Status",
+    "Turn",
+    "TurnError",
+    "TurnPhase",
+    "TurnSpec",
+    "TurnStatus",
+    "WireModel",
+]

@@ -1,0 +1,242 @@
+"""The ``Actor`` resource: how to run an actor's code and the limits its Sessions get."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsSubdomain, Quantity
+
+# ``module:attr`` as in Python entry points: dotted identifiers on both sides.
+_DOTTED_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+ENTRYPOINT_PATTERN = f"^{_DOTTED_NAME}:{_DOTTED_NAME}$"
+
+# Limits shared with the Session's overrides, so an override can express whatever the Actor can.
+IdleTimeoutSeconds = Annotated[int, Field(ge=1, le=86_400)]
+MaxTurnDurationSeconds = Annotated[int, Field(ge=1, le=604_800)]
+
+
+def _requests_within_limits(resource: str) -> JsonDict:
+    requests = f"self.requests.{resource}"
+    limits = f"self.limits.{resource}"
+    return cel(
+        f"!has(self.requests) || !has(self.limits) || !has({requests}) || !has({limits})"
+        f" || !isQuantity({requests}) || !isQuantity({limits})"
+        f" || quantity({requests}).compareTo(quantity({limits})) <= 0",
+        f"spec.resources.requests.{resource} must not exceed spec.resources.limits.{resource}",
+        field_path=f".requests.{resource}",
+    )
+
+
+class ResourceAmounts(WireModel):
+    """Amounts of compute resources, as Kubernetes quantities."""
+
+    cpu: Quantity | None = Field(
+        default=None, description="CPU, in cores or millicores (for example `500m` or `2`)."
+    )
+    memory: Quantity | None = Field(
+        default=None, description="Memory, in bytes with an optional suffix (for example `512Mi`)."
+    )
+
+
+class ResourceRequirements(WireModel):
+    """Compute resources of the runner container, as in a Pod's container resources."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(_requests_within_limits("cpu"), _requests_within_limits("memory"))
+    )
+
+    requests: ResourceAmounts | None = Field(
+        default=None, description="Resources the scheduler reserves for the runner container."
+    )
+    limits: ResourceAmounts | None = Field(
+        default=None,
+        description="Most the runner container may use; memory beyond it is OOM-killed.",
+    )
+
+
+class RetrySpec(WireModel):
+    """How Helmr retries preparing a runner for a Session."""
+
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description=(
+            "Attempts to prepare and start a runner process for a Session before the Session"
+            " fails (preparation exhaustion). Process failures of a running Session are counted"
+            " separately: three consecutive ones hold the Session."
+        ),
+    )
+
+
+class ComputerSpec(WireModel):
+    """The Computer disk each Workspace of this Actor gets: a PVC, saved as VolumeSnapshots."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            cel(
+                "!isQuantity(self.size) || quantity(self.size).sign() == 1",
+                "spec.computer.size must be greater than zero",
+                field_path=".size",
+            )
+        )
+    )
+
+    size: Quantity = Field(
+        default="1Gi", description="Requested size of the Computer disk (for example `10Gi`)."
+    )
+    storage_class_name: DnsSubdomain | None = Field(
+        default=None,
+        description="StorageClass of the Computer disk's PVC. Unset: the cluster's default class.",
+    )
+    volume_snapshot_class_name: DnsSubdomain | None = Field(
+        default=None,
+        description=(
+            "VolumeSnapshotClass used to save the Computer disk. Unset: the default class of"
+            " the disk's CSI driver, or the portable fallback on clusters without CSI snapshots."
+        ),
+    )
+
+
+class EnvVar(WireModel):
+    """An environment variable of the runner container."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            cel(
+                "!self.name.startsWith('HELMR_')",
+                "spec.env[].name must not start with HELMR_: Helmr sets those variables itself",
+                field_path=".name",
+            )
+        )
+    )
+
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
+        description="Variable name: letters, digits, `_`, `-` and `.`, not starting with a digit.",
+    )
+    value: str = Field(default="", max_length=32_768, description="Variable value.")
+
+
+class ActorSpec(WireModel):
+    """How to run the actor and the limits of its Sessions."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            cel(
+                "!has(self.maxTurnDurationSeconds) || !has(self.maxDurationSeconds)"
+                " || self.maxTurnDurationSeconds <= self.maxDurationSeconds",
+                "spec.maxTurnDurationSeconds must not exceed spec.maxDurationSeconds",
+                field_path=".maxTurnDurationSeconds",
+            )
+        )
+    )
+
+    image: str = Field(
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+        description="Runner image holding Helmr's runner and the actor's code.",
+    )
+    entrypoint: str = Field(
+        max_length=512,
+        pattern=ENTRYPOINT_PATTERN,
+        description=(
+            "Where the actor is defined, as `module:attr` (for example `reviewer.app:reviewer`):"
+            " the runner imports the module and uses the `actor(...)` object at that attribute."
+        ),
+    )
+    image_pull_policy: Literal["IfNotPresent", "Never"] = Field(
+        default="IfNotPresent",
+        description="When the kubelet pulls the runner image: `IfNotPresent` or `Never`.",
+    )
+    resources: ResourceRequirements | None = Field(
+        default=None, description="Compute resources of the runner container."
+    )
+    idle_timeout_seconds: IdleTimeoutSeconds = Field(
+        default=300,
+        description=(
+            "How long a runner process waits warm for the next Turn before Helmr suspends it."
+            " It does not limit the Session's lifetime: new work starts a new process."
+        ),
+    )
+    max_turn_duration_seconds: MaxTurnDurationSeconds | None = Field(
+        default=None,
+        description=(
+            "Longest a Turn may run. A Turn that exceeds it ends `interrupted` with reason"
+            " `turn_deadline_elapsed`, its process stops and queued Turns continue on a new"
+            " process. Unset: no limit."
+        ),
+    )
+    queue_limit: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Most Turns a Session may hold queued; admission beyond it is rejected.",
+    )
+    max_duration_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=2_592_000,
+        description=(
+            "Longest one Run (one runner process) may execute before Helmr stops it."
+            " Unset: no limit."
+        ),
+    )
+    ttl_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=31_536_000,
+        description=(
+            "How long a closed or failed Session resource is kept before Helmr deletes it;"
+            " its history stays in the timeline store for the install's retention period."
+            " Unset: kept until deleted."
+        ),
+    )
+    retry: RetrySpec = Field(
+        default=RetrySpec(), description="How Helmr retries preparing a runner for a Session."
+    )
+    computer: ComputerSpec = Field(
+        default=ComputerSpec(), description="The Computer disk of this Actor's Workspaces."
+    )
+    env: list[EnvVar] | None = Field(
+        default=None,
+        max_length=64,
+        description="Environment variables of the runner container, at most one per `name`.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class ActorStatus(Status):
+    """What the operator observed about the Actor."""
+
+    conditions: Conditions = None
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The `metadata.generation` the status reflects."
+    )
+
+
+class Actor(Resource[ActorSpec, ActorStatus]):
+    """A declared actor: the runner image and entrypoint that run it, and its Sessions' limits."""
+
+    KIND: ClassVar[str] = "Actor"
+    PLURAL: ClassVar[str] = "actors"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hact",)
+    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+        {"name": "Image", "type": "string", "jsonPath": ".spec.image"},
+        {"name": "Entrypoint", "type": "string", "jsonPath": ".spec.entrypoint"},
+        {
+            "name": "Max Turn",
+            "type": "integer",
+            "jsonPath": ".spec.maxTurnDurationSeconds",
+            "priority": 1,
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    )
+    # Sessions and runner pods carry the Actor's name as a label value.
+    NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA

@@ -1,0 +1,169 @@
+"""The ``Session`` resource: one durable interaction with an Actor over a Workspace."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from helmr.resources.actor import IdleTimeoutSeconds, MaxTurnDurationSeconds
+from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Key
+
+SessionPhase = Literal["open", "closing", "closed", "failed"]
+HoldReason = Literal["interrupt", "process_failures", "recovery_gap"]
+ClosedHow = Literal["close", "cancel", "idle"]
+
+
+def _unchanged_optional(field: str) -> JsonDict:
+    # A rule on the field itself only runs when old and new both have it, so
+    # adding or removing the field would slip through; compare from the parent.
+    return cel(
+        f"has(self.{field}) == has(oldSelf.{field})"
+        f" && (!has(self.{field}) || self.{field} == oldSelf.{field})",
+        f"spec.{field} is immutable",
+        field_path=f".{field}",
+    )
+
+
+class ActorRef(WireModel):
+    """A reference to an Actor in the Session's namespace."""
+
+    name: DnsLabel = Field(description="Name of the Actor.")
+
+
+class SessionSpec(WireModel):
+    """Which Actor runs the Session, on which Workspace, and the Session's own limits."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(_unchanged_optional("key"), _unchanged_optional("idempotencyKey"))
+    )
+
+    actor_ref: ActorRef = Field(
+        description="The Actor that runs this Session, in the same namespace. Immutable.",
+        json_schema_extra=rules(cel("self == oldSelf", "spec.actorRef is immutable")),
+    )
+    workspace: DnsLabel = Field(
+        description=(
+            "Name of the Workspace (the Computer disk) this Session holds exclusively while open."
+            " It is released once the Session's execution is excluded after close. Immutable."
+        ),
+        json_schema_extra=rules(cel("self == oldSelf", "spec.workspace is immutable")),
+    )
+    key: Key | None = Field(
+        default=None,
+        description=(
+            "Application-defined key stored with the Session; Helmr does not interpret it."
+            " Immutable."
+        ),
+    )
+    idempotency_key: Key | None = Field(
+        default=None,
+        description=(
+            "Makes starting this Session idempotent: a start that repeats the key gets this"
+            " Session instead of a new one. Immutable."
+        ),
+    )
+    max_turn_duration_seconds: MaxTurnDurationSeconds | None = Field(
+        default=None,
+        description="Overrides the Actor's `maxTurnDurationSeconds` for this Session.",
+    )
+    idle_timeout_seconds: IdleTimeoutSeconds | None = Field(
+        default=None,
+        description="Overrides the Actor's `idleTimeoutSeconds` for this Session.",
+    )
+
+
+class Hold(WireModel):
+    """A hold stops the Session from running Turns until it is resumed with this `holdId`."""
+
+    hold_id: str = Field(max_length=128, description="Identity of the hold; `resume` must name it.")
+    reason: HoldReason = Field(
+        description=(
+            "Why the Session is held: `interrupt` (an interrupt was accepted),"
+            " `process_failures` (three consecutive process failures) or `recovery_gap`"
+            " (completed work was lost with the Computer and needs acknowledgement)."
+        )
+    )
+
+
+class SessionStatus(Status):
+    """The Session's live control state, mirrored by the operator from the timeline store."""
+
+    session_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Helmr's id of the Session (`ses_...`), also the label `helmr.dev/session-id`.",
+    )
+    phase: SessionPhase | None = Field(
+        default=None,
+        description=(
+            "`open` (admits and runs Turns), `closing` (rejects new input, drains accepted"
+            " Turns), `closed` (finished; the Workspace is released) or `failed` (terminated"
+            " by repeated infrastructure loss, preparation exhaustion or an application failure)."
+        ),
+    )
+    hold: Hold | None = Field(
+        default=None, description="The hold in force, absent when the Session is not held."
+    )
+    cancel_requested_at: datetime | None = Field(
+        default=None, description="When cancellation was requested; it stays once set."
+    )
+    consecutive_process_failures: int | None = Field(
+        default=None,
+        ge=0,
+        description="Consecutive process failures counted so far; three hold the Session.",
+    )
+    process_epoch: int | None = Field(
+        default=None,
+        ge=0,
+        description="Epoch of the latest runner process; calls from other epochs are fenced.",
+    )
+    runner_pod: DnsSubdomain | None = Field(
+        default=None, description="Name of the runner pod of the current process, if any."
+    )
+    active_turn: str | None = Field(
+        default=None, max_length=64, description="Id of the running Turn, if any."
+    )
+    last_sequence: int | None = Field(
+        default=None,
+        ge=0,
+        description="Sequence number of the latest Turn admitted to the Session.",
+    )
+    queued_turns: int | None = Field(
+        default=None, ge=0, description="How many admitted Turns are waiting to run."
+    )
+    computer_version: str | None = Field(
+        default=None,
+        max_length=253,
+        description="The saved Computer disk version the current process started from.",
+    )
+    closed_how: ClosedHow | None = Field(
+        default=None,
+        description="How the Session closed: `close` (drained), `cancel` or `idle`.",
+    )
+    conditions: Conditions = None
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="The `metadata.generation` the status reflects."
+    )
+
+
+class Session(Resource[SessionSpec, SessionStatus]):
+    """A durable Session: the stable address of an Actor's Runs and Turns over one Workspace."""
+
+    KIND: ClassVar[str] = "Session"
+    PLURAL: ClassVar[str] = "sessions"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hses",)
+    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+        {"name": "Actor", "type": "string", "jsonPath": ".spec.actorRef.name"},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Active Turn", "type": "string", "jsonPath": ".status.activeTurn"},
+        {"name": "Queued", "type": "integer", "jsonPath": ".status.queuedTurns"},
+        {"name": "Hold", "type": "string", "jsonPath": ".status.hold.reason"},
+        {"name": "Workspace", "type": "string", "jsonPath": ".spec.workspace", "priority": 1},
+        {"name": "Session ID", "type": "string", "jsonPath": ".status.sessionId", "priority": 1},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    )
+    # Runner pods carry the Session's name as a label value.
+    NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA
