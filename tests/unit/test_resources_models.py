@@ -1,0 +1,199 @@
+"""The resource models on the wire: manifests in and out, status patches, Python-side checks."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from helmr.errors import InvalidInput
+from helmr.resources import (
+    ACTORS,
+    API_VERSION,
+    SESSIONS,
+    TURNS,
+    Actor,
+    ActorRef,
+    ActorSpec,
+    EnvVar,
+    Hold,
+    ObjectMeta,
+    Session,
+    SessionSpec,
+    SessionStatus,
+    Turn,
+    TurnStatus,
+)
+
+# A Session as the apiserver returns it: server-set metadata, defaults, a status.
+SESSION_FROM_SERVER: dict[str, Any] = {
+    "apiVersion": "helmr.dev/v1alpha1",
+    "kind": "Session",
+    "metadata": {
+        "name": "review-42",
+        "namespace": "team-a",
+        "uid": "0b4a6c1e-9d5f-4c39-8a7e-2f1d2c3b4a5d",
+        "resourceVersion": "1234",
+        "generation": 2,
+        "creationTimestamp": "2026-01-02T03:04:05Z",
+        "labels": {"helmr.dev/session-id": "ses_01jabc"},
+        "finalizers": ["helmr.dev/session"],
+        "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+    },
+    "spec": {
+        "actorRef": {"name": "reviewer"},
+        "workspace": "repo-a",
+        "key": "APP-42",
+        "idleTimeoutSeconds": 60,
+    },
+    "status": {
+        "sessionId": "ses_01jabc",
+        "phase": "open",
+        "hold": {"holdId": "hold_1", "reason": "interrupt"},
+        "cancelRequestedAt": "2026-01-02T03:05:00Z",
+        "consecutiveProcessFailures": 1,
+        "processEpoch": 3,
+        "runnerPod": "helmr-runner-review-42",
+        "activeTurn": "turn_01jdef",
+        "lastSequence": 7,
+        "queuedTurns": 2,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "lastTransitionTime": "2026-01-02T03:04:06Z",
+                "reason": "RunnerReady",
+                "message": "",
+            }
+        ],
+        "observedGeneration": 2,
+    },
+}
+
+
+def test_manifest_round_trips_unchanged() -> None:
+    session = Session.from_manifest(copy.deepcopy(SESSION_FROM_SERVER))
+    assert session.to_manifest() == SESSION_FROM_SERVER
+
+
+def test_manifest_reads_as_snake_case() -> None:
+    session = Session.from_manifest(SESSION_FROM_SERVER)
+    assert session.metadata.name == "review-42"
+    assert session.spec.actor_ref.name == "reviewer"
+    assert session.spec.idle_timeout_seconds == 60
+    assert session.status is not None
+    assert session.status.hold == Hold(hold_id="hold_1", reason="interrupt")
+    assert session.status.cancel_requested_at == datetime(2026, 1, 2, 3, 5, tzinfo=UTC)
+
+
+def test_null_reads_as_absent() -> None:
+    manifest = copy.deepcopy(SESSION_FROM_SERVER)
+    manifest["status"]["hold"] = None
+    status = Session.from_manifest(manifest).status
+    assert status is not None
+    assert status.hold is None
+
+
+def test_built_manifest_leaves_defaults_to_the_apiserver() -> None:
+    actor = Actor(
+        metadata=ObjectMeta(name="reviewer", namespace="team-a"),
+        spec=ActorSpec(
+            image="runner:dev",
+            entrypoint="reviewer.app:reviewer",
+            env=[EnvVar(name="LOG_LEVEL", value="debug")],
+        ),
+    )
+    assert actor.to_manifest() == {
+        "apiVersion": API_VERSION,
+        "kind": "Actor",
+        "metadata": {"name": "reviewer", "namespace": "team-a"},
+        "spec": {
+            "image": "runner:dev",
+            "entrypoint": "reviewer.app:reviewer",
+            "env": [{"name": "LOG_LEVEL", "value": "debug"}],
+        },
+    }
+    assert actor.spec.image_pull_policy == "IfNotPresent"
+    assert actor.spec.retry.max_attempts == 3
+
+
+def test_status_patch_sends_only_what_was_set() -> None:
+    patch = SessionStatus(
+        phase="closed", closed_how="cancel", hold=None, active_turn=None
+    ).status_patch()
+    # None clears a field under a JSON merge patch; unset fields stay untouched.
+    assert patch == {
+        "status": {"phase": "closed", "closedHow": "cancel", "hold": None, "activeTurn": None}
+    }
+
+
+def test_status_patch_writes_rfc3339_times() -> None:
+    started = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
+    patch = TurnStatus(phase="running", started_at=started, process_epoch=2).status_patch()
+    assert patch == {
+        "status": {
+            "phase": "running",
+            "startedAt": "2026-01-02T03:04:05.600000Z",
+            "processEpoch": 2,
+        }
+    }
+
+
+def test_turn_result_null_differs_from_no_result() -> None:
+    with_null = TurnStatus(phase="completed", has_result=True, result=None).status_patch()
+    without = TurnStatus(phase="completed", has_result=False).status_patch()
+    assert with_null["status"]["result"] is None
+    assert "result" not in without["status"]
+
+
+def test_turn_input_is_any_json() -> None:
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": "Turn",
+        "metadata": {"name": "t1"},
+        "spec": {"sessionRef": {"name": "s1"}, "input": [1, "two", {"three": None}]},
+    }
+    turn = Turn.from_manifest(manifest)
+    assert turn.spec.input == [1, "two", {"three": None}]
+    assert turn.to_manifest() == manifest
+
+
+def test_other_kind_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="kind Turn"):
+        Turn.from_manifest(SESSION_FROM_SERVER)
+
+
+def test_invalid_manifest_names_the_field() -> None:
+    manifest = copy.deepcopy(SESSION_FROM_SERVER)
+    manifest["spec"]["actorRef"]["name"] = "Not_A_Name"
+    with pytest.raises(InvalidInput) as caught:
+        Session.from_manifest(manifest)
+    assert caught.value.details["fields"] == ["spec.actorRef.name"]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"image": "runner:dev", "entrypoint": "no_colon"},
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "imagePullPolicy": "Always"},
+        {"image": "runner dev", "entrypoint": "pkg:attr"},
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "queueLimit": 0},
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "computer": {"size": "-1Gi"}},
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "env": [{"name": "1X"}]},
+    ],
+)
+def test_python_checks_what_the_schema_checks(spec: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ActorSpec.model_validate(spec)
+
+
+def test_python_names_are_accepted_too() -> None:
+    spec = SessionSpec(actor_ref=ActorRef(name="reviewer"), workspace="repo-a")
+    assert spec.to_wire() == {"actorRef": {"name": "reviewer"}, "workspace": "repo-a"}
+
+
+def test_plural_names() -> None:
+    assert (ACTORS, SESSIONS, TURNS) == ("actors", "sessions", "turns")
