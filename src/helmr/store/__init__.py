@@ -1,0 +1,45 @@
+"""The timeline store: Sessions, Turns, messages, holds and events in SQLite.
+
+:class:`Store` is the async entry point: ``write(fn)`` runs ``fn(tx)`` in the
+single writer's transaction, ``read(fn)`` runs ``fn(rt)`` on a snapshot, and
+``watch(session_id)`` wakes waiters after commits. The modules ``sessions``,
+``holds``, ``turns``, ``messages``, ``timeline`` and ``retention`` hold the
+functions those transactions are made of; ``helmr.control`` composes them
+into the state machine, one transaction per control.
+"""
+
+from helmr.store.retention import Expired
+from helmr.store.rows import (
+    TERMINAL_TURN_STATUSES,
+    CloseHow,
+    HoldRow,
+    HoldScope,
+    MessageRow,
+    MessageStatus,
+    Outcome,
+    SessionRow,
+    SessionStatus,
+    TurnRow,
+    TurnStatus,
+)
+from helmr.store.store import Store, utc_now
+from helmr.store.tx import ReadTx, Tx
+
+__all__ = [
+    "TERMINAL_TURN_STATUSES",
+    "CloseHow",
+    "Expired",
+    "HoldRow",
+    "HoldScope",
+    "MessageRow",
+    "MessageStatus",
+    "Outcome",
+    "ReadTx",
+    "SessionRow",
+    "SessionStatus",
+    "Store",
+    "TurnRow",
+    "TurnStatus",
+    "Tx",
+    "utc_now",
+]

@@ -1,0 +1,52 @@
+"""Message rows: exact-Turn messages in admission order, and their delivery status."""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+
+from helmr.errors import NotFound
+from helmr.store.codec import dump_json, dump_time, new_id
+from helmr.store.rows import MessageRow, MessageStatus
+from helmr.store.tx import ReadTx, Tx
+
+
+def insert(tx: Tx, session_id: str, turn_id: str, data: JsonValue) -> MessageRow:
+    encoded = dump_json(data)
+    message_id = new_id("msg")
+    tx.conn.execute(
+        "INSERT INTO messages (id, session_id, turn_id, ord, data, status, created_at)"
+        " SELECT ?, ?, ?, coalesce(max(ord), 0) + 1, ?, 'admitted', ?"
+        " FROM messages WHERE turn_id = ?",
+        (message_id, session_id, turn_id, encoded, dump_time(tx.now), turn_id),
+    )
+    tx.touch(session_id)
+    return _require(tx, message_id)
+
+
+def require(rt: ReadTx, turn_id: str, message_id: str) -> MessageRow:
+    """The message, which must have been sent to that Turn."""
+    row = rt.conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    if row is None or row["turn_id"] != turn_id:
+        raise NotFound(f"no message {message_id} for turn {turn_id}", message_id=message_id)
+    return MessageRow.load(row)
+
+
+def with_status(rt: ReadTx, turn_id: str, status: MessageStatus) -> list[MessageRow]:
+    """The Turn's messages in that status, in admission order."""
+    rows = rt.conn.execute(
+        "SELECT * FROM messages WHERE turn_id = ? AND status = ? ORDER BY ord",
+        (turn_id, status),
+    ).fetchall()
+    return [MessageRow.load(row) for row in rows]
+
+
+def update(tx: Tx, message: MessageRow, **changes: object) -> MessageRow:
+    tx.update("messages", message.id, changes)
+    tx.touch(message.session_id)
+    return _require(tx, message.id)
+
+
+def _require(rt: ReadTx, message_id: str) -> MessageRow:
+    row = rt.conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+    assert row is not None
+    return MessageRow.load(row)

@@ -1,0 +1,196 @@
+"""Immutable snapshots of store rows, decoded from SQLite.
+
+They are what store functions return and what ``helmr.control`` reasons on;
+``helmr.control.views`` turns them into the public models.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import JsonValue
+
+from helmr.store.codec import load_json, load_time
+
+SessionStatus = Literal["open", "closing", "closed", "failed"]
+TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
+MessageStatus = Literal["admitted", "started", "delivered", "rejected"]
+HoldScope = Literal["session", "turn"]
+CloseHow = Literal["close", "cancel", "idle"]
+Outcome = Literal["completed", "failed"]
+
+TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
+    {"completed", "failed", "interrupted", "cancelled"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HoldRow:
+    id: str
+    session_id: str
+    reason: str
+    scope: HoldScope
+    turn_id: str | None
+    created_at: datetime
+    released_at: datetime | None
+    released_how: str | None
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> HoldRow:
+        return cls(
+            id=row["id"],
+            session_id=row["session_id"],
+            reason=row["reason"],
+            scope=row["scope"],
+            turn_id=row["turn_id"],
+            created_at=_time(row["created_at"]),
+            released_at=load_time(row["released_at"]),
+            released_how=row["released_how"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    id: str
+    namespace: str
+    name: str
+    actor: str
+    workspace: str
+    key: str | None
+    idempotency_key: str | None
+    status: SessionStatus
+    hold: HoldRow | None
+    consecutive_failures: int
+    consecutive_losses: int
+    process_epoch: int
+    process_live: bool
+    stop_reason: str | None
+    active_turn_id: str | None
+    cancel_requested_at: datetime | None
+    close_how: CloseHow | None
+    closed_at: datetime | None
+    max_turn_duration: timedelta | None
+    created_at: datetime
+    last_turn_seq: int
+    last_event_seq: int
+    retained_after: int
+
+    @classmethod
+    def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
+        seconds = row["max_turn_duration_s"]
+        return cls(
+            id=row["id"],
+            namespace=row["namespace"],
+            name=row["name"],
+            actor=row["actor"],
+            workspace=row["workspace"],
+            key=row["key"],
+            idempotency_key=row["idempotency_key"],
+            status=row["status"],
+            hold=hold,
+            consecutive_failures=row["consecutive_failures"],
+            consecutive_losses=row["consecutive_losses"],
+            process_epoch=row["process_epoch"],
+            process_live=bool(row["process_live"]),
+            stop_reason=row["stop_reason"],
+            active_turn_id=row["active_turn_id"],
+            cancel_requested_at=load_time(row["cancel_requested_at"]),
+            close_how=row["close_how"],
+            closed_at=load_time(row["closed_at"]),
+            max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
+            created_at=_time(row["created_at"]),
+            last_turn_seq=row["last_turn_seq"],
+            last_event_seq=row["last_event_seq"],
+            retained_after=row["retained_after"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    id: str
+    session_id: str
+    sequence: int
+    status: TurnStatus
+    input: JsonValue
+    has_result: bool
+    result: JsonValue
+    has_response: bool
+    response: JsonValue
+    error: JsonValue
+    reason: str | None
+    idempotency_key: str | None
+    source: str
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    epoch: int | None
+    deadline_at: datetime | None
+    settling: Outcome | None
+    messages_ready_at: datetime | None
+    payload_expired: bool
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_TURN_STATUSES
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> TurnRow:
+        return cls(
+            id=row["id"],
+            session_id=row["session_id"],
+            sequence=row["sequence"],
+            status=row["status"],
+            input=load_json(row["input"]),
+            has_result=bool(row["has_result"]),
+            result=load_json(row["result"]),
+            has_response=bool(row["has_response"]),
+            response=load_json(row["response"]),
+            error=load_json(row["error"]),
+            reason=row["reason"],
+            idempotency_key=row["idempotency_key"],
+            source=row["source"],
+            created_at=_time(row["created_at"]),
+            started_at=load_time(row["started_at"]),
+            ended_at=load_time(row["ended_at"]),
+            epoch=row["epoch"],
+            deadline_at=load_time(row["deadline_at"]),
+            settling=row["settling"],
+            messages_ready_at=load_time(row["messages_ready_at"]),
+            payload_expired=bool(row["payload_expired"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    id: str
+    session_id: str
+    turn_id: str
+    ord: int
+    data: JsonValue
+    status: MessageStatus
+    reason: str | None
+    created_at: datetime
+    payload_expired: bool
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> MessageRow:
+        return cls(
+            id=row["id"],
+            session_id=row["session_id"],
+            turn_id=row["turn_id"],
+            ord=row["ord"],
+            data=load_json(row["data"]),
+            status=row["status"],
+            reason=row["reason"],
+            created_at=_time(row["created_at"]),
+            payload_expired=bool(row["payload_expired"]),
+        )
+
+
+def _time(text: str) -> datetime:
+    value = load_time(text)
+    assert value is not None, "a NOT NULL timestamp column was NULL"
+    return value

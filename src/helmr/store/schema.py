@@ -1,0 +1,171 @@
+"""The SQLite schema of the timeline store and how connections are configured.
+
+Timestamps are ISO-8601 UTC text with microseconds (fixed width, so they
+compare correctly as text); JSON payloads are text. A SQL NULL payload means
+"absent" and is distinct from the JSON text ``null``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Literal
+
+SCHEMA_VERSION = 1
+
+Synchronous = Literal["NORMAL", "FULL"]
+
+_DDL = """
+CREATE TABLE sessions (
+    id                   TEXT PRIMARY KEY,
+    namespace            TEXT NOT NULL,
+    name                 TEXT NOT NULL,
+    actor                TEXT NOT NULL,
+    workspace            TEXT NOT NULL,
+    key                  TEXT,
+    idempotency_key      TEXT,
+    status               TEXT NOT NULL CHECK (status IN ('open', 'closing', 'closed', 'failed')),
+    hold_id              TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0,
+    consecutive_losses   INTEGER NOT NULL DEFAULT 0,
+    process_epoch        INTEGER NOT NULL DEFAULT 0,
+    process_live         INTEGER NOT NULL DEFAULT 0,
+    stop_reason          TEXT,
+    active_turn_id       TEXT,
+    cancel_requested_at  TEXT,
+    close_how            TEXT CHECK (close_how IN ('close', 'cancel', 'idle')),
+    closed_at            TEXT,
+    max_turn_duration_s  REAL,
+    created_at           TEXT NOT NULL,
+    last_turn_seq        INTEGER NOT NULL DEFAULT 0,
+    last_event_seq       INTEGER NOT NULL DEFAULT 0,
+    retained_after       INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX sessions_idempotency ON sessions (namespace, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+-- A Workspace is owned by one Session at a time, until that Session is closed.
+CREATE UNIQUE INDEX sessions_workspace_owner ON sessions (namespace, workspace)
+    WHERE status IN ('open', 'closing');
+
+CREATE TABLE holds (
+    id           TEXT PRIMARY KEY,
+    session_id   TEXT NOT NULL REFERENCES sessions (id),
+    reason       TEXT NOT NULL,
+    scope        TEXT NOT NULL CHECK (scope IN ('session', 'turn')),
+    turn_id      TEXT,
+    created_at   TEXT NOT NULL,
+    released_at  TEXT,
+    released_how TEXT
+);
+
+CREATE TABLE turns (
+    id                TEXT PRIMARY KEY,
+    session_id        TEXT NOT NULL REFERENCES sessions (id),
+    sequence          INTEGER NOT NULL,
+    status            TEXT NOT NULL CHECK (status IN
+                          ('queued', 'running', 'completed', 'failed', 'interrupted', 'cancelled')),
+    input             TEXT,
+    has_result        INTEGER NOT NULL DEFAULT 0,
+    result            TEXT,
+    has_response      INTEGER NOT NULL DEFAULT 0,
+    response          TEXT,
+    error             TEXT,
+    reason            TEXT,
+    idempotency_key   TEXT,
+    source            TEXT NOT NULL,
+    created_at        TEXT NOT NULL,
+    started_at        TEXT,
+    ended_at          TEXT,
+    epoch             INTEGER,
+    deadline_at       TEXT,
+    settling          TEXT CHECK (settling IN ('completed', 'failed')),
+    messages_ready_at TEXT,
+    payload_expired   INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, sequence),
+    UNIQUE (session_id, idempotency_key)
+);
+CREATE INDEX turns_queue ON turns (session_id, sequence) WHERE status = 'queued';
+CREATE INDEX turns_deadline ON turns (deadline_at) WHERE status = 'running';
+CREATE INDEX turns_expirable ON turns (ended_at)
+    WHERE payload_expired = 0 AND ended_at IS NOT NULL;
+
+CREATE TABLE messages (
+    id              TEXT PRIMARY KEY,
+    session_id      TEXT NOT NULL REFERENCES sessions (id),
+    turn_id         TEXT NOT NULL REFERENCES turns (id),
+    ord             INTEGER NOT NULL,
+    data            TEXT,
+    status          TEXT NOT NULL CHECK (status IN
+                        ('admitted', 'started', 'delivered', 'rejected')),
+    reason          TEXT,
+    created_at      TEXT NOT NULL,
+    payload_expired INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (turn_id, ord)
+);
+
+-- Clustered by (session, sequence): a page is one range scan.
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    sequence   INTEGER NOT NULL,
+    id         TEXT NOT NULL UNIQUE,
+    turn_id    TEXT,
+    kind       TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    epoch      INTEGER,
+    PRIMARY KEY (session_id, sequence)
+) WITHOUT ROWID;
+
+-- Output idempotency: scope is the turn id, or '' for Session-level output.
+CREATE TABLE output_keys (
+    session_id TEXT NOT NULL,
+    scope      TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    event_id   TEXT NOT NULL,
+    sequence   INTEGER NOT NULL,
+    PRIMARY KEY (session_id, scope, key)
+) WITHOUT ROWID;
+"""
+
+
+def connect(path: str, *, synchronous: Synchronous, read_only: bool) -> sqlite3.Connection:
+    """A connection in autocommit mode: transactions are explicit ``BEGIN``s.
+
+    WAL lets readers run beside the one writer. ``synchronous=NORMAL`` in WAL
+    mode keeps every committed transaction across a process crash (SIGKILL):
+    the commit is in the WAL file, only an OS crash or power loss can lose
+    the last commits. ``FULL`` also survives those, at an fsync per commit.
+    ``check_same_thread`` is off because the store closes every connection
+    from the thread that shuts it down; each connection is still used by one
+    thread at a time.
+    """
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 10000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    if read_only:
+        conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Creates the schema in a new database; refuses one from another version."""
+    conn.execute("PRAGMA journal_mode = WAL")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version != 0:
+        raise RuntimeError(
+            f"timeline store schema version {version} is not {SCHEMA_VERSION}; "
+            "use the Helmr release that wrote it"
+        )
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

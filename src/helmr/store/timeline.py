@@ -1,0 +1,171 @@
+"""The per-Session event timeline: appends, idempotent output, pages.
+
+Why pages never skip or repeat: a sequence is assigned inside the single
+writer's transaction (a counter on the Session row), so sequences of a
+Session are committed in the order they are assigned, and a reader's
+snapshot holds either all of a commit or none of it. A reader therefore
+never sees sequence n+1 without n, and ``after`` is an exact cursor.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, cast
+
+from pydantic import JsonValue
+
+from helmr.errors import InvalidInput, NotFound
+from helmr.events import Event, EventKind, EventPage, normalize_content
+from helmr.store.codec import dump_json, dump_time, new_id
+from helmr.store.tx import ReadTx, Tx
+
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_PAGE = 1000
+
+_COLUMNS = "id, session_id, turn_id, sequence, created_at, kind, data, epoch"
+
+
+def append(
+    tx: Tx,
+    session_id: str,
+    kind: EventKind,
+    data: JsonValue,
+    *,
+    turn_id: str | None = None,
+    event_id: str | None = None,
+    process_epoch: int | None = None,
+) -> Event:
+    """Appends one event with the Session's next sequence.
+
+    With an ``event_id`` (a lifecycle fact's deterministic id) that is already
+    stored, nothing is appended and the stored event is returned: the check
+    comes before the sequence is taken, so a repeat leaves no gap.
+    """
+    if event_id is None:
+        event_id = new_id("evt")
+    else:
+        existing = get(tx, event_id)
+        if existing is not None:
+            return existing
+    encoded = dump_json(data)
+    taken = tx.conn.execute(
+        "UPDATE sessions SET last_event_seq = last_event_seq + 1 WHERE id = ?"
+        " RETURNING last_event_seq",
+        (session_id,),
+    ).fetchone()
+    if taken is None:
+        raise NotFound(f"no session {session_id}", session_id=session_id)
+    created_at = dump_time(tx.now)
+    tx.conn.execute(
+        f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (event_id, session_id, turn_id, taken[0], created_at, kind, encoded, process_epoch),
+    )
+    tx.touch(session_id)
+    return Event.model_construct(
+        id=event_id,
+        session_id=session_id,
+        turn_id=turn_id,
+        sequence=taken[0],
+        created_at=datetime.fromisoformat(created_at),
+        kind=kind,
+        data=data,
+        process_epoch=process_epoch,
+    )
+
+
+def append_output(
+    tx: Tx,
+    session_id: str,
+    turn_id: str | None,
+    value: JsonValue,
+    *,
+    idempotency_key: str | None,
+    process_epoch: int | None,
+) -> Event:
+    """Appends ``turn.output`` content; a repeated idempotency key returns the first event.
+
+    Keys are scoped to the Turn (or to Session-level output when ``turn_id``
+    is None) and live as long as the event they name is retained.
+    """
+    scope = turn_id or ""
+    if idempotency_key is not None:
+        known = tx.conn.execute(
+            "SELECT event_id FROM output_keys WHERE session_id = ? AND scope = ? AND key = ?",
+            (session_id, scope, idempotency_key),
+        ).fetchone()
+        if known is not None:
+            existing = get(tx, known["event_id"])
+            assert existing is not None, "output keys are removed with their events"
+            return existing
+    # Content fragments are JSON objects; TypedDicts are not dicts to mypy.
+    content = cast(JsonValue, normalize_content(value))
+    event = append(
+        tx,
+        session_id,
+        EventKind.TURN_OUTPUT,
+        content,
+        turn_id=turn_id,
+        process_epoch=process_epoch,
+    )
+    if idempotency_key is not None:
+        tx.conn.execute(
+            "INSERT INTO output_keys (session_id, scope, key, event_id, sequence)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (session_id, scope, idempotency_key, event.id, event.sequence),
+        )
+    return event
+
+
+def get(rt: ReadTx, event_id: str) -> Event | None:
+    cursor = rt.conn.cursor()
+    cursor.row_factory = None
+    row = cursor.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
+    return None if row is None else _event(row)
+
+
+def page(rt: ReadTx, session_id: str, after: int, limit: int) -> EventPage:
+    """Up to ``limit`` events with sequence > ``after``, in sequence order."""
+    check_page(after, limit)
+    session = rt.conn.execute(
+        "SELECT retained_after FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if session is None:
+        raise NotFound(f"no session {session_id}", session_id=session_id)
+    cursor = rt.conn.cursor()
+    # Plain tuples: this is the hot read path.
+    cursor.row_factory = None
+    rows = cursor.execute(
+        f"SELECT {_COLUMNS} FROM events WHERE session_id = ? AND sequence > ?"
+        " ORDER BY sequence LIMIT ?",
+        (session_id, after, limit + 1),
+    ).fetchall()
+    records = [_event(row) for row in rows[:limit]]
+    return EventPage(
+        records=records,
+        next_after=records[-1].sequence if records else after,
+        has_more=len(rows) > limit,
+        retained_after=session["retained_after"],
+    )
+
+
+def check_page(after: int, limit: int) -> None:
+    if not 0 <= after <= MAX_SAFE_INTEGER:
+        raise InvalidInput("after must be a nonnegative safe integer", after=after)
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", limit=limit)
+
+
+def _event(row: tuple[Any, ...]) -> Event:
+    # Rows come from our own writes, so validation would only cost time.
+    event_id, session_id, turn_id, sequence, created_at, kind, data, epoch = row
+    return Event.model_construct(
+        id=event_id,
+        session_id=session_id,
+        turn_id=turn_id,
+        sequence=sequence,
+        created_at=datetime.fromisoformat(created_at),
+        kind=EventKind(kind),
+        data=json.loads(data),
+        process_epoch=epoch,
+    )

@@ -1,0 +1,103 @@
+"""Turn rows: admission with a per-session sequence, the FIFO queue, deadlines."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from helmr.errors import NotFound
+from helmr.store.codec import dump_json, dump_time, load_time, new_id
+from helmr.store.rows import TurnRow
+from helmr.store.tx import ReadTx, Tx
+
+
+def insert(
+    tx: Tx, session_id: str, *, input: JsonValue, idempotency_key: str | None, source: str
+) -> TurnRow:
+    encoded = dump_json(input)
+    (sequence,) = tx.conn.execute(
+        "UPDATE sessions SET last_turn_seq = last_turn_seq + 1 WHERE id = ?"
+        " RETURNING last_turn_seq",
+        (session_id,),
+    ).fetchone()
+    turn_id = new_id("turn")
+    tx.conn.execute(
+        "INSERT INTO turns (id, session_id, sequence, status, input, idempotency_key, source,"
+        " created_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+        (turn_id, session_id, sequence, encoded, idempotency_key, source, dump_time(tx.now)),
+    )
+    tx.touch(session_id)
+    return _require(tx, turn_id)
+
+
+def get(rt: ReadTx, turn_id: str) -> TurnRow | None:
+    row = rt.conn.execute("SELECT * FROM turns WHERE id = ?", (turn_id,)).fetchone()
+    return None if row is None else TurnRow.load(row)
+
+
+def require(rt: ReadTx, session_id: str, turn_id: str) -> TurnRow:
+    """The Turn, which must belong to the Session (ids are not secrets across Sessions)."""
+    turn = get(rt, turn_id)
+    if turn is None or turn.session_id != session_id:
+        raise NotFound(f"no turn {turn_id} in session {session_id}", turn_id=turn_id)
+    return turn
+
+
+def by_idempotency_key(rt: ReadTx, session_id: str, idempotency_key: str) -> TurnRow | None:
+    row = rt.conn.execute(
+        "SELECT * FROM turns WHERE session_id = ? AND idempotency_key = ?",
+        (session_id, idempotency_key),
+    ).fetchone()
+    return None if row is None else TurnRow.load(row)
+
+
+def queued(rt: ReadTx, session_id: str) -> list[TurnRow]:
+    """The FIFO queue, head first."""
+    rows = rt.conn.execute(
+        "SELECT * FROM turns WHERE session_id = ? AND status = 'queued' ORDER BY sequence",
+        (session_id,),
+    ).fetchall()
+    return [TurnRow.load(row) for row in rows]
+
+
+def next_queued(rt: ReadTx, session_id: str) -> TurnRow | None:
+    row = rt.conn.execute(
+        "SELECT * FROM turns WHERE session_id = ? AND status = 'queued' ORDER BY sequence LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return None if row is None else TurnRow.load(row)
+
+
+def count_queued(rt: ReadTx, session_id: str) -> int:
+    (count,) = rt.conn.execute(
+        "SELECT count(*) FROM turns WHERE session_id = ? AND status = 'queued'", (session_id,)
+    ).fetchone()
+    return int(count)
+
+
+def past_deadline(rt: ReadTx, now: datetime) -> list[TurnRow]:
+    rows = rt.conn.execute(
+        "SELECT * FROM turns WHERE status = 'running' AND deadline_at <= ? ORDER BY deadline_at",
+        (dump_time(now),),
+    ).fetchall()
+    return [TurnRow.load(row) for row in rows]
+
+
+def next_deadline(rt: ReadTx) -> datetime | None:
+    (deadline,) = rt.conn.execute(
+        "SELECT min(deadline_at) FROM turns WHERE status = 'running'"
+    ).fetchone()
+    return load_time(deadline)
+
+
+def update(tx: Tx, turn: TurnRow, **changes: object) -> TurnRow:
+    tx.update("turns", turn.id, changes)
+    tx.touch(turn.session_id)
+    return _require(tx, turn.id)
+
+
+def _require(rt: ReadTx, turn_id: str) -> TurnRow:
+    turn = get(rt, turn_id)
+    assert turn is not None
+    return turn
