@@ -78,7 +78,7 @@ class ComputerSpec(WireModel):
     model_config = ConfigDict(
         json_schema_extra=rules(
             cel(
-                "!isQuantity(self.size) || quantity(self.size).sign() == 1",
+                "!isQuantity(self.size) || quantity(self.size).isGreaterThan(quantity('0'))",
                 "spec.computer.size must be greater than zero",
                 field_path=".size",
             )
