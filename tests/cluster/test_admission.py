@@ -1,0 +1,396 @@
+"""The committed CRDs at a real apiserver: what is admitted, what is refused, and why.
+
+Every refusal must name the offending field, so a user who mistypes a manifest
+learns what to fix from ``kubectl``'s error alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from helmr.resources import (
+    ACTORS,
+    GROUP,
+    SESSIONS,
+    TURNS,
+    VERSION,
+    Actor,
+    ActorRef,
+    ActorSpec,
+    ObjectMeta,
+    Session,
+    SessionRef,
+    SessionSpec,
+    Turn,
+    TurnError,
+    TurnSpec,
+    TurnStatus,
+)
+
+pytestmark = pytest.mark.usefixtures("crds")
+
+Manifest = dict[str, Any]
+
+
+def actor(**spec: Any) -> Manifest:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Actor",
+        "metadata": {"name": "reviewer"},
+        "spec": {"image": "helmr-runner:dev", "entrypoint": "reviewer.app:reviewer", **spec},
+    }
+
+
+def session(**spec: Any) -> Manifest:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Session",
+        "metadata": {"name": "review-42"},
+        "spec": {"actorRef": {"name": "reviewer"}, "workspace": "repo-a", **spec},
+    }
+
+
+def turn(**spec: Any) -> Manifest:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Turn",
+        "metadata": {"name": "review-42-1"},
+        "spec": {"sessionRef": {"name": "review-42"}, "input": {"issue": "APP-42"}, **spec},
+    }
+
+
+def without(manifest: Manifest, *path: str) -> Manifest:
+    trimmed = copy.deepcopy(manifest)
+    node = trimmed
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    return trimmed
+
+
+def renamed(manifest: Manifest, name: str) -> Manifest:
+    return {**manifest, "metadata": {"name": name}}
+
+
+PLURALS = {"Actor": ACTORS, "Session": SESSIONS, "Turn": TURNS}
+
+
+class Objects:
+    """The Helmr objects of one namespace, addressed by their manifests."""
+
+    def __init__(self, api: client.CustomObjectsApi, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+
+    def create(self, manifest: Manifest, field_validation: str | None = None) -> Manifest:
+        plural = PLURALS[manifest["kind"]]
+        created = self.api.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, plural, manifest, field_validation=field_validation
+        )
+        return cast(Manifest, created)
+
+    def get(self, manifest: Manifest) -> Manifest:
+        plural, name = PLURALS[manifest["kind"]], manifest["metadata"]["name"]
+        got = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
+        return cast(Manifest, got)
+
+    def patch(self, manifest: Manifest, body: Manifest) -> Manifest:
+        """A JSON merge patch of the object ``manifest`` names."""
+        plural, name = PLURALS[manifest["kind"]], manifest["metadata"]["name"]
+        patched = self.api.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, plural, name, body
+        )
+        return cast(Manifest, patched)
+
+    def patch_status(self, manifest: Manifest, body: Manifest) -> Manifest:
+        """A JSON merge patch of the status subresource of the object ``manifest`` names."""
+        plural, name = PLURALS[manifest["kind"]], manifest["metadata"]["name"]
+        patched = self.api.patch_namespaced_custom_object_status(
+            GROUP, VERSION, self.namespace, plural, name, body
+        )
+        return cast(Manifest, patched)
+
+
+@pytest.fixture
+def objects(api_client: client.ApiClient, namespace: str) -> Objects:
+    return Objects(client.CustomObjectsApi(api_client), namespace)
+
+
+def refusal(call: Callable[[], object]) -> tuple[int, str]:
+    """The HTTP status and message of a request the apiserver must refuse."""
+    with pytest.raises(ApiException) as caught:
+        call()
+    message = json.loads(caught.value.body or "{}").get("message", "")
+    return caught.value.status, str(message)
+
+
+# --- admitted ---------------------------------------------------------------------------
+
+
+def test_minimal_manifests_are_admitted_and_defaulted(objects: Objects) -> None:
+    built = Actor(
+        metadata=ObjectMeta(name="reviewer"),
+        spec=ActorSpec(image="helmr-runner:dev", entrypoint="reviewer.app:reviewer"),
+    )
+    stored = Actor.from_manifest(objects.create(built.to_manifest()))
+    assert stored.metadata.namespace == objects.namespace
+    # The apiserver filled in the defaults the model declares.
+    assert stored.spec == built.spec
+    assert stored.to_wire()["spec"] == {
+        "image": "helmr-runner:dev",
+        "entrypoint": "reviewer.app:reviewer",
+        "imagePullPolicy": "IfNotPresent",
+        "idleTimeoutSeconds": 300,
+        "queueLimit": 100,
+        "retry": {"maxAttempts": 3},
+        "computer": {"size": "1Gi"},
+    }
+
+    built_session = Session(
+        metadata=ObjectMeta(name="review-42"),
+        spec=SessionSpec(actor_ref=ActorRef(name="reviewer"), workspace="repo-a"),
+    )
+    stored_session = Session.from_manifest(objects.create(built_session.to_manifest()))
+    assert stored_session.spec == built_session.spec
+
+    built_turn = Turn(
+        metadata=ObjectMeta(name="review-42-1"),
+        spec=TurnSpec(session_ref=SessionRef(name="review-42"), input=None),
+    )
+    stored_turn = objects.create(built_turn.to_manifest())
+    # JSON null is an input in its own right, not an absent one.
+    assert stored_turn["spec"] == {"sessionRef": {"name": "review-42"}, "input": None}
+
+
+def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
+    full_actor = actor(
+        imagePullPolicy="Never",
+        resources={
+            "requests": {"cpu": "250m", "memory": "256Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        idleTimeoutSeconds=60,
+        maxTurnDurationSeconds=600,
+        queueLimit=10,
+        maxDurationSeconds=3600,
+        ttlSeconds=0,
+        retry={"maxAttempts": 5},
+        computer={
+            "size": "20Gi",
+            "storageClassName": "local-path",
+            "volumeSnapshotClassName": "csi-hostpath.snapclass",
+        },
+        env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY", "value": ""}],
+    )
+    assert objects.create(full_actor)["spec"] == full_actor["spec"]
+
+    full_session = session(
+        key="APP-42",
+        idempotencyKey="start:APP-42",
+        maxTurnDurationSeconds=60,
+        idleTimeoutSeconds=30,
+    )
+    assert objects.create(full_session)["spec"] == full_session["spec"]
+
+    nested_input = {"issue": "APP-42", "files": ["a.py", {"deep": [1, 2.5, True, None]}]}
+    full_turn = turn(input=nested_input, idempotencyKey="linear:event-123", source="kubectl")
+    assert objects.create(full_turn)["spec"] == full_turn["spec"]
+
+
+def test_short_names_and_category_are_served(api_client: client.ApiClient) -> None:
+    resources = client.CustomObjectsApi(api_client).get_api_resources(GROUP, VERSION).to_dict()
+    served = {r["name"]: r for r in resources["resources"] if "/" not in r["name"]}
+    assert served[ACTORS]["short_names"] == ["hact"]
+    assert served[SESSIONS]["short_names"] == ["hses"]
+    assert served[TURNS]["short_names"] == ["hturn"]
+    assert all(served[plural]["categories"] == ["helmr"] for plural in PLURALS.values())
+
+
+# --- refused at creation ----------------------------------------------------------------
+
+INVALID: list[tuple[str, Manifest, str]] = [
+    ("actor-without-image", without(actor(), "spec", "image"), "spec.image"),
+    ("actor-image-with-space", actor(image="helmr runner"), "spec.image"),
+    ("actor-entrypoint-without-attr", actor(entrypoint="reviewer.app"), "spec.entrypoint"),
+    ("actor-pull-policy-always", actor(imagePullPolicy="Always"), "spec.imagePullPolicy"),
+    ("actor-idle-timeout-zero", actor(idleTimeoutSeconds=0), "spec.idleTimeoutSeconds"),
+    ("actor-queue-limit-too-high", actor(queueLimit=10_001), "spec.queueLimit"),
+    ("actor-retry-zero", actor(retry={"maxAttempts": 0}), "spec.retry.maxAttempts"),
+    (
+        "actor-cpu-not-a-quantity",
+        actor(resources={"requests": {"cpu": "lots"}}),
+        "spec.resources.requests.cpu",
+    ),
+    (
+        "actor-memory-request-over-limit",
+        actor(resources={"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}),
+        "spec.resources.requests.memory must not exceed spec.resources.limits.memory",
+    ),
+    ("actor-disk-size-zero", actor(computer={"size": "0"}), "spec.computer.size"),
+    (
+        "actor-storage-class-not-a-name",
+        actor(computer={"storageClassName": "Fast_SSD"}),
+        "spec.computer.storageClassName",
+    ),
+    (
+        "actor-env-reserved-name",
+        actor(env=[{"name": "HELMR_URL", "value": "http://evil"}]),
+        "spec.env[0].name",
+    ),
+    ("actor-env-name-starts-with-digit", actor(env=[{"name": "1X"}]), "spec.env[0].name"),
+    ("actor-env-duplicate-name", actor(env=[{"name": "A"}, {"name": "A"}]), "spec.env[1]"),
+    (
+        "actor-turn-longer-than-run",
+        actor(maxTurnDurationSeconds=600, maxDurationSeconds=60),
+        "spec.maxTurnDurationSeconds must not exceed spec.maxDurationSeconds",
+    ),
+    ("actor-name-with-dot", renamed(actor(), "reviewer.v2"), "metadata.name"),
+    ("session-without-actor-ref", without(session(), "spec", "actorRef"), "spec.actorRef"),
+    ("session-actor-ref-not-a-name", session(actorRef={"name": "Reviewer"}), "spec.actorRef.name"),
+    ("session-workspace-not-a-label", session(workspace="repo.a"), "spec.workspace"),
+    ("session-idle-timeout-negative", session(idleTimeoutSeconds=-1), "spec.idleTimeoutSeconds"),
+    (
+        "session-max-turn-over-a-week",
+        session(maxTurnDurationSeconds=604_801),
+        "spec.maxTurnDurationSeconds",
+    ),
+    ("session-key-too-long", session(key="k" * 257), "spec.key"),
+    ("session-name-too-long", renamed(session(), "s" * 64), "metadata.name"),
+    ("turn-without-spec", without(turn(), "spec"), "spec: Required value"),
+    ("turn-without-input", without(turn(), "spec", "input"), "spec.input"),
+    ("turn-without-session-ref", without(turn(), "spec", "sessionRef"), "spec.sessionRef"),
+    ("turn-session-ref-not-a-name", turn(sessionRef={"name": "a_b"}), "spec.sessionRef.name"),
+    ("turn-empty-idempotency-key", turn(idempotencyKey=""), "spec.idempotencyKey"),
+    ("turn-source-too-long", turn(source="s" * 254), "spec.source"),
+]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "field"), [case[1:] for case in INVALID], ids=[case[0] for case in INVALID]
+)
+def test_invalid_manifest_is_refused_naming_the_field(
+    objects: Objects, manifest: Manifest, field: str
+) -> None:
+    status, message = refusal(lambda: objects.create(manifest))
+    assert status == 422, message
+    assert field in message
+
+
+def test_unknown_field_is_refused_under_strict_validation(objects: Objects) -> None:
+    # kubectl validates strictly by default; a typo must not be silently pruned.
+    manifest = session(actor={"name": "reviewer"})
+    status, message = refusal(lambda: objects.create(manifest, field_validation="Strict"))
+    assert status == 400, message
+    assert "spec.actor" in message
+
+
+# --- refused on change: immutable fields -------------------------------------------------
+
+IMMUTABLE: list[tuple[str, Manifest, Manifest, str]] = [
+    (
+        "session-actor-ref",
+        session(),
+        {"spec": {"actorRef": {"name": "other"}}},
+        "spec.actorRef is immutable",
+    ),
+    ("session-workspace", session(), {"spec": {"workspace": "repo-b"}}, "spec.workspace"),
+    ("session-key-added", session(), {"spec": {"key": "APP-43"}}, "spec.key is immutable"),
+    ("session-key-changed", session(key="APP-42"), {"spec": {"key": "APP-43"}}, "spec.key"),
+    (
+        "session-idempotency-key-removed",
+        session(idempotencyKey="start:APP-42"),
+        {"spec": {"idempotencyKey": None}},
+        "spec.idempotencyKey is immutable",
+    ),
+    ("turn-session-ref", turn(), {"spec": {"sessionRef": {"name": "other"}}}, "sessionRef"),
+    ("turn-input-replaced", turn(), {"spec": {"input": "something else"}}, "input"),
+    ("turn-input-nested-change", turn(), {"spec": {"input": {"issue": "APP-43"}}}, "input"),
+    ("turn-idempotency-key", turn(), {"spec": {"idempotencyKey": "again"}}, "idempotencyKey"),
+]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "patch", "field"),
+    [case[1:] for case in IMMUTABLE],
+    ids=[case[0] for case in IMMUTABLE],
+)
+def test_immutable_field_cannot_change(
+    objects: Objects,
+    manifest: Manifest,
+    patch: Manifest,
+    field: str,
+) -> None:
+    objects.create(manifest)
+    status, message = refusal(lambda: objects.patch(manifest, patch))
+    assert status == 422, message
+    assert field in message
+    assert objects.get(manifest)["spec"] == manifest["spec"]
+
+
+def test_session_limits_and_turn_metadata_stay_mutable(objects: Objects) -> None:
+    a_session = objects.create(session(key="APP-42"))
+    patched = objects.patch(a_session, {"spec": {"idleTimeoutSeconds": 90}})
+    assert patched["spec"]["idleTimeoutSeconds"] == 90
+
+    a_turn = objects.create(turn())
+    labelled = objects.patch(a_turn, {"metadata": {"labels": {"a": "b"}}})
+    assert labelled["metadata"]["labels"] == {"a": "b"}
+
+
+# --- the status subresource ---------------------------------------------------------------
+
+
+def test_status_patch_from_the_model_is_admitted(objects: Objects) -> None:
+    a_turn = objects.create(turn())
+    status = TurnStatus(
+        turn_id="turn_01jabc",
+        phase="failed",
+        sequence=1,
+        has_result=False,
+        error=TurnError(code="handler_failed", message="boom"),
+        process_epoch=1,
+    )
+    stored = objects.patch_status(a_turn, status.status_patch())
+    assert Turn.from_manifest(stored).status == status
+
+
+INVALID_STATUS: list[tuple[str, Manifest, Manifest, str]] = [
+    ("session-phase-unknown", session(), {"status": {"phase": "sleeping"}}, "status.phase"),
+    (
+        "session-hold-reason-unknown",
+        session(),
+        {"status": {"hold": {"holdId": "h1", "reason": "whim"}}},
+        "status.hold.reason",
+    ),
+    ("turn-sequence-zero", turn(), {"status": {"sequence": 0}}, "status.sequence"),
+    (
+        "turn-error-without-code",
+        turn(),
+        {"status": {"error": {"message": "x"}}},
+        "status.error.code",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "patch", "field"),
+    [case[1:] for case in INVALID_STATUS],
+    ids=[case[0] for case in INVALID_STATUS],
+)
+def test_invalid_status_is_refused_naming_the_field(
+    objects: Objects,
+    manifest: Manifest,
+    patch: Manifest,
+    field: str,
+) -> None:
+    objects.create(manifest)
+    status, message = refusal(lambda: objects.patch_status(manifest, patch))
+    assert status == 422, message
+    assert field in message
