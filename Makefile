@@ -1,0 +1,66 @@
+# Helmr: one entry point for building, running and testing.
+# `make help` lists the targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HELMR_CACHE ?= $(HOME)/.cache/helmr
+export PATH := $(HELMR_CACHE)/bin/current:$(CURDIR)/$(VENV)/bin:$(PATH)
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+.PHONY: venv
+venv: $(VENV)/.installed ## Create the virtualenv with every extra
+
+.PHONY: build
+build: ## Build the pinned Kubernetes components, etcd, helm, CoreDNS (cached)
+	hack/build.sh
+
+.PHONY: images
+images: ## Build the local images (pause, python, runner, coredns; cached)
+	hack/build-images.sh
+
+.PHONY: cluster-up
+cluster-up: ## Bring up the local single-node cluster (idempotent)
+	hack/cluster-up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Tear the local cluster down (state kept; hack/cluster-down.sh --purge removes it)
+	hack/cluster-down.sh
+
+.PHONY: cluster-status
+cluster-status: ## Say what of the local cluster runs
+	hack/cluster-status.sh
+
+.PHONY: crds
+crds: venv ## Regenerate crds/ from the pydantic models
+	$(PY) -m helmr.resources
+
+.PHONY: lint
+lint: venv ## ruff, mypy --strict, import-linter, CRDs in step with the models
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	$(PY) -m helmr.resources --check
+
+.PHONY: unit
+unit: venv ## Unit tests only (no cluster)
+	$(VENV)/bin/pytest -m "not cluster"
+
+.PHONY: test
+test: venv lint ## Every test, cluster tests included (brings the local cluster up)
+	$(VENV)/bin/pytest
+
+.PHONY: demo
+demo: venv ## The demo on the local cluster
+	hack/demo.sh

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Builds the images the cluster runs, with no registry and no Docker engine:
+#   pause   the pod sandbox (hack/go/pause)
+#   python  Debian bookworm minbase + python3 (debootstrap from Debian's mirror)
+#   runner  python + helmr (runner side, no kopf) + examples/, user 65532
+#   coredns cluster DNS (hack/go/coredns)
+# Each is an OCI tarball in the cache, rebuilt only when its inputs change.
+#
+#   hack/build-images.sh              build all
+#   hack/build-images.sh --import     build all, import the changed ones into the cluster
+#   hack/build-images.sh --name NAME  print NAME's image reference
+source "$(dirname "$0")/lib/cluster.sh"
+
+IMAGES="$HELMR_CACHE/images"
+DEBIAN_MIRROR="${HELMR_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+declare -A REF=(
+  [pause]="helmr.local/pause:3.10"
+  [python]="helmr.local/python:3.11"
+  [runner]="helmr.local/runner:dev"
+  [coredns]="helmr.local/coredns:$COREDNS_VERSION"
+)
+if [[ "${1:-}" == --name ]]; then echo "${REF[$2]}"; exit 0; fi
+
+# layer KEY DIR: the layer tar of DIR, made once per KEY; prints its path.
+layer() {
+  local out="$IMAGES/layers/$1.tar"
+  [[ -f "$out" ]] || {
+    mkdir -p "$IMAGES/layers"
+    python3 "$HACK_DIR/oci_image.py" layer "$2" "$out.tmp" >/dev/null
+    mv "$out.tmp" "$out"
+  }
+  echo "$out"
+}
+
+# image NAME KEY ARGS...: writes $IMAGES/NAME/KEY.tar unless it exists.
+image() {
+  local name="$1" key="$2"; shift 2
+  local out="$IMAGES/$name/$key.tar"
+  [[ -f "$out" ]] || {
+    log "building image ${REF[$name]}"
+    mkdir -p "$IMAGES/$name"
+    python3 "$HACK_DIR/oci_image.py" image "$out.tmp" "${REF[$name]}" "$@" >"$IMAGES/$name/$key.digest"
+    mv "$out.tmp" "$out"
+  }
+  ln -sfn "$out" "$IMAGES/$name/current.tar"
+  ln -sfn "$IMAGES/$name/$key.digest" "$IMAGES/$name/current.digest"
+}
+
+# static_image NAME BINARY USER ARGS...: an image of one static Go binary.
+static_image() {
+  local name="$1" bin; bin="$(readlink -f "$HELMR_BIN/current/$2")"; shift 2
+  local key; key="$(key_of "$bin")"
+  local root="$IMAGES/$name/rootfs-$key"
+  [[ -d "$root" ]] || { mkdir -p "$root"; cp "$bin" "$root/"; }
+  image "$name" "$key" --layer "$(layer "$name-$key" "$root")" --entrypoint "[\"/$(basename "$bin")\"]" "$@"
+}
+
+PYTHON_PACKAGES="python3,ca-certificates"
+PYTHON_LAYER=""
+build_python() {
+  local key; key="$(echo "bookworm minbase $PYTHON_PACKAGES $DEBIAN_MIRROR" | sha256sum | cut -c1-16)"
+  local root="$HELMR_CACHE/rootfs/python-$key"
+  if [[ ! -f "$root.done" ]]; then
+    log "debootstrap bookworm + $PYTHON_PACKAGES (about a minute)"
+    rm -rf "$root"
+    debootstrap --variant=minbase --include="$PYTHON_PACKAGES" bookworm "$root" "$DEBIAN_MIRROR" >&2
+    # Trim what a runtime image never reads.
+    rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/{doc,man,info,locale}/* \
+      "$root"/var/log/*
+    touch "$root.done"
+  fi
+  PYTHON_LAYER="$(layer "python-$key" "$root")"
+  image python "$key" --layer "$PYTHON_LAYER"
+}
+
+build_runner() {
+  # helmr's runner side and its dependencies, one layer over python.
+  local key; key="$(key_of "$IMAGES/python/current.digest" "$REPO_DIR/pyproject.toml" \
+    $(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples | sort))"
+  local root="$IMAGES/runner/rootfs-$key"
+  if [[ ! -d "$root" ]]; then
+    mkdir -p "$root.tmp/opt/helmr/lib" "$root.tmp/app"
+    # Wheels only, for the image's Python (Debian's 3.11), whatever the host runs.
+    python3 -m pip wheel --quiet --no-deps --disable-pip-version-check -w "$root.tmp/wheel" "$REPO_DIR" >&2
+    python3 -m pip install --quiet --no-compile --disable-pip-version-check \
+      --target "$root.tmp/opt/helmr/lib" --only-binary=:all: --python-version 3.11 \
+      --platform manylinux2014_x86_64 --implementation cp "$root.tmp"/wheel/*.whl >&2 \
+      || die "pip could not install helmr into the runner layer"
+    rm -rf "$root.tmp/wheel"
+    [[ -d "$REPO_DIR/examples" ]] && cp -r "$REPO_DIR/examples/." "$root.tmp/app/"
+    mv "$root.tmp" "$root"
+  fi
+  image runner "$key" --layer "$PYTHON_LAYER" --layer "$(layer "runner-$key" "$root")" \
+    --entrypoint '["python3", "-m", "helmr.runner"]' --user 65532 --workdir /app \
+    --env PYTHONPATH=/opt/helmr/lib:/app --env PYTHONUNBUFFERED=1
+}
+
+# import_image NAME: imports into the node's containerd unless it has this digest.
+import_image() {
+  local digest; digest="$(<"$IMAGES/$1/current.digest")"
+  if ctr_k8s images ls -q "name==${REF[$1]}" 2>/dev/null | grep -q . \
+     && [[ "$(ctr_k8s images ls "name==${REF[$1]}" | awk 'NR==2 {print $3}')" == "$digest" ]]; then
+    return 0
+  fi
+  log "importing ${REF[$1]} ($digest)"
+  ctr_k8s images import --no-unpack=false "$IMAGES/$1/current.tar" >&2
+}
+
+static_image pause pause --user 65535
+static_image coredns coredns --user 65532
+build_python
+build_runner
+if [[ "${1:-}" == --import ]]; then
+  for name in "${!REF[@]}"; do import_image "$name"; done
+fi

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds every pinned Go component from the Go module proxy into the cache:
+# Kubernetes (apiserver, controller-manager, scheduler, kubelet, kube-proxy,
+# kubectl), etcd, helm, CoreDNS and the pod sandbox's pause binary. Each
+# module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
+# pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
+#
+#   hack/build.sh [module...]     (default: all; modules are hack/go/*)
+source "$(dirname "$0")/lib/common.sh"
+
+# check_pin MODULE PATH VERSION: go.mod must require what versions.env pins.
+check_pin() {
+  grep -q "$2 v$3\b" "$HACK_DIR/go/$1/go.mod" \
+    || die "hack/go/$1/go.mod does not require $2 v$3 (versions.env); update it and run 'go mod tidy' there"
+}
+
+# build_module MODULE LDFLAGS PKG...: one `go build` per module, so shared
+# packages compile once; one directory per content key.
+build_module() {
+  local mod="$1" ldflags="$2"; shift 2
+  local dir="$HACK_DIR/go/$mod"
+  local out; out="$HELMR_BIN/$mod-$(key_of "$dir"/go.* $(find "$dir" -name '*.go' | sort))"
+  if [[ ! -f "$out/.done" ]]; then
+    log "building $mod into $out"
+    rm -rf "$out"; mkdir -p "$out"
+    local started=$SECONDS
+    (cd "$dir" && CGO_ENABLED=0 go build -p "${HELMR_BUILD_JOBS:-2}" -trimpath \
+      -ldflags "-s -w $ldflags" -o "$out/" "$@")
+    touch "$out/.done"
+    log "built $mod in $((SECONDS - started))s"
+  fi
+  mkdir -p "$HELMR_BIN/current"
+  local f
+  for f in "$out"/*; do ln -sfn "$f" "$HELMR_BIN/current/$(basename "$f")"; done
+}
+
+build_kube() {
+  check_pin kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+  local v="$KUBERNETES_VERSION" minor="${KUBERNETES_VERSION#*.}"; minor="${minor%%.*}"
+  local ldflags="-X k8s.io/component-base/version.gitVersion=v$v"
+  ldflags+=" -X k8s.io/component-base/version.gitMajor=${v%%.*} -X k8s.io/component-base/version.gitMinor=$minor"
+  ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  local pkgs=() t
+  for t in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
+    pkgs+=("k8s.io/kubernetes/cmd/$t")
+  done
+  build_module kube "$ldflags" "${pkgs[@]}"
+}
+
+build_etcd() {
+  check_pin etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+  build_module etcd "" .
+}
+
+build_helm() {
+  check_pin helm helm.sh/helm/v3 "$HELM_VERSION"
+  build_module helm "-X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION" helm.sh/helm/v3/cmd/helm
+}
+
+build_coredns() {
+  check_pin coredns github.com/coredns/coredns "$COREDNS_VERSION"
+  build_module coredns "" github.com/coredns/coredns
+}
+
+build_pause() { build_module pause "" .; }
+
+modules=("$@")
+[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns)
+for m in "${modules[@]}"; do "build_$m"; done

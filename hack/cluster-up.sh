@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Brings up a real single-node Kubernetes on this machine, from binaries
+# built by hack/build.sh and images built by hack/build-images.sh: etcd,
+# kube-apiserver (RBAC + Node authorization, PodSecurity), controller-manager,
+# scheduler, containerd + runc through CRI, kubelet (cgroupfs), bridge CNI,
+# kube-proxy (iptables) and CoreDNS. Idempotent: what runs is left alone.
+# Waits until the node is Ready and the default service account exists, then
+# prints the admin kubeconfig's path as its last line.
+source "$(dirname "$0")/lib/cluster.sh"
+
+[[ $EUID -eq 0 ]] || die "the cluster needs root (kubelet, containerd, iptables)"
+NODE_IP="$(node_ip)"
+[[ -n "$NODE_IP" ]] || die "no node IP: no default route"
+
+"$HACK_DIR/build.sh" >&2
+mkdir -p "$PKI" "$RUN" "$LOGS" "$CONF"
+
+# --- PKI: one CA; a cert per component identity, so RBAC and the Node
+# authorizer see who is calling (least privilege, as in a real cluster).
+cert() { # cert NAME CN [O] [SANS]
+  local name="$1" cn="$2" org="${3:-}" sans="${4:-}" subj="/CN=$2"
+  [[ -f "$PKI/$name.crt" ]] && return 0
+  [[ -n "$org" ]] && subj="/O=$org/CN=$cn"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI/$name.key" -subj "$subj" \
+    -out "$PKI/$name.csr" 2>/dev/null
+  local ext="$PKI/$name.ext"
+  echo "basicConstraints=CA:FALSE" >"$ext"
+  echo "keyUsage=critical,digitalSignature,keyEncipherment" >>"$ext"
+  echo "extendedKeyUsage=serverAuth,clientAuth" >>"$ext"
+  [[ -n "$sans" ]] && echo "subjectAltName=$sans" >>"$ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$ext"
+}
+
+kubeconfig() { # kubeconfig NAME: a kubeconfig for the cert NAME
+  local file="$CONF/$1.kubeconfig"
+  [[ "$1" == admin ]] && file="$KUBECONFIG_ADMIN"
+  [[ -f "$file" ]] && return 0
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: helmr
+  cluster:
+    certificate-authority: $PKI/ca.crt
+    server: https://127.0.0.1:$APISERVER_PORT
+users:
+- name: $1
+  user:
+    client-certificate: $PKI/$1.crt
+    client-key: $PKI/$1.key
+contexts:
+- name: helmr
+  context: {cluster: helmr, user: $1}
+current-context: helmr
+EOF
+}
+
+if [[ ! -f "$PKI/ca.crt" ]]; then
+  openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -subj "/CN=helmr-local-ca" \
+    -keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
+  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+fi
+cert apiserver kube-apiserver "" \
+  "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,IP:$NODE_IP"
+cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+cert admin helmr-admin system:masters
+cert controller-manager system:kube-controller-manager
+cert scheduler system:kube-scheduler
+cert kube-proxy system:kube-proxy
+cert kubelet "system:node:$NODE_NAME" system:nodes "DNS:$NODE_NAME,IP:$NODE_IP,IP:127.0.0.1"
+for k in admin controller-manager scheduler kube-proxy kubelet; do kubeconfig "$k"; done
+
+# --- etcd and the control plane
+start_daemon etcd etcd --name helmr --data-dir "$HELMR_CLUSTER_DIR/etcd" \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+  --initial-cluster helmr=http://127.0.0.1:2380 --unsafe-no-fsync=true --quota-backend-bytes 4294967296 \
+  --listen-metrics-urls http://127.0.0.1:2381
+wait_for 60 etcd curl -fsS http://127.0.0.1:2381/health
+
+start_daemon kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:2379 \
+  --bind-address 0.0.0.0 --secure-port "$APISERVER_PORT" --advertise-address "$NODE_IP" \
+  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction,PodSecurity \
+  --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+  --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+  --kubelet-client-key "$PKI/apiserver-kubelet-client.key" --kubelet-certificate-authority "$PKI/ca.crt" \
+  --service-account-issuer https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+  --api-audiences https://kubernetes.default.svc.cluster.local,helmr \
+  --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged=true --anonymous-auth=false \
+  --kubelet-preferred-address-types InternalIP,Hostname --profiling=false --event-ttl 1h
+wait_for 120 kube-apiserver kubectl_admin get --raw /readyz
+
+start_daemon kube-controller-manager kube-controller-manager \
+  --kubeconfig "$CONF/controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$CONF/controller-manager.kubeconfig" \
+  --authorization-kubeconfig "$CONF/controller-manager.kubeconfig" \
+  --bind-address 127.0.0.1 --use-service-account-credentials \
+  --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+  --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+  --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false --leader-elect=false
+start_daemon kube-scheduler kube-scheduler --kubeconfig "$CONF/scheduler.kubeconfig" \
+  --authentication-kubeconfig "$CONF/scheduler.kubeconfig" \
+  --authorization-kubeconfig "$CONF/scheduler.kubeconfig" \
+  --bind-address 127.0.0.1 --leader-elect=false
+
+# --- the node: sysctls, CNI, containerd, images, kubelet, kube-proxy
+sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
+mkdir -p "$HELMR_CLUSTER_DIR/cni/net.d" "$HELMR_CLUSTER_DIR/containerd"
+cat >"$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "helmr",
+  "plugins": [
+    {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$HELMR_CLUSTER_DIR/cni/ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+# The sandbox image is built here (no registry); hack/build-images.sh names it.
+PAUSE_IMAGE="$("$HACK_DIR/build-images.sh" --name pause)"
+cat >"$CONF/containerd.toml" <<EOF
+version = 2
+root = "$HELMR_CLUSTER_DIR/containerd/root"
+state = "$HELMR_CLUSTER_DIR/containerd/state"
+oom_score = 0
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # The sandbox asks for oom_score_adj -998; without CAP_SYS_RESOURCE that
+  # fails unless containerd clamps it to its own score.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$HELMR_CLUSTER_DIR/cni/net.d"
+EOF
+start_daemon containerd containerd --config "$CONF/containerd.toml"
+wait_for 60 containerd ctr_k8s version
+"$HACK_DIR/build-images.sh" --import >&2
+
+cat >"$CONF/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $PKI/kubelet.crt
+tlsPrivateKeyFile: $PKI/kubelet.key
+clusterDomain: cluster.local
+clusterDNS: [$DNS_SERVICE_IP]
+resolvConf: /etc/resolv.conf
+failSwapOn: false
+# No CAP_SYS_RESOURCE here: a negative score cannot be set.
+oomScoreAdj: 0
+serializeImagePulls: false
+evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
+imageGCHighThresholdPercent: 95
+imageGCLowThresholdPercent: 90
+EOF
+start_daemon kubelet kubelet --config "$CONF/kubelet.yaml" --kubeconfig "$CONF/kubelet.kubeconfig" \
+  --root-dir "$HELMR_CLUSTER_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+
+cat >"$CONF/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: $CONF/kube-proxy.kubeconfig}
+clusterCIDR: $POD_CIDR
+hostnameOverride: $NODE_NAME
+# Leave the host's conntrack table size alone (a VM may refuse the sysctl).
+conntrack: {maxPerCore: 0}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+EOF
+start_daemon kube-proxy kube-proxy --config "$CONF/kube-proxy.yaml"
+
+wait_for 120 "node $NODE_NAME to register" kubectl_admin get node "$NODE_NAME"
+kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >&2
+wait_for 60 "the default service account" kubectl_admin get serviceaccount default -n default
+"$HACK_DIR/coredns.sh" >&2
+log "cluster up: node $NODE_NAME ($NODE_IP), kubeconfig below"
+echo "$KUBECONFIG_ADMIN"

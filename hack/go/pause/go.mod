@@ -1,0 +1,3 @@
+module helmr.dev/hack/pause
+
+go 1.24

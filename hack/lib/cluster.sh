@@ -1,0 +1,67 @@
+# The local single-node cluster's layout and process handling, shared by
+# cluster-up, cluster-down and cluster-status.
+# shellcheck shell=bash
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+NODE_NAME="${HELMR_NODE_NAME:-helmr-node}"
+SERVICE_CIDR="10.96.0.0/16"
+KUBERNETES_SERVICE_IP="10.96.0.1"
+DNS_SERVICE_IP="10.96.0.10"
+POD_CIDR="10.244.0.0/24"
+BRIDGE="helmr0"
+APISERVER_PORT=6443
+
+PKI="$HELMR_CLUSTER_DIR/pki"
+RUN="$HELMR_CLUSTER_DIR/run"
+LOGS="$HELMR_CLUSTER_DIR/logs"
+CONF="$HELMR_CLUSTER_DIR/conf"
+KUBECONFIG_ADMIN="$HELMR_CLUSTER_DIR/kubeconfig"
+CONTAINERD_SOCK="$HELMR_CLUSTER_DIR/containerd/containerd.sock"
+# Order matters: up starts left to right, down stops right to left.
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+
+export PATH="$HELMR_BIN/current:$PATH"
+
+node_ip() { ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p'; }
+
+# pid_of NAME: the PID of a daemon this cluster started, if it still runs.
+pid_of() {
+  local f="$RUN/$1.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid=$(<"$f")
+  [[ -d "/proc/$pid" ]] && grep -qa -- "$1" "/proc/$pid/cmdline" && echo "$pid"
+}
+
+# start_daemon NAME CMD...: starts CMD in its own session unless it runs already.
+start_daemon() {
+  local name="$1"; shift
+  if pid_of "$name" >/dev/null; then return 0; fi
+  mkdir -p "$RUN" "$LOGS"
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN/$name.pid"
+  log "started $name (pid $!)"
+}
+
+# stop_daemon NAME: SIGTERM, then SIGKILL after 10 s; only the PID it recorded.
+stop_daemon() {
+  local name="$1" pid i
+  pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
+  kill "$pid" 2>/dev/null || true
+  for i in $(seq 100); do [[ -d "/proc/$pid" ]] || break; sleep 0.1; done
+  [[ -d "/proc/$pid" ]] && kill -9 "$pid" 2>/dev/null
+  rm -f "$RUN/$name.pid"
+  log "stopped $name"
+}
+
+# wait_for SECONDS WHAT CMD...: polls CMD until it succeeds.
+wait_for() {
+  local limit="$1" what="$2"; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "timed out after ${limit}s waiting for $what (logs: $LOGS)"
+    sleep 0.5
+  done
+}
+
+kubectl_admin() { kubectl --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+ctr_k8s() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
