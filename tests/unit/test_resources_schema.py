@@ -124,6 +124,19 @@ def test_json_field_is_untyped_and_nullable() -> None:
     }
 
 
+def test_map_field_keeps_its_value_schema() -> None:
+    class WithMap(WireModel):
+        """A model."""
+
+        labels: dict[str, str] = Field(default_factory=dict, description="Labels.")
+
+    assert structural_schema(WithMap)["properties"]["labels"] == {
+        "description": "Labels.",
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+    }
+
+
 def test_literal_becomes_enum() -> None:
     class WithLiteral(WireModel):
         """A model."""

@@ -3,7 +3,7 @@
 Python code uses snake_case; the Kubernetes API uses camelCase. ``WireModel``
 translates between them, and ``Resource`` adds the manifest envelope
 (``apiVersion``, ``kind``, ``metadata``) and the CRD presentation
-(names, printer columns, root validation rules) that ``crd.py`` renders.
+(names, printer columns, the ``metadata.name`` rule) that ``crd.py`` renders.
 """
 
 from __future__ import annotations

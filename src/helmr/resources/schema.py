@@ -51,7 +51,7 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
     node = _resolve(node, defs, path)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in ("title", "$defs"):
+        if key == "title":
             continue  # titles only repeat the field name; kubectl explain shows descriptions
         if key == "const":
             out["enum"] = [value]  # a one-value Literal
