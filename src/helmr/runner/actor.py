@@ -1,0 +1,72 @@
+"""An Actor definition: the ``run`` function and the settings Helmr runs it with."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from helmr.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from helmr.runner.session import Session
+
+Run = Callable[["Session"], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """What ``actor(...)`` returns; ``HELMR_ENTRYPOINT`` names one (``module:attr``).
+
+    The settings mirror the ``Actor`` manifest, which is what the control plane
+    enforces; the runner itself uses ``idle_timeout`` as ``receive``'s default.
+    """
+
+    id: str
+    run: Run
+    idle_timeout: float | None = None
+    """Seconds a session may wait idle, warm, before Helmr suspends it."""
+    queue: int | None = None
+    """The queue limit: the most turns a session may hold queued."""
+    max_duration: float | None = None
+    """Seconds a turn may run before it is interrupted and its process stopped."""
+    ttl: float | None = None
+    """Seconds a session may live."""
+    retry: int | None = None
+    """Retry attempts, as the ``Actor`` manifest's ``retry`` says."""
+
+
+def actor(
+    *,
+    id: str,
+    run: Run,
+    idle_timeout: float | None = None,
+    queue: int | None = None,
+    max_duration: float | None = None,
+    ttl: float | None = None,
+    retry: int | None = None,
+) -> Actor:
+    """Defines an actor: ``run(session)`` is an async function that receives and settles turns."""
+    if not id:
+        raise InvalidInput("actor(id=...): give the declared actor id")
+    if not callable(run):
+        raise InvalidInput(f"actor(run=...): {run!r} is not an async function")
+    for name, value in {
+        "idle_timeout": idle_timeout,
+        "max_duration": max_duration,
+        "ttl": ttl,
+    }.items():
+        if value is not None and value <= 0:
+            raise InvalidInput(f"actor({name}=...): give a positive number of seconds")
+    for name, count in {"queue": queue, "retry": retry}.items():
+        if count is not None and count < 0:
+            raise InvalidInput(f"actor({name}=...): give a count of zero or more")
+    return Actor(
+        id=id,
+        run=run,
+        idle_timeout=idle_timeout,
+        queue=queue,
+        max_duration=max_duration,
+        ttl=ttl,
+        retry=retry,
+    )

@@ -1,0 +1,163 @@
+"""``python -m helmr.runner``: run the actor named by the environment, once.
+
+Reads the environment the operator sets (``helmr.protocol.contract``),
+imports ``HELMR_ENTRYPOINT`` and awaits ``actor.run(session)``. The exit code
+tells the control plane how the process ended (``ExitCode``): 0 when ``run``
+returned or the process was asked to stop, 1 when ``run`` raised (the runner
+first fails the turn it held, with the exception), 75 when fenced, 78 when the
+actor could not be loaded. SIGTERM (and SIGINT) set the held turn's signal and
+cancel ``run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from helmr.protocol import ExitCode, contract
+from helmr.runner.actor import Actor
+from helmr.runner.session import Session
+from helmr.runner.transport import Transport
+
+log = logging.getLogger("helmr.runner")
+
+FAIL_GRACE = 30.0
+"""Seconds the runner spends failing its held turn after ``run`` raised, before exiting."""
+
+
+class InitError(Exception):
+    """The process cannot start the actor; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Config:
+    url: str
+    session_id: str
+    token: str
+    epoch: int
+    entrypoint: str
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Config:
+        def need(name: str) -> str:
+            value = environ.get(name, "").strip()
+            if not value:
+                raise InitError(f"set {name} (the operator sets it in runner pods)")
+            return value
+
+        token_file = need(contract.ENV_TOKEN_FILE)
+        try:
+            token = Path(token_file).read_text().strip()
+        except OSError as e:
+            raise InitError(f"{contract.ENV_TOKEN_FILE}={token_file} cannot be read: {e}") from e
+        epoch = need(contract.ENV_PROCESS_EPOCH)
+        if not epoch.isdigit():
+            raise InitError(f"{contract.ENV_PROCESS_EPOCH}={epoch!r} is not an integer")
+        return cls(
+            url=need(contract.ENV_URL),
+            session_id=need(contract.ENV_SESSION_ID),
+            token=token,
+            epoch=int(epoch),
+            entrypoint=need(contract.ENV_ENTRYPOINT),
+        )
+
+
+def load_actor(entrypoint: str) -> Actor:
+    """Imports ``module:attr`` (``attr`` may be dotted) and checks that it is an Actor."""
+    module_name, _, attr = entrypoint.partition(":")
+    if not module_name or not attr:
+        raise InitError(f"{contract.ENV_ENTRYPOINT}={entrypoint!r}: write it as 'module:attr'")
+    target: object = importlib.import_module(module_name)
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise InitError(f"{entrypoint}: {module_name} has no attribute {attr!r}") from None
+    if not isinstance(target, Actor):
+        raise InitError(f"{entrypoint} is a {type(target).__name__}, not actor(...)")
+    return target
+
+
+def main(environ: Mapping[str, str] = os.environ) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = Config.from_environ(environ)
+        actor = load_actor(config.entrypoint)
+    except InitError as e:
+        log.error("cannot start: %s", e)
+        return ExitCode.INIT_FAILED
+    except Exception:
+        log.exception("importing the actor failed")
+        return ExitCode.INIT_FAILED
+    return asyncio.run(_serve(actor, config))
+
+
+async def _serve(actor: Actor, config: Config) -> int:
+    transport = Transport(
+        config.url, config.session_id, config.token, config.epoch, on_fenced=_exit_fenced
+    )
+    async with transport:
+        session = Session(transport, idle_timeout=actor.idle_timeout)
+        run = asyncio.get_running_loop().create_task(_run(actor, session))
+        stopping = False
+
+        def stop() -> None:
+            nonlocal stopping
+            stopping = True
+            log.info("asked to stop: signalling the held turn and cancelling run")
+            held = session._unsettled_turn()
+            if held is not None:
+                held.signal.abort("process_stopping")
+            run.cancel()
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop)
+        try:
+            await run
+        except asyncio.CancelledError:
+            if not stopping:
+                raise
+            return ExitCode.OK
+        except Exception as e:
+            if stopping:
+                log.info("run ended with %r while stopping", e)
+                return ExitCode.OK
+            log.exception("run raised: this process has failed")
+            await _fail_held(session, e)
+            return ExitCode.ACTOR_FAILED
+        await session.output.drain()
+        return ExitCode.OK
+
+
+async def _run(actor: Actor, session: Session) -> None:
+    await actor.run(session)
+
+
+async def _fail_held(session: Session, error: Exception) -> None:
+    held = session._unsettled_turn()
+    if held is None:
+        return
+    try:
+        await asyncio.wait_for(held.fail(error), FAIL_GRACE)
+    except Exception:
+        log.exception("could not fail turn %s", held.id)
+
+
+def _exit_fenced() -> None:
+    # Exit here, not by raising: the actor's code could catch an exception and go
+    # on, and a fenced process must not write anything more.
+    log.critical("exiting: this process is fenced")
+    logging.shutdown()
+    os._exit(ExitCode.FENCED)

@@ -1,0 +1,81 @@
+"""The Session handle an actor's ``run`` gets: receive turns, write session-level output."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from helmr.errors import ReceiveTimeout
+from helmr.protocol import ReceiveRequest, SessionClosed, parse_receive_reply, routes
+from helmr.runner.output import Output
+from helmr.runner.transport import Transport
+from helmr.runner.turn import Turn
+
+POLL_WINDOW = 30.0
+"""Seconds one ``receive`` request may wait. Polling in windows bounds how long a
+connection that silently died (a restarted control plane) can hold the runner."""
+
+RECHECK = 1.0
+"""Seconds between asking again while this process holds an unsettled turn, so a turn
+the server ended without telling this process does not block ``receive`` forever."""
+
+
+class Session:
+    """This process's view of its Session."""
+
+    def __init__(self, transport: Transport, *, idle_timeout: float | None = None) -> None:
+        self.id = transport.session_id
+        self.output = Output(transport.call, routes.session_output(self.id))
+        self._transport = transport
+        self._idle_timeout = idle_timeout
+        self._current: Turn | None = None
+
+    async def receive(
+        self,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (the SDK's documented signature)
+        idle_timeout: float | None = None,
+    ) -> Turn | None:
+        """The next turn, or None once the session is closing and has no more turns.
+
+        Waits up to ``timeout`` seconds (forever when None), then raises
+        ``ReceiveTimeout``. ``idle_timeout`` overrides the actor's: how long the
+        session may stay idle before Helmr suspends it. Receiving never settles
+        a turn: while this process holds an unsettled turn, ``receive`` waits
+        until it is settled.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        idle = self._idle_timeout if idle_timeout is None else idle_timeout
+        while True:
+            window = POLL_WINDOW if deadline is None else min(deadline - loop.time(), POLL_WINDOW)
+            if window <= 0:
+                raise ReceiveTimeout(f"no turn arrived within {timeout} s")
+            try:
+                reply = await self._transport.call(
+                    routes.receive(self.id),
+                    ReceiveRequest(timeout=window, idle_timeout=idle),
+                    wait=window,
+                )
+            except ReceiveTimeout:
+                continue  # the server's window ended; our deadline decides
+            assignment = parse_receive_reply(reply)
+            if isinstance(assignment, SessionClosed):
+                return None
+            current = self._unsettled_turn()
+            if current is not None and current.id == assignment.id:
+                # The server still runs the turn this process holds: wait for the actor to
+                # settle it, asking again now and then in case the server ends it.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(current._wait_settled(), min(RECHECK, window))
+                continue
+            if current is not None:
+                # A new turn means the server ended the one this process held.
+                current.signal.abort("turn_not_active")
+            self._current = Turn(assignment, self._transport.call, self.id)
+            return self._current
+
+    def _unsettled_turn(self) -> Turn | None:
+        """The turn this process received and has not settled, if any."""
+        current = self._current
+        return current if current is not None and not current.settled else None

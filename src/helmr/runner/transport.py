@@ -1,0 +1,124 @@
+"""HTTP to the control plane's runner API: auth, fencing, errors and retries.
+
+Every runner call is safe to repeat (see ``helmr.protocol``), so a call is
+retried after connection errors and 502/503/504 with backoff, for as long as
+a restarting control plane may take. A ``stale_epoch`` answer fences the
+process: ``on_fenced`` runs (the entrypoint exits there) and every later call
+fails without touching the network, so a fenced process writes nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Protocol
+
+import aiohttp
+from pydantic import BaseModel
+
+from helmr.errors import HelmrError, StaleEpoch, from_json
+from helmr.protocol import EPOCH_HEADER
+
+log = logging.getLogger(__name__)
+
+REPLY_TIMEOUT = 30.0
+"""Seconds a call may take beyond the time the server may hold it (long polls)."""
+
+_UNAVAILABLE = frozenset({502, 503, 504})
+
+
+class Call(Protocol):
+    """One runner call: POST ``body`` (``{}`` when None) to ``path``; the decoded reply."""
+
+    async def __call__(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
+        """``wait`` is how long the server may hold the request (a long poll)."""
+
+
+class Unavailable(HelmrError):
+    """The control plane answered 502/503/504 (it may be restarting)."""
+
+    code = "unavailable"
+    status = 503
+
+
+class Transport:
+    """The runner's only connection to the control plane. Use as ``async with``."""
+
+    def __init__(
+        self,
+        url: str,
+        session_id: str,
+        token: str,
+        epoch: int,
+        *,
+        on_fenced: Callable[[], None],
+        retry_for: float = 300.0,
+    ) -> None:
+        self.session_id = session_id
+        self._url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", EPOCH_HEADER: str(epoch)}
+        self._on_fenced = on_fenced
+        self._retry_for = retry_for
+        self._fenced = False
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Transport:
+        self._http = aiohttp.ClientSession(headers=self._headers)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    async def call(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
+        payload = {} if body is None else body.model_dump(mode="json", exclude_unset=True)
+        loop = asyncio.get_running_loop()
+        give_up: float | None = None
+        delay = 0.1
+        while True:
+            if self._fenced:
+                raise StaleEpoch("this runner process is fenced: a newer process runs the session")
+            try:
+                return await self._post(path, payload, wait)
+            except (aiohttp.ClientConnectionError, TimeoutError, Unavailable) as e:
+                now = loop.time()
+                give_up = now + self._retry_for if give_up is None else give_up
+                if now >= give_up:
+                    raise
+                log.warning("POST %s failed (%r); retrying in %.1f s", path, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _post(self, path: str, payload: dict[str, Any], wait: float) -> Any:
+        if self._http is None:
+            raise RuntimeError("use the Transport as 'async with Transport(...)'")
+        timeout = aiohttp.ClientTimeout(total=wait + REPLY_TIMEOUT)
+        async with self._http.post(self._url + path, json=payload, timeout=timeout) as reply:
+            raw = await reply.read()
+            status = reply.status
+        if status in _UNAVAILABLE:
+            raise Unavailable(f"HTTP {status} from the control plane")
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {}  # not our server's body (a proxy's page): keep the status only
+        if status < 400:
+            return data
+        error = from_json(status, data)
+        if isinstance(error, StaleEpoch):
+            self._fence()
+        raise error
+
+    def _fence(self) -> None:
+        if not self._fenced:
+            self._fenced = True
+            log.critical("fenced: a newer process of session %s is running", self.session_id)
+            self._on_fenced()

@@ -1,0 +1,143 @@
+"""A Turn inside an actor: its input, output, response, messages and explicit settlement."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from helmr.errors import Conflict, HelmrError, TurnNotActive
+from helmr.protocol import (
+    CompleteRequest,
+    ErrorInfo,
+    FailRequest,
+    RespondRequest,
+    TurnAssignment,
+    routes,
+)
+from helmr.runner.messages import MessageHandler, MessagePump
+from helmr.runner.output import Output
+from helmr.runner.signal import Signal
+from helmr.runner.transport import Call
+from helmr.runner.wire import request
+
+ACTOR_ERROR = "actor_error"
+"""The error code of a failure the actor gave as a plain exception or string."""
+
+
+class _NoResult(enum.Enum):
+    # A sentinel distinct from None: complete() records no result, complete(None) records null.
+    NO_RESULT = enum.auto()
+
+
+_NO_RESULT = _NoResult.NO_RESULT
+
+
+class _State(enum.Enum):
+    ACTIVE = "active"
+    SETTLING = "settling"
+    SETTLED = "settled"
+
+
+class Turn:
+    """One unit of work handed to this process by ``session.receive()``.
+
+    Nothing settles a turn but ``complete`` or ``fail``: not returning from
+    ``run``, not asking for the next turn, not the end of an output stream.
+    """
+
+    def __init__(self, assignment: TurnAssignment, call: Call, session_id: str) -> None:
+        self.id: str = assignment.id
+        self.sequence: int = assignment.sequence
+        self.input: Any = assignment.input
+        self.source: Any = assignment.source
+        self.created_at: datetime = assignment.created_at
+        self.signal = Signal()
+        self._call_server = call
+        self._session_id = session_id
+        self.output = Output(self._call, routes.turn_output(session_id, self.id))
+        self._pump: MessagePump | None = None
+        self._state = _State.ACTIVE
+        self._settled = asyncio.Event()
+
+    @property
+    def settled(self) -> bool:
+        """True once ``complete`` or ``fail`` went through, or the server ended the turn."""
+        return self._state is _State.SETTLED
+
+    async def respond(self, value: Any) -> None:
+        """Sets the turn's human-facing response (JSON), delivered with a completed outcome."""
+        body = request(RespondRequest, value=value)
+        await self._call(routes.respond(self._session_id, self.id), body)
+
+    async def on_message(self, handler: MessageHandler) -> None:
+        """Registers the turn's one message handler; returns once the server knows it is ready.
+
+        Messages are handed to ``handler`` one at a time, in the order they were
+        accepted. Raise ``MessageRejected`` for a known rejection; any other
+        exception is logged and reported as an unknown outcome, and delivery goes on.
+        """
+        if self._pump is not None:
+            raise Conflict(f"turn {self.id} already has its message handler")
+        if self._state is not _State.ACTIVE:
+            raise Conflict(f"turn {self.id} is {self._state.value}: it takes no more messages")
+        self._pump = MessagePump(self._call, self._session_id, self.id, handler)
+        await self._pump.start()
+
+    async def complete(self, result: Any = _NO_RESULT) -> None:
+        """Settles the turn as completed, after its started output and messages finish.
+
+        ``complete()`` records no result; ``complete(None)`` records JSON null.
+        """
+        body = (
+            CompleteRequest() if result is _NO_RESULT else request(CompleteRequest, result=result)
+        )
+        await self._settle(routes.complete(self._session_id, self.id), body)
+
+    async def fail(self, error: BaseException | str, *, code: str | None = None) -> None:
+        """Settles the turn as failed, after its started output and messages finish.
+
+        The error code is ``code``, else a Helmr error's own code, else ``actor_error``.
+        """
+        if isinstance(error, BaseException):
+            message = str(error) or type(error).__name__
+            default = error.code if isinstance(error, HelmrError) else ACTOR_ERROR
+        else:
+            message, default = error, ACTOR_ERROR
+        body = FailRequest(error=ErrorInfo(code=code or default, message=message))
+        await self._settle(routes.fail(self._session_id, self.id), body)
+
+    async def _settle(self, path: str, body: CompleteRequest | FailRequest) -> None:
+        if self._state is not _State.ACTIVE:
+            raise Conflict(f"turn {self.id} is {self._state.value}: a turn settles once")
+        self._state = _State.SETTLING
+        try:
+            if self._pump is not None:
+                await self._pump.stop()
+            await self.output.drain()
+            await self._call(path, body)
+        except TurnNotActive:
+            raise  # _call already marked the turn settled
+        except BaseException:
+            self._state = _State.ACTIVE  # nothing was settled: the actor may try again
+            raise
+        self._mark_settled()
+
+    async def _wait_settled(self) -> None:
+        await self._settled.wait()
+
+    async def _call(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
+        try:
+            return await self._call_server(path, body, wait=wait)
+        except TurnNotActive:
+            # The server ended the turn (interrupted, cancelled): stop its work.
+            self.signal.abort("turn_not_active")
+            self._mark_settled()
+            raise
+
+    def _mark_settled(self) -> None:
+        self._state = _State.SETTLED
+        self._settled.set()

@@ -1,0 +1,602 @@
+"""The actor SDK against a fake of the runner protocol.
+
+``FakeControlPlane`` serves the runner routes from memory, parsing every body
+with the ``helmr.protocol`` models the real server uses, and keeps the
+protocol's promises (an unsettled turn is answered again by ``receive``, the
+oldest unstarted message by ``messages/next``). It is a fake of the wire
+protocol only; the control plane's behaviour is tested elsewhere.
+
+Waiting is always for a state of the fake (``plane.until``), never a sleep
+whose length decides the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from helmr.errors import (
+    Conflict,
+    HelmrError,
+    InvalidInput,
+    MessageRejected,
+    NotFound,
+    ReceiveTimeout,
+    StaleEpoch,
+    TurnNotActive,
+    Unauthenticated,
+)
+from helmr.protocol import (
+    EPOCH_HEADER,
+    CompleteRequest,
+    FailRequest,
+    MessageOutcome,
+    MessageOutcomeRequest,
+    NextMessageRequest,
+    OutputRequest,
+    ReceiveRequest,
+    RespondRequest,
+    routes,
+)
+from helmr.runner import Message, Session, Turn
+from helmr.runner.transport import Transport
+
+SID = "ses_01TEST"
+TOKEN = "runner-token"
+EPOCH = 3
+
+# A hook runs before a route's own handling; a response it returns replaces that handling.
+Hook = Callable[[web.Request, dict[str, Any]], Awaitable[web.StreamResponse | None]]
+
+
+def assignment(turn_id: str, sequence: int, input: Any) -> dict[str, Any]:
+    return {
+        "id": turn_id,
+        "sequence": sequence,
+        "input": input,
+        "source": "api",
+        "created_at": "2024-05-01T12:00:00Z",
+    }
+
+
+class FakeControlPlane:
+    def __init__(self) -> None:
+        self.url = ""
+        self.turns: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.calls: list[tuple[str, dict[str, Any]]] = []  # (route name, body), in arrival order
+        self.outputs: dict[str, tuple[str | None, Any]] = {}  # key → (turn id or None, value)
+        self.responses: dict[str, Any] = {}
+        self.settled: dict[str, tuple[str, dict[str, Any]]] = {}  # turn id → (route, body)
+        self.pending: dict[str, list[dict[str, Any]]] = defaultdict(list)  # unstarted messages
+        self.outcomes: list[tuple[str, str, str | None]] = []  # (message id, outcome, reason)
+        self.hooks: dict[str, Hook] = {}
+        self._active: dict[str, Any] | None = None
+        self._changed = asyncio.Condition()
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        for name, pattern, handler in [
+            ("receive", routes.RECEIVE, self._receive),
+            ("session_output", routes.SESSION_OUTPUT, self._output),
+            ("turn_output", routes.TURN_OUTPUT, self._output),
+            ("respond", routes.RESPOND, self._respond),
+            ("complete", routes.COMPLETE, self._settle),
+            ("fail", routes.FAIL, self._settle),
+            ("ready", routes.MESSAGES_READY, self._ready),
+            ("next", routes.MESSAGES_NEXT, self._next),
+            ("outcome", routes.MESSAGE_OUTCOME, self._outcome),
+        ]:
+            app.router.add_post(pattern, handler, name=name)
+        return app
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        async with self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def add_message(self, turn_id: str, message_id: str, data: Any) -> None:
+        async with self._changed:
+            self.pending[turn_id].append({"id": message_id, "data": data})
+            self._changed.notify_all()
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        name = request.match_info.route.name or "?"
+        body: dict[str, Any] = await request.json()
+        try:
+            if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+                raise Unauthenticated("wrong runner token")
+            if request.match_info.get("session_id") != SID:
+                raise NotFound("no such session")
+            if request.headers.get(EPOCH_HEADER) != str(EPOCH):
+                raise StaleEpoch("fenced")
+            async with self._changed:
+                self.calls.append((name, body))
+                self._changed.notify_all()
+            hook = self.hooks.get(name)
+            replaced = await hook(request, body) if hook is not None else None
+            response = replaced if replaced is not None else await handler(request)
+        except HelmrError as e:
+            response = web.json_response(e.to_json(), status=e.status)
+        async with self._changed:
+            self._changed.notify_all()
+        return response
+
+    async def _receive(self, request: web.Request) -> web.Response:
+        ask = ReceiveRequest.model_validate(await request.json())
+        if self._active is not None and self._active["id"] not in self.settled:
+            return web.json_response(self._active)  # the protocol's promise: same turn again
+        try:
+            item = await asyncio.wait_for(self.turns.get(), ask.timeout)
+        except TimeoutError:
+            raise ReceiveTimeout("no turn in this window") from None
+        if "id" in item:
+            self._active = item
+        return web.json_response(item)
+
+    async def _output(self, request: web.Request) -> web.Response:
+        body = OutputRequest.model_validate(await request.json())
+        self._check_active(request)
+        turn_id = request.match_info.get("turn_id")
+        self.outputs.setdefault(body.idempotency_key, (turn_id, body.value))
+        return web.json_response({"ok": True})
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        body = RespondRequest.model_validate(await request.json())
+        self._check_active(request)
+        self.responses[request.match_info["turn_id"]] = body.value
+        return web.json_response({"ok": True})
+
+    async def _settle(self, request: web.Request) -> web.Response:
+        raw = await request.json()
+        name = request.match_info.route.name or "?"
+        if name == "complete":
+            CompleteRequest.model_validate(raw)
+        else:
+            FailRequest.model_validate(raw)
+        turn_id = request.match_info["turn_id"]
+        if self.settled.get(turn_id, (name, raw)) != (name, raw):
+            raise TurnNotActive("settled otherwise")
+        self.settled[turn_id] = (name, raw)
+        return web.json_response({"ok": True})
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        self._check_active(request)
+        return web.json_response({"ok": True})
+
+    async def _next(self, request: web.Request) -> web.Response:
+        ask = NextMessageRequest.model_validate(await request.json())
+        turn_id = request.match_info["turn_id"]
+        self._check_active(request)
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._changed.wait_for(lambda: bool(self.pending[turn_id])), ask.timeout
+                )
+            first = self.pending[turn_id][0] if self.pending[turn_id] else None
+        return web.json_response({"message": first})
+
+    async def _outcome(self, request: web.Request) -> web.Response:
+        body = MessageOutcomeRequest.model_validate(await request.json())
+        outcome = MessageOutcome(request.match_info["outcome"])
+        turn_id, message_id = request.match_info["turn_id"], request.match_info["message_id"]
+        if outcome is MessageOutcome.STARTED:
+            self.pending[turn_id] = [m for m in self.pending[turn_id] if m["id"] != message_id]
+        self.outcomes.append((message_id, outcome.value, body.reason))
+        return web.json_response({"ok": True})
+
+    def _check_active(self, request: web.Request) -> None:
+        turn_id = request.match_info.get("turn_id")
+        if turn_id is not None and turn_id in self.settled:
+            raise TurnNotActive(f"turn {turn_id} is settled")
+
+
+@pytest.fixture
+async def plane() -> AsyncIterator[FakeControlPlane]:
+    fake = FakeControlPlane()
+    server = TestServer(fake.app())
+    await server.start_server()
+    fake.url = str(server.make_url("/"))
+    yield fake
+    await server.close()
+
+
+@pytest.fixture
+def fenced() -> list[bool]:
+    return []
+
+
+@pytest.fixture
+async def session(plane: FakeControlPlane, fenced: list[bool]) -> AsyncIterator[Session]:
+    transport = Transport(
+        plane.url, SID, TOKEN, EPOCH, on_fenced=lambda: fenced.append(True), retry_for=5.0
+    )
+    async with transport:
+        yield Session(transport)
+
+
+async def first_turn(plane: FakeControlPlane, session: Session, input: Any = "hi") -> Turn:
+    await plane.turns.put(assignment("turn_1", 1, input))
+    turn = await session.receive()
+    assert turn is not None
+    return turn
+
+
+async def test_a_turn_carries_its_assignment(plane: FakeControlPlane, session: Session) -> None:
+    turn = await first_turn(plane, session, {"issue": "APP-42"})
+
+    assert (turn.id, turn.sequence, turn.input, turn.source) == (
+        "turn_1",
+        1,
+        {"issue": "APP-42"},
+        "api",
+    )
+    assert turn.created_at.year == 2024
+    assert not turn.signal.aborted
+    assert plane.calls[0] == ("receive", {"timeout": 30.0, "idle_timeout": None})
+
+
+async def test_complete_without_result_differs_from_complete_with_null(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    no_result = await first_turn(plane, session)
+    await no_result.complete()
+    await plane.turns.put(assignment("turn_2", 2, "again"))
+    null_result = await session.receive()
+    assert null_result is not None
+    await null_result.complete(None)
+
+    assert plane.settled == {
+        "turn_1": ("complete", {}),
+        "turn_2": ("complete", {"result": None}),
+    }
+    assert no_result.settled
+    assert null_result.settled
+
+
+async def test_fail_sends_a_code_and_message(plane: FakeControlPlane, session: Session) -> None:
+    turn = await first_turn(plane, session)
+    await turn.fail(ValueError("bad input"))
+    assert plane.settled["turn_1"] == (
+        "fail",
+        {"error": {"code": "actor_error", "message": "bad input"}},
+    )
+
+
+async def test_a_turn_settles_once(plane: FakeControlPlane, session: Session) -> None:
+    turn = await first_turn(plane, session)
+    await turn.complete({"ok": True})
+    with pytest.raises(Conflict):
+        await turn.fail("too late")
+    assert plane.names().count("complete") == 1
+    assert "fail" not in plane.names()
+
+
+async def test_output_respond_and_result_are_separate(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    await turn.output.write("Checking the build")
+    await turn.respond("The build is green.")
+    await turn.complete({"status": "green"})
+
+    assert [v for _, v in plane.outputs.values()] == ["Checking the build"]
+    assert plane.responses == {"turn_1": "The build is green."}
+    assert plane.settled["turn_1"] == ("complete", {"result": {"status": "green"}})
+
+
+async def test_settlement_waits_for_started_output(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    order: list[str] = []
+
+    async def slow_output(request: web.Request, body: dict[str, Any]) -> None:
+        order.append("output arrived")
+        # A settlement that did not wait would arrive now; give it the chance.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(plane.until(lambda: "complete" in plane.names()), 0.3)
+        order.append("output done")
+
+    async def note_complete(request: web.Request, body: dict[str, Any]) -> None:
+        order.append("complete arrived")
+
+    plane.hooks.update(turn_output=slow_output, complete=note_complete)
+    turn = await first_turn(plane, session)
+    turn.output.write("not awaited")  # started, then left running
+    await turn.complete()
+
+    assert order == ["output arrived", "output done", "complete arrived"]
+    assert [v for _, v in plane.outputs.values()] == ["not awaited"]
+
+
+async def test_output_is_recorded_in_the_order_it_was_started(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    for n in range(5):
+        turn.output.write(n)
+    await turn.output.pipe(["a", "b"])
+
+    async def more() -> AsyncIterator[str]:
+        yield "c"
+        yield "d"
+
+    await turn.output.pipe(more())
+
+    assert [v for _, v in plane.outputs.values()] == [0, 1, 2, 3, 4, "a", "b", "c", "d"]
+    # The end of a stream settles nothing.
+    assert "complete" not in plane.names()
+    assert not turn.settled
+
+
+async def test_session_output_is_not_turn_output(plane: FakeControlPlane, session: Session) -> None:
+    await session.output.write({"note": "session-level"})
+    assert list(plane.outputs.values()) == [(None, {"note": "session-level"})]
+
+
+async def test_a_value_that_is_not_json_is_refused_before_sending(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    with pytest.raises(InvalidInput):
+        turn.output.write({1, 2})
+    with pytest.raises(InvalidInput):
+        await turn.complete(object())
+    assert "turn_output" not in plane.names()
+    assert not turn.settled
+
+
+async def test_a_retried_write_carries_the_same_idempotency_key(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    attempts: list[str] = []
+
+    async def lose_first_reply(request: web.Request, body: dict[str, Any]) -> None:
+        attempts.append(body["idempotency_key"])
+        if len(attempts) == 1:
+            await plane._output(request)  # recorded by the server...
+            assert request.transport is not None
+            request.transport.close()  # ...but the reply never reaches the runner
+
+    plane.hooks["turn_output"] = lose_first_reply
+    turn = await first_turn(plane, session)
+    await turn.output.write("once")
+    await turn.output.write("mine", idempotency_key="caller-key")
+
+    assert len(attempts) == 3
+    assert attempts[0] == attempts[1]
+    assert attempts[2] == "caller-key"
+    assert [v for _, v in plane.outputs.values()] == ["once", "mine"]
+
+
+async def test_receive_timeout_raises(plane: FakeControlPlane, session: Session) -> None:
+    with pytest.raises(ReceiveTimeout):
+        await session.receive(timeout=0.2)
+    asked = [body for name, body in plane.calls if name == "receive"]
+    assert asked
+    assert all(0 < body["timeout"] <= 0.2 for body in asked)
+
+
+async def test_a_server_window_ending_is_not_a_timeout(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    async def short_window(request: web.Request, body: dict[str, Any]) -> None:
+        if plane.names().count("receive") == 1:
+            raise ReceiveTimeout("the server cut this window short")
+        await plane.turns.put(assignment("turn_1", 1, "late"))
+
+    plane.hooks["receive"] = short_window
+    turn = await session.receive(idle_timeout=60)
+
+    assert turn is not None
+    assert turn.input == "late"
+    assert [body for name, body in plane.calls] == [{"timeout": 30.0, "idle_timeout": 60}] * 2
+
+
+async def test_a_drained_closing_session_receives_none(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    await plane.turns.put({"closed": True})
+    assert await session.receive() is None
+
+
+async def test_receiving_again_never_settles_the_held_turn(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    held = await first_turn(plane, session)
+    await plane.turns.put(assignment("turn_2", 2, "next"))
+    following = asyncio.create_task(session.receive())
+    # The server answers the held turn again; the runner must wait, not settle it.
+    await plane.until(lambda: plane.names().count("receive") >= 2)
+    assert not held.settled
+    assert "complete" not in plane.names()
+
+    await held.complete()
+    nxt = await following
+
+    assert nxt is not None
+    assert nxt.id == "turn_2"
+    assert plane.names()[-2:] == ["complete", "receive"]
+
+
+async def test_messages_are_delivered_in_order_with_their_outcomes(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    for n in range(1, 5):
+        # Accepted before the handler registers: delivered once it is ready.
+        await plane.add_message("turn_1", f"msg_{n}", {"n": n})
+    seen: list[Any] = []
+    running = 0
+
+    async def handler(message: Message) -> None:
+        nonlocal running
+        running += 1
+        assert running == 1, "handlers overlapped"
+        await asyncio.sleep(0)
+        running -= 1
+        assert isinstance(message.data, dict)
+        n = message.data["n"]
+        seen.append(n)
+        if n == 2:
+            raise MessageRejected("not now")
+        if n == 3:
+            raise ValueError("broken")
+
+    await turn.on_message(handler)
+    await plane.until(lambda: len(plane.outcomes) == 8)
+    await turn.complete()
+
+    assert seen == [1, 2, 3, 4]
+    assert plane.outcomes == [
+        ("msg_1", "started", None),
+        ("msg_1", "delivered", None),
+        ("msg_2", "started", None),
+        ("msg_2", "rejected", "not now"),
+        ("msg_3", "started", None),
+        ("msg_3", "unknown", "ValueError: broken"),
+        ("msg_4", "started", None),
+        ("msg_4", "delivered", None),
+    ]
+    assert plane.names().index("ready") < plane.names().index("next")
+
+
+async def test_settlement_waits_for_the_message_handler_in_progress(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    await plane.add_message("turn_1", "msg_1", "approve")
+    order: list[str] = []
+
+    async def handler(message: Message) -> None:
+        order.append("handler started")
+        # A settlement that did not wait would arrive now; give it the chance.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(plane.until(lambda: "complete" in plane.names()), 0.3)
+        await turn.output.write(f"handled {message.data}")
+        order.append("handler done")
+
+    async def note_complete(request: web.Request, body: dict[str, Any]) -> None:
+        order.append("complete arrived")
+
+    plane.hooks["complete"] = note_complete
+    await turn.on_message(handler)
+    await plane.until(lambda: ("msg_1", "started", None) in plane.outcomes)
+    await turn.complete()
+
+    assert order == ["handler started", "handler done", "complete arrived"]
+    assert [v for _, v in plane.outputs.values()] == ["handled approve"]
+    assert plane.outcomes[-1] == ("msg_1", "delivered", None)
+
+
+async def test_settling_leaves_a_message_not_yet_started_to_the_server(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    handled: list[Any] = []
+
+    async def handler(message: Message) -> None:
+        handled.append(message.data)
+
+    await turn.on_message(handler)
+    await plane.until(lambda: "next" in plane.names())
+    await turn.complete()
+
+    assert handled == []
+    assert plane.outcomes == []
+    assert plane.settled["turn_1"] == ("complete", {})
+
+
+async def test_one_message_handler_per_turn(plane: FakeControlPlane, session: Session) -> None:
+    turn = await first_turn(plane, session)
+
+    async def handler(message: Message) -> None:
+        pass
+
+    await turn.on_message(handler)
+    with pytest.raises(Conflict):
+        await turn.on_message(handler)
+    await turn.complete()
+    assert plane.names().count("ready") == 1
+
+
+async def test_a_handler_cannot_settle_its_own_turn(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    turn = await first_turn(plane, session)
+    await plane.add_message("turn_1", "msg_1", "done")
+    errors: list[Exception] = []
+
+    async def handler(message: Message) -> None:
+        try:
+            await turn.complete()
+        except Conflict as e:
+            errors.append(e)
+
+    await turn.on_message(handler)
+    await plane.until(lambda: ("msg_1", "delivered", None) in plane.outcomes)
+    await turn.complete()
+
+    assert len(errors) == 1
+    assert plane.settled["turn_1"] == ("complete", {})
+
+
+async def test_a_turn_the_server_ended_sets_the_signal(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    async def interrupted(request: web.Request, body: dict[str, Any]) -> None:
+        raise TurnNotActive("the turn was interrupted")
+
+    plane.hooks["turn_output"] = interrupted
+    turn = await first_turn(plane, session)
+    with pytest.raises(TurnNotActive):
+        await turn.output.write("too late")
+
+    assert turn.signal.aborted
+    assert await turn.signal.wait() == "turn_not_active"
+    assert turn.settled
+
+
+async def test_a_stale_epoch_fences_the_process(
+    plane: FakeControlPlane, session: Session, fenced: list[bool]
+) -> None:
+    async def newer_process_runs(request: web.Request, body: dict[str, Any]) -> None:
+        raise StaleEpoch("a newer process runs this session")
+
+    plane.hooks["turn_output"] = newer_process_runs
+    turn = await first_turn(plane, session)
+    with pytest.raises(StaleEpoch):
+        await turn.output.write("first")
+    calls = len(plane.calls)
+    with pytest.raises(StaleEpoch):
+        await turn.output.write("second")
+    with pytest.raises(StaleEpoch):
+        await turn.complete()
+
+    assert fenced == [True]
+    assert len(plane.calls) == calls  # nothing more reached the server
+    assert plane.outputs == {}
+
+
+async def test_the_server_checks_token_and_epoch(plane: FakeControlPlane) -> None:
+    fenced: list[bool] = []
+    async with Transport(plane.url, SID, "wrong", EPOCH, on_fenced=lambda: None) as transport:
+        with pytest.raises(Unauthenticated):
+            await Session(transport).receive()
+    async with Transport(
+        plane.url, SID, TOKEN, EPOCH - 1, on_fenced=lambda: fenced.append(True)
+    ) as transport:
+        with pytest.raises(StaleEpoch):
+            await Session(transport).receive()
+    assert fenced == [True]
