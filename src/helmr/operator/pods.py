@@ -1,0 +1,149 @@
+"""Pure builders of the Kubernetes objects one runner process needs.
+
+A runner pod runs untrusted agent code, so it gets no Kubernetes credentials
+(no service-account token), meets the `restricted` Pod Security Standard and
+talks only to the control plane's runner API, with a token scoped to its own
+session (mounted from a Secret) and its process epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from helmr.protocol import contract
+from helmr.resources import API_VERSION, Actor
+
+LABEL_COMPONENT = "helmr.dev/component"
+LABEL_SESSION = "helmr.dev/session"
+LABEL_SESSION_ID = "helmr.dev/session-id"
+LABEL_EPOCH = "helmr.dev/process-epoch"
+RUNNER = "runner"
+TOKEN_DIR = "/var/run/helmr"
+TOKEN_KEY = "token"
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSpec:
+    """Everything that decides one runner pod."""
+
+    namespace: str
+    session_name: str
+    session_uid: str
+    session_id: str
+    epoch: int
+    actor: Actor
+    runner_url: str
+
+
+def pod_name(session_name: str, epoch: int) -> str:
+    # Session names are DNS-1123 labels of at most 63 characters (admission
+    # checks it); a pod name may be a 253-character subdomain, so this fits.
+    return f"{session_name}-runner-{epoch}"
+
+
+def token_secret_name(session_name: str) -> str:
+    return f"{session_name}-runner-token"
+
+
+def runner_labels(session_name: str, session_id: str) -> dict[str, str]:
+    return {LABEL_COMPONENT: RUNNER, LABEL_SESSION: session_name, LABEL_SESSION_ID: session_id}
+
+
+def _owner(spec: RunnerSpec) -> dict[str, Any]:
+    # Owned by the Session: deleting the Session garbage-collects its pods and Secret.
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Session",
+        "name": spec.session_name,
+        "uid": spec.session_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def build_token_secret_spec(spec: RunnerSpec, token: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": token_secret_name(spec.session_name),
+            "namespace": spec.namespace,
+            "labels": runner_labels(spec.session_name, spec.session_id),
+            "ownerReferences": [_owner(spec)],
+        },
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
+def _resources(actor: Actor) -> dict[str, Any]:
+    wire = actor.spec.resources.to_wire() if actor.spec.resources else {}
+    return {k: v for k, v in wire.items() if v}
+
+
+def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
+    actor = spec.actor.spec
+    env = [
+        {"name": contract.ENV_URL, "value": spec.runner_url},
+        {"name": contract.ENV_SESSION_ID, "value": spec.session_id},
+        {"name": contract.ENV_PROCESS_EPOCH, "value": str(spec.epoch)},
+        {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
+        {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
+    ]
+    env += [{"name": e.name, "value": e.value} for e in actor.env or []]
+    labels = runner_labels(spec.session_name, spec.session_id) | {LABEL_EPOCH: str(spec.epoch)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(spec.session_name, spec.epoch),
+            "namespace": spec.namespace,
+            "labels": labels,
+            "ownerReferences": [_owner(spec)],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            # Agent code is untrusted: no Kubernetes credentials at all.
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            # The process is stopped on deadlines and interrupts; a handler that
+            # ignores cancellation must not hold the session for long.
+            "terminationGracePeriodSeconds": 2,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65532,
+                "runAsGroup": 65532,
+                "fsGroup": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": RUNNER,
+                    "image": actor.image,
+                    "imagePullPolicy": actor.image_pull_policy,
+                    "env": env,
+                    "resources": _resources(spec.actor),
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "readOnlyRootFilesystem": True,
+                    },
+                    "volumeMounts": [
+                        {"name": "runner-token", "mountPath": TOKEN_DIR, "readOnly": True},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "runner-token",
+                    "secret": {
+                        "secretName": token_secret_name(spec.session_name),
+                        "defaultMode": 0o440,
+                    },
+                },
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    }
