@@ -1,0 +1,78 @@
+"""``Client``: the entry point outside an actor."""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from helmr.client._http import Transport
+from helmr.client.models import Run, _StartReply
+from helmr.client.sessions import SessionRef, Sessions
+
+
+class Started(NamedTuple):
+    """What ``actors.start`` returns: ``session, run = await client.actors.start(...)``."""
+
+    session: SessionRef
+    run: Run | None
+
+
+class Actors:
+    def __init__(self, transport: Transport) -> None:
+        self._http = transport
+
+    async def start(
+        self,
+        actor: str,
+        *,
+        namespace: str,
+        workspace: str,
+        key: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Started:
+        """Starts a session of ``actor`` owning ``workspace``. Start takes no input:
+        enqueue work afterwards. A repeated ``idempotency_key`` returns the same session."""
+        body: dict[str, Any] = {"workspace": workspace}
+        if key is not None:
+            body["key"] = key
+        if idempotency_key is not None:
+            body["idempotency_key"] = idempotency_key
+        reply = _StartReply.model_validate(
+            await self._http.request(
+                "POST", f"/v1/namespaces/{namespace}/actors/{actor}/sessions", body=body
+            )
+        )
+        return Started(SessionRef(self._http, reply.session.id), reply.run)
+
+
+class Client:
+    """An async Helmr client: ``async with Client(url, token) as client: ...``.
+
+    ``base_url`` and ``token`` default to ``HELMR_URL`` and ``HELMR_TOKEN``;
+    ``timeout`` bounds each request (long polls add their own wait to it).
+    """
+
+    def __init__(
+        self, base_url: str | None = None, token: str | None = None, *, timeout: float = 30.0
+    ) -> None:
+        url = base_url or os.environ.get("HELMR_URL")
+        if not url:
+            raise ValueError("give the Helmr API URL (base_url, or HELMR_URL)")
+        self._http = Transport(url, token or os.environ.get("HELMR_TOKEN"), timeout=timeout)
+        self.actors = Actors(self._http)
+        self.sessions = Sessions(self._http)
+
+    async def aclose(self) -> None:
+        await self._http.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,32 @@
+"""The Helmr API server (aiohttp): ``build_app(control, authenticator, runner_tokens)``.
+
+- ``/v1/...``: the public REST API (Kubernetes bearer tokens, authorised per
+  namespace on ``sessions.helmr.dev``), documented in ``docs/api.md``;
+- ``/runner/v1/...``: the runner protocol (``helmr.protocol``), per-session tokens;
+- ``/openapi.json``, ``/healthz``, ``/readyz``, ``/metrics``.
+
+``kube_auth.KubeAuthenticator`` is the in-cluster ``Authenticator``; it needs
+the ``operator`` extra and is imported from its module, not from here.
+"""
+
+from helmr.server.app import build_app
+from helmr.server.auth import (
+    Authenticator,
+    Grant,
+    RunnerTokens,
+    StaticAuthenticator,
+    StaticRunnerTokens,
+    User,
+)
+from helmr.server.public import Mirror
+
+__all__ = [
+    "Authenticator",
+    "Grant",
+    "Mirror",
+    "RunnerTokens",
+    "StaticAuthenticator",
+    "StaticRunnerTokens",
+    "User",
+    "build_app",
+]

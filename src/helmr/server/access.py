@@ -1,0 +1,64 @@
+"""The guard every route passes: who is calling, and may they do this here.
+
+Public routes: the bearer token is a Kubernetes token (``Authenticator``),
+authorised for the route's verb on ``sessions.helmr.dev`` in the namespace
+the call is about, which for session routes is the session's own. Runner
+routes: the token must be the runner token of exactly the path's session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from helmr.control.views import SessionView
+from helmr.errors import Forbidden, Unauthenticated
+from helmr.server.auth import Authenticator, RunnerTokens, bearer_token
+from helmr.server.routing import RouteSpec
+
+
+class Access:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        runner_tokens: RunnerTokens,
+        session_of: Callable[[str], Awaitable[SessionView]],
+    ) -> None:
+        self._authenticator = authenticator
+        self._runner_tokens = runner_tokens
+        self._session_of = session_of
+
+    async def __call__(
+        self, request: web.Request, spec: RouteSpec, path: BaseModel | None
+    ) -> SessionView | None:
+        """The session the call is about when it had to be read to decide, else None."""
+        if spec.access == "none":
+            return None
+        token = bearer_token(request)
+        session_id: str | None = getattr(path, "session_id", None)
+        if spec.access == "runner":
+            if session_id is None or not await self._runner_tokens.verify(session_id, token):
+                raise Forbidden(f"this token is not the runner token of session {session_id}")
+            return None
+        user = await self._authenticator.authenticate(token)
+        if user is None:
+            raise Unauthenticated(
+                "the bearer token is not valid (unknown or expired); get a new one"
+            )
+        session = None
+        namespace: str | None = getattr(path, "namespace", None)
+        if namespace is None and session_id is not None:
+            session = await self._session_of(session_id)
+            namespace = session.namespace
+        if namespace is None or spec.verb is None:
+            raise TypeError(f"{spec.path}: a public route names a namespace or a session")
+        if not await self._authenticator.authorize(user, namespace, spec.verb):
+            raise Forbidden(
+                f"user {user.name!r} may not {spec.verb} sessions.helmr.dev in namespace "
+                f"{namespace!r}; ask for a Role that grants it",
+                namespace=namespace,
+                verb=spec.verb,
+            )
+        return session

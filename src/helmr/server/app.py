@@ -1,0 +1,61 @@
+"""``build_app``: the aiohttp application serving the public, runner and system routes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from aiohttp import web
+from prometheus_client.registry import Collector
+
+from helmr import __version__
+from helmr.control import Control
+from helmr.server.access import Access
+from helmr.server.auth import Authenticator, RunnerTokens
+from helmr.server.errors import error_middleware
+from helmr.server.metrics import Metrics
+from helmr.server.models import MAX_PAGE, ErrorBody
+from helmr.server.openapi import document
+from helmr.server.public import Mirror, PublicApi
+from helmr.server.routing import operations, register
+from helmr.server.runner import RunnerApi
+from helmr.server.system import OPENAPI, SystemApi
+
+MAX_BODY = 1 << 20
+KEEPALIVE = 15.0
+
+
+async def _always_ready() -> bool:
+    return True
+
+
+def build_app(
+    control: Control,
+    authenticator: Authenticator,
+    runner_tokens: RunnerTokens,
+    *,
+    mirror: Mirror | None = None,
+    max_body: int = MAX_BODY,
+    keepalive: float = KEEPALIVE,
+    collectors: Sequence[Collector] = (),
+    ready: Callable[[], Awaitable[bool]] = _always_ready,
+) -> web.Application:
+    """The Helmr API over ``control``.
+
+    ``authenticator`` checks public callers (``KubeAuthenticator`` in a cluster),
+    ``runner_tokens`` the runners' per-session tokens; ``mirror`` creates the
+    Kubernetes objects of sessions and turns admitted here. ``max_body`` bounds
+    request bodies (413 beyond it), ``keepalive`` is the SSE comment interval,
+    ``collectors`` join the /metrics registry (e.g. turns by outcome) and
+    ``ready`` answers /readyz.
+    """
+    metrics = Metrics(tuple(collectors))
+    public = PublicApi(control, mirror, keepalive=keepalive, page=MAX_PAGE)
+    ops = operations(public, RunnerApi(control), SystemApi(metrics, ready))
+    app = web.Application(
+        client_max_size=max_body,
+        # Metrics outermost, so they count the status the error middleware chose.
+        middlewares=[metrics.middleware, error_middleware],
+    )
+    app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)
+    register(app, ops, Access(authenticator, runner_tokens, control.get_session))
+    return app

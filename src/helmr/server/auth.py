@@ -1,0 +1,103 @@
+"""Who may call the API: the interfaces the server authenticates through.
+
+Public routes carry a Kubernetes bearer token; an ``Authenticator`` turns it
+into a ``User`` and decides per namespace and verb (the real one is
+``kube_auth.KubeAuthenticator``). Runner routes carry a token scoped to one
+session, checked by ``RunnerTokens``, which the operator implements because it
+mints those tokens into the runner pods' Secrets.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from aiohttp import web
+
+from helmr.errors import Unauthenticated
+
+# The Kubernetes verbs the public routes are authorised with, on resource
+# ``sessions.helmr.dev`` in the session's namespace.
+Verb = str
+
+
+@dataclass(frozen=True)
+class User:
+    """An authenticated caller, as TokenReview reports it."""
+
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, token: str) -> User | None:
+        """The token's user, or None when the token is unknown or expired."""
+
+    async def authorize(self, user: User, namespace: str, verb: Verb) -> bool:
+        """Whether ``user`` may ``verb`` sessions in ``namespace``."""
+
+
+class RunnerTokens(Protocol):
+    async def verify(self, session_id: str, token: str) -> bool:
+        """Whether ``token`` is the runner token of exactly ``session_id``."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a static token may do: verbs per namespace (``"*"`` matches any)."""
+
+    user: User
+    namespaces: frozenset[str] = frozenset({"*"})
+    verbs: frozenset[Verb] = frozenset({"*"})
+
+
+class StaticAuthenticator:
+    """Fixed tokens for tests and local development; never for a cluster."""
+
+    def __init__(self, grants: Mapping[str, Grant]) -> None:
+        self._grants = dict(grants)
+
+    async def authenticate(self, token: str) -> User | None:
+        for known, grant in self._grants.items():
+            # Constant time, so a wrong token leaks nothing about a right one.
+            if hmac.compare_digest(known.encode(), token.encode()):
+                return grant.user
+        return None
+
+    async def authorize(self, user: User, namespace: str, verb: Verb) -> bool:
+        return any(
+            g.user == user
+            and ("*" in g.namespaces or namespace in g.namespaces)
+            and ("*" in g.verbs or verb in g.verbs)
+            for g in self._grants.values()
+        )
+
+
+class StaticRunnerTokens:
+    """Runner tokens held in memory (tests, development): session id → token."""
+
+    def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
+        self._tokens = dict(tokens or {})
+
+    def issue(self, session_id: str, token: str) -> None:
+        self._tokens[session_id] = token
+
+    async def verify(self, session_id: str, token: str) -> bool:
+        known = self._tokens.get(session_id)
+        return known is not None and hmac.compare_digest(known.encode(), token.encode())
+
+
+def bearer_token(request: web.Request) -> str:
+    """The request's bearer token; 401 when there is none."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated(
+            "send 'Authorization: Bearer <token>' (a Kubernetes token for /v1, "
+            "the session's runner token for /runner/v1)"
+        )
+    return token

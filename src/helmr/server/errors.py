@@ -1,0 +1,77 @@
+"""Every failure leaves the server as a JSON error body (``HelmrError.to_json``).
+
+Bad input is always a 4xx: aiohttp's own HTTP errors (unknown route, wrong
+method, oversize body) are translated here, and ``invalid`` turns a pydantic
+validation error of the request into a 400 naming the fields. Only a bug or a
+broken dependency is a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from helmr.errors import HelmrError, InvalidInput, NotFound, PayloadTooLarge
+
+log = logging.getLogger(__name__)
+MAX_SUMMARY = 500
+
+
+class MethodNotAllowed(InvalidInput):
+    code = "method_not_allowed"
+    status = 405
+
+
+class UnsupportedMediaType(InvalidInput):
+    code = "unsupported_media_type"
+    status = 415
+
+
+def invalid(error: ValidationError, where: str) -> InvalidInput:
+    """A 400 naming each wrong field, without echoing the (maybe huge) input back."""
+    problems = [
+        {"loc": [where, *(str(p) for p in e["loc"])], "msg": e["msg"], "type": e["type"]}
+        for e in error.errors(include_url=False, include_input=False, include_context=False)
+    ]
+    summary = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
+    if len(summary) > MAX_SUMMARY:  # deeply nested input makes very long locations
+        summary = summary[:MAX_SUMMARY] + "..."
+    return InvalidInput(f"fix the request {where}: {summary}", errors=problems)
+
+
+def _from_http(exc: web.HTTPException) -> HelmrError:
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound("no such route; see GET /openapi.json for the API")
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return MethodNotAllowed(f"{exc.method} is not allowed here; use {allowed}")
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return PayloadTooLarge(
+            f"the request body is larger than the server accepts: {exc.text}",
+        )
+    if 400 <= exc.status < 500:
+        return InvalidInput(f"bad request: {exc.reason}")
+    return HelmrError(exc.reason)
+
+
+def respond(error: HelmrError) -> web.Response:
+    return web.json_response(error.to_json(), status=error.status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+    except HelmrError as e:
+        return respond(e)
+    except web.HTTPException as e:
+        if e.status < 400:  # redirects and the like are not errors
+            raise
+        return respond(_from_http(e))
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return respond(HelmrError("internal error; the server logged it, please report it"))
+    return response

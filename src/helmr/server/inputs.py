@@ -1,0 +1,70 @@
+"""Reading a request's inputs into the declared pydantic models.
+
+Every way a request can be malformed ends here as a 4xx ``HelmrError``:
+415 for a body that is not JSON, 400 for JSON that does not parse or does not
+fit the model, 413 (raised by aiohttp while reading) for an oversize body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from helmr.errors import InvalidInput
+from helmr.server.errors import UnsupportedMediaType, invalid
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse(model: type[M], data: dict[str, Any], where: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise invalid(e, where) from None
+
+
+def query_of(request: web.Request) -> dict[str, str]:
+    """The query as a plain dict; a repeated parameter is ambiguous, so it is refused."""
+    params: dict[str, str] = {}
+    for name, value in request.query.items():
+        if name in params:
+            raise InvalidInput(f"give query parameter {name!r} once")
+        params[name] = value
+    return params
+
+
+def headers_of(request: web.Request, model: type[BaseModel]) -> dict[str, str]:
+    """The headers ``model`` declares (by alias), looked up case-insensitively."""
+    found: dict[str, str] = {}
+    for name, field in model.model_fields.items():
+        header = field.alias or name
+        if header in request.headers:
+            found[header] = request.headers[header]
+    return found
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object; an empty body counts as ``{}``."""
+    raw = await request.read()
+    if not raw:
+        return {}
+    if request.content_type != "application/json" and not request.content_type.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"send the body as 'Content-Type: application/json', not {request.content_type!r}"
+        )
+    try:
+        # parse_constant: Python would accept NaN/Infinity, which no other JSON
+        # reader can read back from the timeline.
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise InvalidInput(f"the body is not valid UTF-8 JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("the body must be a JSON object")
+    return data

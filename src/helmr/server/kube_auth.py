@@ -1,0 +1,118 @@
+"""Authenticating public API calls against Kubernetes: TokenReview + SubjectAccessReview.
+
+The Kubernetes client is synchronous, so every review runs in a worker thread
+(``asyncio.to_thread``): the operator and the API share one event loop, which
+must never block on the apiserver. Positive answers are cached briefly, as the
+apiserver's own webhook authenticator does, so that a busy client does not
+cost two reviews per request; denials are never cached, so a new RoleBinding
+takes effect at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Hashable, Sequence
+
+from kubernetes import client as k8s
+
+from helmr.server.auth import User, Verb
+
+GROUP = "helmr.dev"
+RESOURCE = "sessions"
+
+
+class _TTLCache:
+    def __init__(self, ttl: float) -> None:
+        self._ttl = ttl
+        self._entries: dict[Hashable, tuple[float, object]] = {}
+
+    def get(self, key: Hashable) -> object | None:
+        hit = self._entries.get(key)
+        if hit is None or hit[0] < time.monotonic():
+            self._entries.pop(key, None)
+            return None
+        return hit[1]
+
+    def put(self, key: Hashable, value: object) -> None:
+        if self._ttl <= 0:
+            return
+        now = time.monotonic()
+        if len(self._entries) > 10_000:  # bound memory under many distinct tokens
+            self._entries = {k: v for k, v in self._entries.items() if v[0] >= now}
+        self._entries[key] = (now + self._ttl, value)
+
+
+class KubeAuthenticator:
+    """``Authenticator`` backed by the apiserver the operator runs against."""
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        *,
+        audiences: Sequence[str] = (),
+        cache_ttl: float = 10.0,
+    ) -> None:
+        self._authn = k8s.AuthenticationV1Api(api_client)
+        self._authz = k8s.AuthorizationV1Api(api_client)
+        self._audiences = list(audiences) or None
+        self._users = _TTLCache(cache_ttl)
+        self._grants = _TTLCache(cache_ttl)
+
+    async def authenticate(self, token: str) -> User | None:
+        # Keyed by a digest so the cache never holds a usable token.
+        key = hashlib.sha256(token.encode()).digest()
+        cached = self._users.get(key)
+        if isinstance(cached, User):
+            return cached
+        user = await asyncio.to_thread(self._review_token, token)
+        if user is not None:
+            self._users.put(key, user)
+        return user
+
+    async def authorize(self, user: User, namespace: str, verb: Verb) -> bool:
+        key = (user.name, user.uid, user.groups, tuple(sorted(user.extra.items())), namespace, verb)
+        if self._grants.get(key) is True:
+            return True
+        allowed = await asyncio.to_thread(self._review_access, user, namespace, verb)
+        if allowed:
+            self._grants.put(key, True)
+        return allowed
+
+    def _review_token(self, token: str) -> User | None:
+        review = self._authn.create_token_review(
+            k8s.V1TokenReview(
+                api_version="authentication.k8s.io/v1",
+                kind="TokenReview",
+                spec=k8s.V1TokenReviewSpec(token=token, audiences=self._audiences),
+            )
+        )
+        status = review.status
+        if status is None or not status.authenticated or status.user is None:
+            return None
+        info = status.user
+        return User(
+            name=info.username or "",
+            uid=info.uid or "",
+            groups=tuple(info.groups or ()),
+            extra={k: tuple(v) for k, v in (info.extra or {}).items()},
+        )
+
+    def _review_access(self, user: User, namespace: str, verb: Verb) -> bool:
+        review = self._authz.create_subject_access_review(
+            k8s.V1SubjectAccessReview(
+                api_version="authorization.k8s.io/v1",
+                kind="SubjectAccessReview",
+                spec=k8s.V1SubjectAccessReviewSpec(
+                    user=user.name,
+                    uid=user.uid or None,
+                    groups=list(user.groups),
+                    extra={k: list(v) for k, v in user.extra.items()} or None,
+                    resource_attributes=k8s.V1ResourceAttributes(
+                        group=GROUP, resource=RESOURCE, namespace=namespace, verb=verb
+                    ),
+                ),
+            )
+        )
+        return bool(review.status is not None and review.status.allowed)

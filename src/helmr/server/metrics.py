@@ -1,0 +1,60 @@
+"""Prometheus metrics of the API: requests by route and status, and their latency.
+
+Each app owns its registry, so several apps in one process (tests, or the
+operator embedding the API) never collide on metric names. The route label is
+the route's template, never the raw path, to keep the label set bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Recorded when the handler did not finish: the client went away and the
+# handler was cancelled (nginx's convention for "client closed request").
+CLIENT_CLOSED = "499"
+
+
+class Metrics:
+    def __init__(self, collectors: tuple[Collector, ...] = ()) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "helmr_api_requests_total",
+            "API requests by method, route template and response status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "helmr_api_request_duration_seconds",
+            "API request latency by method and route template (an SSE stream counts its "
+            "whole duration).",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        for collector in collectors:
+            self.registry.register(collector)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        labels = (request.method, resource.canonical if resource is not None else "unmatched")
+        started = time.perf_counter()
+        status = CLIENT_CLOSED
+        try:
+            response: web.StreamResponse = await handler(request)
+            status = str(response.status)
+            return response
+        except web.HTTPException as e:  # the error middleware lets redirects through
+            status = str(e.status)
+            raise
+        finally:
+            self.latency.labels(*labels).observe(time.perf_counter() - started)
+            self.requests.labels(*labels, status).inc()

@@ -1,0 +1,138 @@
+"""The public API's own wire models: paths, queries, headers, bodies, envelopes.
+
+Views of sessions, turns and events are ``helmr.control``'s and
+``helmr.events``' models, served as they are (snake case). Requests forbid
+unknown fields, so a misspelt (or camelCase) field is a 400, not a silently
+dropped idempotency key.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+
+from helmr.resources.fields import DnsLabel, Key
+
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+MAX_WAIT = 300.0  # seconds; longer holds are cut by proxies and load balancers anyway
+DEFAULT_WAIT = 30.0
+
+
+def _digits(value: Any) -> Any:
+    # Query strings only: pydantic alone would read "1_000", "+5" or " 5".
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be a nonnegative decimal integer")
+    return value
+
+
+Cursor = Annotated[
+    int,
+    BeforeValidator(_digits),
+    Field(ge=0, le=MAX_SAFE_INTEGER, description="An event sequence: a nonnegative safe integer."),
+]
+PageLimit = Annotated[int, BeforeValidator(_digits), Field(ge=1, le=MAX_PAGE)]
+Id = Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoBody(_Input):
+    """An empty JSON object (or no body at all)."""
+
+
+# Paths
+
+
+class ActorPath(_Input):
+    namespace: DnsLabel
+    actor: DnsLabel
+
+
+class SessionPath(_Input):
+    session_id: Id
+
+
+class TurnPath(SessionPath):
+    turn_id: Id
+
+
+# Queries and headers
+
+
+class WaitQuery(_Input):
+    timeout: float = Field(
+        default=DEFAULT_WAIT,
+        ge=0,
+        le=MAX_WAIT,
+        allow_inf_nan=False,
+        description="Seconds to wait for a terminal status; then the current view with "
+        "timeout=true (the turn goes on).",
+    )
+
+
+class EventsQuery(_Input):
+    after: Cursor = 0
+    limit: PageLimit = Field(default=DEFAULT_PAGE, description="Records per page, 1 to 1000.")
+
+
+class StreamQuery(_Input):
+    after: Cursor | None = None
+
+
+class StreamHeaders(BaseModel):
+    # Headers: anything else a client or proxy sends is not ours to refuse.
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    last_event_id: Cursor | None = Field(
+        default=None,
+        alias="Last-Event-ID",
+        description="The last sequence received; wins over `after` (an EventSource reconnect).",
+    )
+
+
+# Bodies
+
+
+class StartBody(_Input):
+    workspace: DnsLabel = Field(description="The Workspace the session holds while open.")
+    key: Key | None = Field(default=None, description="Application-defined key, kept verbatim.")
+    idempotency_key: Key | None = Field(
+        default=None, description="A repeated start with this key returns the same session."
+    )
+
+
+class EnqueueBody(_Input):
+    input: JsonValue = Field(description="Application-defined JSON; null is a valid input.")
+    idempotency_key: Key | None = Field(
+        default=None, description="A repeated enqueue with this key returns the same turn."
+    )
+
+
+class SendBody(_Input):
+    data: JsonValue = Field(description="Application-defined JSON message data.")
+
+
+class ResumeBody(_Input):
+    hold_id: Id
+
+
+class CancelBody(_Input):
+    idempotency_key: Key | None = None
+
+
+# Errors
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine code, e.g. `turn_not_active`.")
+    message: str = Field(description="What went wrong and what to do.")
+    details: dict[str, JsonValue] | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

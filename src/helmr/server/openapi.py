@@ -1,0 +1,148 @@
+"""The OpenAPI 3.1 document, generated from the declared routes and their models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from helmr.server.routing import JSON, Operation
+
+REF = "#/components/schemas/{model}"
+Mode = Literal["validation", "serialization"]
+
+_REASONS = {
+    400: "The request is malformed (a field, query parameter or header is wrong).",
+    401: "No bearer token, or the token is not valid.",
+    403: "The token does not grant this verb on this session's namespace or session.",
+    404: "No such session, turn, hold or message.",
+    408: "The long poll saw nothing within its timeout.",
+    409: "The request does not fit the current state (see the error code).",
+    413: "The body is larger than the server accepts.",
+    415: "The body is not application/json.",
+    503: "Not ready yet; retry later.",
+}
+
+_SECURITY: dict[str, list[dict[str, list[str]]]] = {
+    "public": [{"kubernetes": []}],
+    "runner": [{"runnerToken": []}],
+    "none": [],
+}
+
+
+def _error_statuses(op: Operation) -> list[int]:
+    statuses = set(op.spec.errors)
+    if op.inputs:
+        statuses.add(400)
+    if op.spec.access != "none":
+        statuses |= {401, 403}
+    path = op.inputs.get("path")
+    if path is not None and "session_id" in path.model_fields:
+        statuses.add(404)
+    if "body" in op.inputs:
+        statuses |= {409, 413, 415}
+    return sorted(statuses)
+
+
+def _models(ops: list[Operation], error: type[BaseModel]) -> list[tuple[type[BaseModel], Mode]]:
+    wanted: list[tuple[type[BaseModel], Mode]] = [(error, "serialization")]
+    for op in ops:
+        wanted += [(model, "validation") for model in op.inputs.values()]
+        if op.response is not None:
+            wanted.append((op.response, "serialization"))
+    return list(dict.fromkeys(wanted))
+
+
+def _parameters(model: type[BaseModel], where: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
+    params = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        param: dict[str, Any] = {
+            "name": key,
+            "in": where,
+            "required": where == "path" or field.is_required(),
+            "schema": schema["properties"][key],
+        }
+        if field.description:
+            param["description"] = field.description
+        params.append(param)
+    return params
+
+
+def _operation(
+    op: Operation,
+    refs: Mapping[tuple[Any, Mode], dict[str, Any]],
+    defs: dict[str, Any],
+    error_ref: Any,
+) -> dict[str, Any]:
+    parameters = []
+    for where, model in (("path", "path"), ("query", "query"), ("header", "headers")):
+        if model in op.inputs:
+            cls = op.inputs[model]
+            name = refs[(cls, "validation")]["$ref"].rsplit("/", 1)[-1]
+            parameters += _parameters(cls, where, defs[name])
+    if op.response is not None:
+        content: dict[str, Any] = {JSON: {"schema": refs[(op.response, "serialization")]}}
+    else:
+        content = {op.spec.media_type: {"schema": {"type": "string"}}}
+    responses: dict[str, Any] = {"200": {"description": op.spec.summary, "content": content}}
+    for status in _error_statuses(op):
+        responses[str(status)] = {
+            "description": _REASONS[status],
+            "content": {JSON: {"schema": error_ref}},
+        }
+    doc: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.spec.summary,
+        "tags": [op.spec.tag],
+        "parameters": parameters,
+        "responses": responses,
+        "security": _SECURITY[op.spec.access],
+    }
+    if op.handler.__doc__:
+        doc["description"] = " ".join(op.handler.__doc__.split())
+    if op.spec.verb is not None:
+        doc["x-kubernetes-verb"] = op.spec.verb
+    body = op.inputs.get("body")
+    if body is not None:
+        doc["requestBody"] = {
+            "required": any(f.is_required() for f in body.model_fields.values()),
+            "content": {JSON: {"schema": refs[(body, "validation")]}},
+        }
+    return doc
+
+
+def document(
+    ops: list[Operation], *, title: str, version: str, error: type[BaseModel]
+) -> dict[str, Any]:
+    refs, schema = models_json_schema(_models(ops, error), ref_template=REF)
+    defs: dict[str, Any] = schema.get("$defs", {})
+    error_ref = refs[(error, "serialization")]
+    paths: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        paths.setdefault(op.spec.path, {})[op.spec.method.lower()] = _operation(
+            op, refs, defs, error_ref
+        )
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": defs,
+            "securitySchemes": {
+                "kubernetes": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A Kubernetes token; authorised by SubjectAccessReview "
+                    "on sessions.helmr.dev in the session's namespace.",
+                },
+                "runnerToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The runner token of exactly this session.",
+                },
+            },
+        },
+    }

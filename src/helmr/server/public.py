@@ -1,0 +1,290 @@
+"""The public REST API under ``/v1``: sessions, turns, messages, controls, events.
+
+Each handler is one call into ``helmr.control.Control``; the state machine's
+rules (FIFO, holds, exact-turn sends, idempotency) are Control's. What is here
+is the HTTP shape, and the mirror: a turn admitted through the API also gets
+its Kubernetes ``Turn`` object, made by the operator's ``Mirror``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aiohttp import web
+from pydantic import BaseModel
+from ulid import ULID
+
+from helmr.control import Control
+from helmr.control.views import SendResult, SessionView, StopReceipt, TurnView
+from helmr.events import EventPage
+from helmr.server import sse
+from helmr.server.models import (
+    ActorPath,
+    CancelBody,
+    EnqueueBody,
+    EventsQuery,
+    NoBody,
+    ResumeBody,
+    SendBody,
+    SessionPath,
+    StartBody,
+    StreamHeaders,
+    StreamQuery,
+    TurnPath,
+    WaitQuery,
+)
+from helmr.server.routing import route
+
+TAG = "sessions"
+SOURCE = "api"
+
+
+class Mirror(Protocol):
+    """Makes the Kubernetes objects of what the API admitted (the operator implements it).
+
+    Called after the store has committed, and again for an idempotent repeat,
+    so it must create-if-absent: a client retrying after a failed mirror heals it.
+    """
+
+    async def session_started(self, session: SessionView) -> None: ...
+
+    async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None: ...
+
+
+class RunView(BaseModel):
+    """The session's current execution (one runner process)."""
+
+    process_epoch: int
+
+
+class StartResult(BaseModel):
+    session: SessionView
+    run: RunView | None
+
+
+class TurnWaitView(TurnView):
+    timeout: bool
+    """True when the wait ended by its timeout; the turn itself goes on."""
+
+
+class PublicApi:
+    def __init__(
+        self, control: Control, mirror: Mirror | None, *, keepalive: float, page: int
+    ) -> None:
+        self._control = control
+        self._mirror = mirror
+        self._keepalive = keepalive
+        self._page = page
+
+    @route(
+        "POST",
+        "/v1/namespaces/{namespace}/actors/{actor}/sessions",
+        tag=TAG,
+        access="public",
+        verb="create",
+        summary="Start a session of an actor.",
+    )
+    async def start_session(self, path: ActorPath, body: StartBody) -> StartResult:
+        """Opens a session that owns the workspace. Start takes no input: enqueue work
+        afterwards. A repeated idempotency_key returns the same session."""
+        session = await self._control.open_session(
+            namespace=path.namespace,
+            # The Session object's name; the store makes the id (``ses_<ulid>``).
+            name=f"ses-{str(ULID()).lower()}",
+            actor=path.actor,
+            workspace=body.workspace,
+            key=body.key,
+            idempotency_key=body.idempotency_key,
+        )
+        if self._mirror is not None:
+            await self._mirror.session_started(session)
+        run = RunView(process_epoch=session.process_epoch) if session.process_live else None
+        return StartResult(session=session, run=run)
+
+    @route(
+        "GET",
+        "/v1/sessions/{session_id}",
+        tag=TAG,
+        access="public",
+        verb="get",
+        summary="Read a session.",
+    )
+    async def get_session(self, path: SessionPath, subject: SessionView) -> SessionView:
+        return subject
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/turns",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Enqueue a turn (always FIFO work).",
+    )
+    async def enqueue(self, path: SessionPath, body: EnqueueBody, subject: SessionView) -> TurnView:
+        """A repeated idempotency_key returns the same turn. A held session still admits."""
+        turn = await self._control.enqueue(
+            path.session_id, body.input, idempotency_key=body.idempotency_key, source=SOURCE
+        )
+        await self._mirrored(subject, turn)
+        return turn
+
+    @route(
+        "GET",
+        "/v1/sessions/{session_id}/turns/{turn_id}",
+        tag=TAG,
+        access="public",
+        verb="get",
+        summary="Read a turn.",
+    )
+    async def get_turn(self, path: TurnPath) -> TurnView:
+        return await self._control.get_turn(path.session_id, path.turn_id)
+
+    @route(
+        "GET",
+        "/v1/sessions/{session_id}/turns/{turn_id}/wait",
+        tag=TAG,
+        access="public",
+        verb="get",
+        summary="Wait for a turn's terminal status.",
+    )
+    async def wait_turn(self, path: TurnPath, query: WaitQuery) -> TurnWaitView:
+        """A timeout ends the wait, not the turn: the current view with timeout=true."""
+        turn = await self._control.wait_turn(path.session_id, path.turn_id, query.timeout)
+        return TurnWaitView(**dict(turn), timeout=not turn.terminal)
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/send",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Send to the active turn, or enqueue when idle.",
+    )
+    async def send(self, path: SessionPath, body: SendBody, subject: SessionView) -> SendResult:
+        """kind=messaged: the message went to the active turn (before settlement, even before
+        its handler is registered). kind=enqueued: the session was idle and a new turn carries
+        the data. A held session rejects send (409 session_held)."""
+        result = await self._control.send(path.session_id, body.data)
+        if result.kind == "enqueued":
+            await self._mirrored(subject, result.turn)
+        return result
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/turns/{turn_id}/send",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Send a message to exactly this active turn.",
+    )
+    async def send_to_turn(self, path: TurnPath, body: SendBody) -> SendResult:
+        """Returns a message receipt (kind=messaged), not proof of handling. 409 turn_not_active
+        when the turn is not active, 409 turn_settling while it settles."""
+        return await self._control.send(path.session_id, body.data, turn_id=path.turn_id)
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/turns/{turn_id}/interrupt",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Interrupt exactly this running turn.",
+    )
+    async def interrupt_turn(self, path: TurnPath, body: NoBody) -> StopReceipt:
+        """The next queued turn runs once processing has stopped."""
+        return await self._control.interrupt(path.session_id, turn_id=path.turn_id)
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/interrupt",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Interrupt the session: stop the active turn and hold.",
+    )
+    async def interrupt(self, path: SessionPath, body: NoBody) -> StopReceipt:
+        """Queued work stays; resume with the receipt's hold_id. Acceptance may precede
+        physical convergence."""
+        return await self._control.interrupt(path.session_id)
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/resume",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Release exactly this hold.",
+    )
+    async def resume(self, path: SessionPath, body: ResumeBody) -> SessionView:
+        """Never replays the interrupted turn."""
+        return await self._control.resume(path.session_id, body.hold_id)
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/cancel",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Cancel the session.",
+    )
+    async def cancel(self, path: SessionPath, body: CancelBody) -> SessionView:
+        """Rejects new input, cancels queued turns, interrupts the active one. An acceptance:
+        poll the session for status closed. Cancelling is idempotent by state, so a repeat
+        (with or without the idempotency_key) returns the same state."""
+        return await self._control.cancel(path.session_id)
+
+    @route(
+        "POST",
+        "/v1/sessions/{session_id}/close",
+        tag=TAG,
+        access="public",
+        verb="update",
+        summary="Close the session once its queued work drains.",
+    )
+    async def close(self, path: SessionPath, body: NoBody) -> SessionView:
+        return await self._control.close(path.session_id)
+
+    @route(
+        "GET",
+        "/v1/sessions/{session_id}/events",
+        tag=TAG,
+        access="public",
+        verb="get",
+        summary="Read a page of the session's timeline.",
+    )
+    async def list_events(self, path: SessionPath, query: EventsQuery) -> EventPage:
+        """A finite page is not a completion signal. Persist a sequence only after consuming
+        its record; retained_after is the retention boundary."""
+        return await self._control.list_events(path.session_id, query.after, query.limit)
+
+    @route(
+        "GET",
+        "/v1/sessions/{session_id}/events/stream",
+        tag=TAG,
+        access="public",
+        verb="get",
+        summary="Follow the session's timeline (server-sent events).",
+        media_type=sse.MEDIA_TYPE,
+    )
+    async def stream_events(
+        self, request: web.Request, path: SessionPath, query: StreamQuery, headers: StreamHeaders
+    ) -> web.StreamResponse:
+        """Each record is an SSE message whose id is its sequence; resume from a cursor with
+        `after` or Last-Event-ID (which wins). An `end` event follows the last record of a
+        closed or failed session. Disconnecting stops observation only."""
+        sid = path.session_id
+        after = headers.last_event_id if headers.last_event_id is not None else query.after or 0
+
+        async def page(cursor: int, wait: float) -> EventPage:
+            return await self._control.wait_events(sid, cursor, wait, self._page)
+
+        async def ended() -> str | None:
+            status = (await self._control.get_session(sid)).status
+            return status if status in ("closed", "failed") else None
+
+        timeline = sse.Timeline(page=page, ended=ended)
+        return await sse.follow(request, timeline, after, keepalive=self._keepalive)
+
+    async def _mirrored(self, session: SessionView, turn: TurnView) -> None:
+        if self._mirror is not None:
+            await self._mirror.turn_enqueued(session, turn)

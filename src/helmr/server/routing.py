@@ -1,0 +1,162 @@
+"""Declared routes: one source of truth for dispatch, input parsing, auth and OpenAPI.
+
+A handler is an ``async`` method marked with ``@route(...)``. Its signature is
+the declaration: parameters named ``path``, ``query``, ``headers`` and ``body``
+are annotated with the pydantic models they are parsed into, ``request`` gets
+the aiohttp request, ``subject`` what the guard looked up to authorise the
+call (the session, for public session routes, so it is read once), and the
+return annotation is the response model (or
+``web.StreamResponse`` for a handler that writes its own response, which then
+names its media type in ``@route``). ``openapi.document`` reads the same
+declarations, so the served routes and the document cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_type_hints
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from helmr.server.inputs import headers_of, json_body, parse, query_of
+
+# Who may call a route: nobody needs a token ("none"), a Kubernetes user with
+# the route's verb in the namespace ("public"), the session's runner ("runner").
+Access = Literal["none", "public", "runner"]
+JSON = "application/json"
+INPUTS = ("path", "query", "headers", "body")
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    method: str
+    path: str
+    summary: str
+    access: Access
+    tag: str
+    verb: str | None = None
+    media_type: str = JSON
+    errors: tuple[int, ...] = ()  # statuses beyond those implied by the inputs
+
+
+_MARK = "__helmr_route__"
+
+
+def route(
+    method: str,
+    path: str,
+    *,
+    summary: str,
+    access: Access,
+    tag: str,
+    verb: str | None = None,
+    media_type: str = JSON,
+    errors: tuple[int, ...] = (),
+) -> Callable[[F], F]:
+    if (access == "public") != (verb is not None):
+        raise TypeError("public routes, and only they, name the Kubernetes verb they need")
+    spec = RouteSpec(method, path, summary, access, tag, verb, media_type, errors)
+
+    def mark(fn: F) -> F:
+        setattr(fn, _MARK, spec)
+        return fn
+
+    return mark
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A route with the models read from its handler's signature."""
+
+    spec: RouteSpec
+    handler: Callable[..., Awaitable[Any]]
+    inputs: dict[str, type[BaseModel]]
+    response: type[BaseModel] | None
+    wants_request: bool
+    wants_subject: bool
+
+    @property
+    def operation_id(self) -> str:
+        return self.handler.__name__
+
+
+def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Operation:
+    hints = get_type_hints(handler)
+    params = inspect.signature(handler).parameters
+    unknown = set(params) - {*INPUTS, "request", "subject"}
+    if unknown:
+        raise TypeError(f"{handler.__name__}: unknown parameters {sorted(unknown)}")
+    if "{" in spec.path and "path" not in params:
+        # The path model is how its parameters are validated, authorised and documented.
+        raise TypeError(f"{handler.__name__}: a route with path parameters takes `path`")
+    returns = hints.get("return")
+    is_model = isinstance(returns, type) and issubclass(returns, BaseModel)
+    if not is_model and spec.media_type == JSON:
+        raise TypeError(f"{handler.__name__}: a JSON route returns a pydantic model")
+    return Operation(
+        spec=spec,
+        handler=handler,
+        inputs={name: hints[name] for name in INPUTS if name in params},
+        response=returns if is_model else None,
+        wants_request="request" in params,
+        wants_subject="subject" in params,
+    )
+
+
+def operations(*apis: object) -> list[Operation]:
+    """The marked handlers of ``apis``, bound, in declaration order."""
+    found = []
+    for api in apis:
+        for name, member in vars(type(api)).items():
+            spec = getattr(member, _MARK, None)
+            if isinstance(spec, RouteSpec):
+                found.append(_operation(getattr(api, name), spec))
+    return found
+
+
+# Checks a request's credentials for an operation, given its parsed path;
+# returns what it looked up to decide (or None).
+Guard = Callable[[web.Request, RouteSpec, BaseModel | None], Awaitable[object]]
+
+
+def _endpoint(
+    op: Operation, guard: Guard
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        kwargs: dict[str, Any] = {}
+        path_model = op.inputs.get("path")
+        if path_model is not None:
+            kwargs["path"] = parse(path_model, dict(request.match_info), "path")
+        # Credentials before the rest of the input: a stranger learns nothing
+        # about the request's shape.
+        subject = await guard(request, op.spec, kwargs.get("path"))
+        if "query" in op.inputs:
+            kwargs["query"] = parse(op.inputs["query"], query_of(request), "query")
+        if "headers" in op.inputs:
+            model = op.inputs["headers"]
+            kwargs["headers"] = parse(model, headers_of(request, model), "headers")
+        if "body" in op.inputs:
+            kwargs["body"] = parse(op.inputs["body"], await json_body(request), "body")
+        if op.wants_request:
+            kwargs["request"] = request
+        if op.wants_subject:
+            kwargs["subject"] = subject
+        result = await op.handler(**kwargs)
+        if op.response is None:
+            response: web.StreamResponse = result
+            return response
+        return web.Response(body=result.model_dump_json(), content_type=JSON)
+
+    return endpoint
+
+
+def register(app: web.Application, ops: Iterable[Operation], guard: Guard) -> None:
+    for op in ops:
+        app.router.add_route(
+            op.spec.method, op.spec.path, _endpoint(op, guard), name=op.operation_id
+        )

@@ -1,0 +1,185 @@
+"""The runner API under ``/runner/v1``: what a runner process calls, per ``helmr.protocol``.
+
+Wire models, route patterns and the epoch header are ``helmr.protocol``'s,
+shared with the runner. Every call is fenced by its ``Helmr-Process-Epoch``;
+the fencing itself (409 ``stale_epoch``) is Control's. Long polls are cut to
+``MAX_WAIT``, which the protocol allows.
+"""
+
+from __future__ import annotations
+
+from pydantic import RootModel
+
+from helmr.control import NO_RESULT, Control
+from helmr.protocol import (
+    Ack,
+    CompleteRequest,
+    FailRequest,
+    Message,
+    MessageOutcome,
+    MessageOutcomeRequest,
+    NextMessageReply,
+    NextMessageRequest,
+    OutputRequest,
+    ReceiveReply,
+    ReceiveRequest,
+    RespondRequest,
+    RunnerHeaders,
+    SessionClosed,
+    TurnAssignment,
+    routes,
+)
+from helmr.server.models import MAX_WAIT, Id, NoBody, SessionPath, TurnPath
+from helmr.server.routing import route
+
+TAG = "runner"
+
+
+class MessagePath(TurnPath):
+    message_id: Id
+    outcome: MessageOutcome
+
+
+class ReceiveResponse(RootModel[ReceiveReply]):
+    """The turn to run now, or ``{"closed": true}`` once there is none for this process."""
+
+
+class RunnerApi:
+    def __init__(self, control: Control) -> None:
+        self._control = control
+
+    @route(
+        "POST",
+        routes.RECEIVE,
+        access="runner",
+        tag=TAG,
+        errors=(408,),
+        summary="Long-poll for the turn this process runs next.",
+    )
+    async def receive(
+        self, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
+    ) -> ReceiveResponse:
+        """Answers the turn already assigned to this epoch while it is unsettled; 408
+        receive_timeout when none came; {"closed": true} when this process gets no more."""
+        turn = await self._control.receive(
+            path.session_id, headers.process_epoch, min(body.timeout, MAX_WAIT)
+        )
+        if turn is None:
+            return ReceiveResponse(SessionClosed())
+        return ReceiveResponse(
+            TurnAssignment(
+                id=turn.id,
+                sequence=turn.sequence,
+                input=turn.input,
+                source=turn.source,
+                created_at=turn.created_at,
+            )
+        )
+
+    @route(
+        "POST",
+        routes.SESSION_OUTPUT,
+        access="runner",
+        tag=TAG,
+        summary="Append session-level output.",
+    )
+    async def session_output(
+        self, path: SessionPath, headers: RunnerHeaders, body: OutputRequest
+    ) -> Ack:
+        await self._control.output(
+            path.session_id, headers.process_epoch, None, body.value, body.idempotency_key
+        )
+        return Ack()
+
+    @route(
+        "POST",
+        routes.TURN_OUTPUT,
+        access="runner",
+        tag=TAG,
+        summary="Append output of the turn (deduplicated by idempotency_key).",
+    )
+    async def turn_output(self, path: TurnPath, headers: RunnerHeaders, body: OutputRequest) -> Ack:
+        await self._control.output(
+            path.session_id, headers.process_epoch, path.turn_id, body.value, body.idempotency_key
+        )
+        return Ack()
+
+    @route(
+        "POST",
+        routes.RESPOND,
+        access="runner",
+        tag=TAG,
+        summary="Set the turn's human-facing response.",
+    )
+    async def respond(self, path: TurnPath, headers: RunnerHeaders, body: RespondRequest) -> Ack:
+        await self._control.respond(
+            path.session_id, headers.process_epoch, path.turn_id, body.value
+        )
+        return Ack()
+
+    @route(
+        "POST",
+        routes.COMPLETE,
+        access="runner",
+        tag=TAG,
+        summary="Settle the turn as completed ({} without a result).",
+    )
+    async def complete(self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest) -> Ack:
+        result = body.result if body.has_result else NO_RESULT
+        await self._control.complete(path.session_id, headers.process_epoch, path.turn_id, result)
+        return Ack()
+
+    @route("POST", routes.FAIL, access="runner", tag=TAG, summary="Settle the turn as failed.")
+    async def fail(self, path: TurnPath, headers: RunnerHeaders, body: FailRequest) -> Ack:
+        await self._control.fail(path.session_id, headers.process_epoch, path.turn_id, body.error)
+        return Ack()
+
+    @route(
+        "POST",
+        routes.MESSAGES_READY,
+        access="runner",
+        tag=TAG,
+        summary="The turn's message handler is registered.",
+    )
+    async def messages_ready(self, path: TurnPath, headers: RunnerHeaders, body: NoBody) -> Ack:
+        await self._control.messages_ready(path.session_id, headers.process_epoch, path.turn_id)
+        return Ack()
+
+    @route(
+        "POST",
+        routes.MESSAGES_NEXT,
+        access="runner",
+        tag=TAG,
+        summary="Long-poll for the turn's next message not yet started.",
+    )
+    async def next_message(
+        self, path: TurnPath, headers: RunnerHeaders, body: NextMessageRequest
+    ) -> NextMessageReply:
+        message = await self._control.next_message(
+            path.session_id, headers.process_epoch, path.turn_id, min(body.timeout, MAX_WAIT)
+        )
+        if message is None:
+            return NextMessageReply()
+        return NextMessageReply(message=Message(id=message.id, data=message.data))
+
+    @route(
+        "POST",
+        routes.MESSAGE_OUTCOME,
+        access="runner",
+        tag=TAG,
+        summary="Report a message's handling: started, delivered, rejected or unknown.",
+    )
+    async def message_outcome(
+        self, path: MessagePath, headers: RunnerHeaders, body: MessageOutcomeRequest
+    ) -> Ack:
+        args = (path.session_id, headers.process_epoch, path.turn_id, path.message_id)
+        match path.outcome:
+            case MessageOutcome.STARTED:
+                await self._control.message_started(*args)
+            case MessageOutcome.DELIVERED:
+                await self._control.message_delivered(*args)
+            case MessageOutcome.REJECTED:
+                await self._control.message_rejected(*args, body.reason)
+            case MessageOutcome.UNKNOWN:
+                await self._control.message_unknown(*args, body.reason)
+        return Ack()

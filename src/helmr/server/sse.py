@@ -1,0 +1,90 @@
+"""Server-sent events: following a session's timeline from a cursor.
+
+Each record is one SSE message whose ``id`` is its sequence, so a client
+(or a browser's EventSource) resumes with ``Last-Event-ID`` after a drop.
+When the session has ended and every record is sent, a final ``end`` event
+says the stream is complete, so followers stop instead of reconnecting.
+A client that disconnects only stops its own observation: nothing here
+touches the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+
+MEDIA_TYPE = "text/event-stream"
+KEEPALIVE = b": keepalive\n\n"
+
+
+class Record(Protocol):
+    @property
+    def sequence(self) -> int: ...
+
+    def model_dump_json(self) -> str: ...
+
+
+class Page(Protocol):
+    @property
+    def records(self) -> Sequence[Record]: ...
+
+    @property
+    def has_more(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """How the stream reads one session's timeline."""
+
+    # The page after a cursor, waiting up to the given seconds for one to exist.
+    page: Callable[[int, float], Awaitable[Page]]
+    # The session's final status once it has ended, else None.
+    ended: Callable[[], Awaitable[str | None]]
+
+
+def frame(record: Record) -> bytes:
+    return f"id: {record.sequence}\ndata: {record.model_dump_json()}\n\n".encode()
+
+
+def end_frame(status: str) -> bytes:
+    return f'event: end\ndata: {{"status": "{status}"}}\n\n'.encode()
+
+
+async def follow(
+    request: web.Request, timeline: Timeline, after: int, *, keepalive: float
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": MEDIA_TYPE,
+            "Cache-Control": "no-cache",
+            # Proxies (nginx ingress) would otherwise buffer the stream.
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    cursor, wait = after, 0.0
+    try:
+        while True:
+            # The status is read before the page: a session that had ended then
+            # has committed all its records, so draining after it is complete.
+            ended = await timeline.ended()
+            page = await timeline.page(cursor, 0.0 if ended else wait)
+            for record in page.records:
+                await response.write(frame(record))
+                cursor = record.sequence
+            if page.has_more:
+                wait = 0.0
+                continue
+            if ended is not None:
+                await response.write(end_frame(ended))
+                break
+            if wait and not page.records:
+                await response.write(KEEPALIVE)
+            wait = keepalive
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the observer went away; the session is not ours to touch
+    return response
