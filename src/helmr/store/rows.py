@@ -17,7 +17,7 @@ from helmr.store.codec import load_json, load_time
 
 SessionStatus = Literal["open", "closing", "closed", "failed"]
 TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
-MessageStatus = Literal["admitted", "started", "delivered", "rejected"]
+MessageStatus = Literal["admitted", "started", "delivered", "rejected", "unknown"]
 HoldScope = Literal["session", "turn"]
 CloseHow = Literal["close", "cancel", "idle"]
 Outcome = Literal["completed", "failed"]
@@ -72,6 +72,7 @@ class SessionRow:
     cancel_requested_at: datetime | None
     close_how: CloseHow | None
     closed_at: datetime | None
+    failure_reason: str | None
     max_turn_duration: timedelta | None
     created_at: datetime
     last_turn_seq: int
@@ -100,6 +101,7 @@ class SessionRow:
             cancel_requested_at=load_time(row["cancel_requested_at"]),
             close_how=row["close_how"],
             closed_at=load_time(row["closed_at"]),
+            failure_reason=row["failure_reason"],
             max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
             created_at=_time(row["created_at"]),
             last_turn_seq=row["last_turn_seq"],

@@ -34,6 +34,7 @@ CREATE TABLE sessions (
     cancel_requested_at  TEXT,
     close_how            TEXT CHECK (close_how IN ('close', 'cancel', 'idle')),
     closed_at            TEXT,
+    failure_reason       TEXT,
     max_turn_duration_s  REAL,
     created_at           TEXT NOT NULL,
     last_turn_seq        INTEGER NOT NULL DEFAULT 0,
@@ -42,9 +43,10 @@ CREATE TABLE sessions (
 );
 CREATE UNIQUE INDEX sessions_idempotency ON sessions (namespace, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
--- A Workspace is owned by one Session at a time, until that Session is closed.
+-- A Workspace is owned by one Session at a time, until that Session has ended
+-- and its process is gone.
 CREATE UNIQUE INDEX sessions_workspace_owner ON sessions (namespace, workspace)
-    WHERE status IN ('open', 'closing');
+    WHERE status IN ('open', 'closing') OR process_live = 1;
 
 CREATE TABLE holds (
     id           TEXT PRIMARY KEY,
@@ -95,7 +97,7 @@ CREATE TABLE messages (
     ord             INTEGER NOT NULL,
     data            TEXT,
     status          TEXT NOT NULL CHECK (status IN
-                        ('admitted', 'started', 'delivered', 'rejected')),
+                        ('admitted', 'started', 'delivered', 'rejected', 'unknown')),
     reason          TEXT,
     created_at      TEXT NOT NULL,
     payload_expired INTEGER NOT NULL DEFAULT 0,

@@ -65,11 +65,11 @@ def by_idempotency_key(rt: ReadTx, namespace: str, idempotency_key: str) -> Sess
 
 
 def workspace_owner(rt: ReadTx, namespace: str, workspace: str) -> SessionRow | None:
-    """The Session that holds the Workspace now (open or closing), if any."""
+    """The Session that holds the Workspace now (not ended, or its process not gone)."""
     return _one(
         rt,
         "SELECT id FROM sessions WHERE namespace = ? AND workspace = ?"
-        " AND status IN ('open', 'closing')",
+        " AND (status IN ('open', 'closing') OR process_live = 1)",
         (namespace, workspace),
     )
 

@@ -1,0 +1,54 @@
+"""Preconditions shared by controls: each raises the error the API reports."""
+
+from __future__ import annotations
+
+from helmr.errors import SessionNotOpen, StaleEpoch, TurnNotActive, TurnSettling
+from helmr.store import ReadTx, SessionRow, TurnRow, sessions, turns
+
+
+def accepting_controls(session: SessionRow) -> None:
+    """Interrupt, resume and send need a Session that is neither ended nor being cancelled."""
+    if session.status in ("closed", "failed") or session.cancel_requested_at is not None:
+        raise SessionNotOpen(f"session {session.id} is {_describe(session)}", session_id=session.id)
+
+
+def admitting(session: SessionRow) -> None:
+    """New FIFO work needs an open Session (held is fine)."""
+    if session.status != "open":
+        raise SessionNotOpen(
+            f"session {session.id} is {_describe(session)} and admits no new turns",
+            session_id=session.id,
+        )
+
+
+def runner(rt: ReadTx, session_id: str, epoch: int) -> SessionRow:
+    """The Session, if ``epoch`` is its live process; any other epoch is fenced."""
+    session = sessions.require(rt, session_id)
+    if not session.process_live or session.process_epoch != epoch:
+        live = f"epoch {session.process_epoch}" if session.process_live else "no process"
+        raise StaleEpoch(
+            f"process epoch {epoch} is fenced for session {session_id} (live: {live}); stop",
+            session_id=session_id,
+            epoch=epoch,
+        )
+    return session
+
+
+def active(rt: ReadTx, session: SessionRow, turn_id: str) -> TurnRow:
+    """The Turn, if it is running on the Session's live process."""
+    turn = turns.require(rt, session.id, turn_id)
+    if turn.status != "running" or turn.epoch != session.process_epoch:
+        raise TurnNotActive(
+            f"turn {turn_id} is {turn.status}, not the active turn", turn_id=turn_id
+        )
+    return turn
+
+
+def unsettled(turn: TurnRow) -> TurnRow:
+    if turn.settling is not None:
+        raise TurnSettling(f"turn {turn.id} is settling and accepts no more input", turn_id=turn.id)
+    return turn
+
+
+def _describe(session: SessionRow) -> str:
+    return "being cancelled" if session.cancel_requested_at is not None else session.status

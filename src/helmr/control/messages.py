@@ -1,0 +1,119 @@
+"""Messages: ``send`` on the public side, handler readiness and outcomes on the runner side.
+
+An accepted message keeps its exact target Turn; it is delivered to that
+Turn's handler or rejected, never moved to another Turn.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import JsonValue
+
+from helmr.control import guards
+from helmr.control.lifecycle import settle_if_drained
+from helmr.control.record import record
+from helmr.control.turns import admit
+from helmr.control.views import MessageView, SendResult, TurnView
+from helmr.errors import Conflict, SessionHeld, TurnNotActive, TurnSettling
+from helmr.events import EventKind
+from helmr.store import MessageStatus, ReadTx, Tx, messages, sessions, turns
+
+# For each reportable outcome: the statuses it may follow, and the event it records.
+# "unknown" (the handler failed unexpectedly) is neither a delivery nor a
+# rejection fact, so the timeline records nothing for it.
+MessageOutcome = Literal["started", "delivered", "rejected", "unknown"]
+
+_OUTCOMES: dict[MessageOutcome, tuple[frozenset[MessageStatus], EventKind | None]] = {
+    "started": (frozenset({"admitted"}), EventKind.MESSAGE_STARTED),
+    "delivered": (frozenset({"admitted", "started"}), EventKind.MESSAGE_DELIVERED),
+    "rejected": (frozenset({"admitted", "started"}), EventKind.MESSAGE_REJECTED),
+    "unknown": (frozenset({"admitted", "started"}), None),
+}
+
+
+def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None) -> SendResult:
+    """Messages the active Turn before settlement, or enqueues when the Session is idle.
+
+    With ``turn_id`` the message goes to exactly that Turn, which must be the
+    running one. It is accepted even before the Turn's handler is ready.
+    """
+    session = sessions.require(tx, session_id)
+    guards.accepting_controls(session)
+    if session.hold is not None:
+        raise SessionHeld(
+            f"session {session_id} is held ({session.hold.reason}); resume it first",
+            hold_id=session.hold.id,
+        )
+    target_id = turn_id if turn_id is not None else session.active_turn_id
+    if target_id is None:
+        guards.admitting(session)
+        turn = admit(tx, session_id, data, idempotency_key=None, source="send")
+        return SendResult(kind="enqueued", turn=TurnView.of(turn), message=None)
+    target = turns.require(tx, session_id, target_id)
+    if target.status != "running":
+        raise TurnNotActive(f"turn {target.id} is {target.status}, not active", turn_id=target.id)
+    guards.unsettled(target)
+    message = messages.insert(tx, session_id, target.id, data)
+    record(
+        tx,
+        session_id,
+        EventKind.MESSAGE_ADMITTED,
+        {"messageId": message.id},
+        subject=message.id,
+        turn_id=target.id,
+    )
+    return SendResult(kind="messaged", turn=TurnView.of(target), message=MessageView.of(message))
+
+
+def ready(tx: Tx, session_id: str, epoch: int, turn_id: str) -> TurnView:
+    """The runner registered the Turn's message handler."""
+    session = guards.runner(tx, session_id, epoch)
+    turn = guards.active(tx, session, turn_id)
+    if turn.messages_ready_at is None:
+        turn = turns.update(tx, turn, messages_ready_at=tx.now)
+    return TurnView.of(turn)
+
+
+def next_waiting(rt: ReadTx, session_id: str, epoch: int, turn_id: str) -> MessageView | None:
+    """The oldest message of the Turn not yet reported started (again until it is)."""
+    session = guards.runner(rt, session_id, epoch)
+    guards.unsettled(guards.active(rt, session, turn_id))
+    waiting = messages.with_status(rt, turn_id, "admitted")
+    return MessageView.of(waiting[0]) if waiting else None
+
+
+def report(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    turn_id: str,
+    message_id: str,
+    outcome: MessageOutcome,
+    reason: str | None,
+) -> MessageView:
+    """Records a handler's progress; repeating a report is a no-op.
+
+    A finished handler may let a settling Turn commit its outcome.
+    """
+    session = guards.runner(tx, session_id, epoch)
+    turn = guards.active(tx, session, turn_id)
+    message = messages.require(tx, turn_id, message_id)
+    if message.status == outcome:
+        return MessageView.of(message)
+    follows, kind = _OUTCOMES[outcome]
+    if message.status not in follows:
+        error = TurnSettling if turn.settling is not None else Conflict
+        raise error(
+            f"message {message_id} is {message.status} and cannot become {outcome}",
+            message_id=message_id,
+        )
+    message = messages.update(tx, message, status=outcome, reason=reason)
+    if kind is not None:
+        data: dict[str, JsonValue] = {"messageId": message_id}
+        if reason is not None:
+            data["reason"] = reason
+        record(tx, session_id, kind, data, subject=message_id, turn_id=turn_id, epoch=epoch)
+    if outcome != "started":
+        settle_if_drained(tx, turn)
+    return MessageView.of(message)

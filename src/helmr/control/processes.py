@@ -1,0 +1,208 @@
+"""The operator side: runner processes starting, ending, being lost, overrunning.
+
+A process failure (the process ended on its own while it should not have)
+counts toward the hold; a requested stop (deadline, close, cancel) and an
+execution loss (eviction, node loss) do not. Deadlines are read from the
+stored ``deadline_at``, so they hold across operator restarts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from helmr.control.config import ControlConfig
+from helmr.control.lifecycle import (
+    active_turn,
+    fail_session,
+    finish_closing,
+    interrupt_turn,
+    release_converged_hold,
+)
+from helmr.control.record import record
+from helmr.control.views import (
+    ProcessEnd,
+    ProcessOutcome,
+    ProcessStop,
+    SessionView,
+    load_session,
+)
+from helmr.errors import Conflict, SessionNotOpen
+from helmr.events import EventKind
+from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
+
+
+def started(tx: Tx, session_id: str) -> int:
+    """Registers a new runner process; its epoch fences every older one."""
+    session = sessions.require(tx, session_id)
+    if session.status in ("closed", "failed"):
+        raise SessionNotOpen(f"session {session_id} is {session.status}; it runs no process")
+    if session.process_live:
+        raise Conflict(
+            f"process epoch {session.process_epoch} of session {session_id} is still live;"
+            " report its end (process_exited or execution_lost) first",
+            epoch=session.process_epoch,
+        )
+    epoch = session.process_epoch + 1
+    sessions.update(tx, session_id, process_epoch=epoch, process_live=True, stop_reason=None)
+    return epoch
+
+
+def exited(
+    tx: Tx, config: ControlConfig, session_id: str, epoch: int, exit_code: int, reason: str
+) -> ProcessOutcome:
+    """The process ended. It failed if it ended on its own with a nonzero code,
+    or left a Turn running; a stop that was asked for is ``process_stopped``.
+
+    A failure interrupts the running Turn (``reason``, by default
+    ``process_failed``) and counts; the count reaching the limit holds the
+    Session (``process_failures``). Reports for another epoch are ignored.
+    """
+    session = sessions.require(tx, session_id)
+    if not _is_live(session, epoch):
+        return _outcome(tx, session_id, epoch, "ignored", None)
+    turn = active_turn(tx, session)
+    failed = turn is not None or (session.stop_reason is None and exit_code != 0)
+    _end_process(tx, session)
+    if turn is not None:
+        interrupt_turn(tx, turn, reason, processEpoch=epoch)
+    hold_id = None
+    if failed:
+        hold_id = _count_failure(tx, config, session_id)
+        record(
+            tx,
+            session_id,
+            EventKind.SESSION_PROCESS_FAILED,
+            {"processEpoch": epoch, "reason": reason, "holdId": hold_id},
+            subject=epoch,
+            epoch=epoch,
+        )
+    else:
+        record(
+            tx,
+            session_id,
+            EventKind.SESSION_PROCESS_STOPPED,
+            {"processEpoch": epoch, "reason": session.stop_reason or "exited"},
+            subject=epoch,
+            epoch=epoch,
+        )
+    finish_closing(tx, session_id)
+    return _outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
+
+
+def execution_lost(
+    tx: Tx,
+    config: ControlConfig,
+    session_id: str,
+    epoch: int,
+    computer_version: str | None,
+    computer_id: str | None,
+) -> ProcessOutcome:
+    """The process's execution was lost (eviction, node loss): not a process failure.
+
+    The running Turn is interrupted (``computer_execution_lost``); queued
+    Turns keep identity and order for a new process. Repeated consecutive
+    losses (``max_execution_losses``) fail the Session.
+    """
+    session = sessions.require(tx, session_id)
+    if not _is_live(session, epoch):
+        return _outcome(tx, session_id, epoch, "ignored", None)
+    turn = active_turn(tx, session)
+    _end_process(tx, session)
+    if turn is not None:
+        interrupt_turn(
+            tx,
+            turn,
+            "computer_execution_lost",
+            computerId=computer_id,
+            leaseEpoch=epoch,
+            recoveryGap=False,
+        )
+    record(
+        tx,
+        session_id,
+        EventKind.SESSION_EXECUTION_LOST,
+        {"processEpoch": epoch, "computerVersion": computer_version},
+        subject=epoch,
+        epoch=epoch,
+    )
+    losses = session.consecutive_losses + 1
+    sessions.update(tx, session_id, consecutive_losses=losses)
+    finish_closing(tx, session_id)
+    if losses >= config.max_execution_losses and sessions.require(tx, session_id).status in (
+        "open",
+        "closing",
+    ):
+        fail_session(tx, session_id, "execution_lost")
+    return _outcome(tx, session_id, epoch, "lost", None)
+
+
+def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
+    """Interrupts running Turns past ``deadline_at`` and asks their processes to stop."""
+    stops: list[ProcessStop] = []
+    for turn in turns.past_deadline(tx, now):
+        interrupt_turn(tx, turn, "turn_deadline_elapsed")
+        session = sessions.require(tx, turn.session_id)
+        if _is_live(session, turn.epoch):
+            sessions.update(tx, session.id, stop_reason="turn_deadline_elapsed")
+            stops.append(
+                ProcessStop(
+                    session_id=session.id,
+                    epoch=session.process_epoch,
+                    reason="turn_deadline_elapsed",
+                )
+            )
+        finish_closing(tx, session.id)
+    return stops
+
+
+def to_stop(rt: ReadTx) -> list[ProcessStop]:
+    """Every live process that has been asked to stop and has not ended yet."""
+    return [
+        ProcessStop(session_id=s.id, epoch=s.process_epoch, reason=s.stop_reason or "")
+        for s in sessions.stopping(rt)
+    ]
+
+
+def needing_runner(rt: ReadTx) -> list[SessionView]:
+    return [load_session(rt, session.id) for session in sessions.needing_runner(rt)]
+
+
+def _is_live(session: SessionRow, epoch: int | None) -> bool:
+    return session.process_live and session.process_epoch == epoch
+
+
+def _end_process(tx: Tx, session: SessionRow) -> None:
+    sessions.update(tx, session.id, process_live=False, stop_reason=None)
+    # With the process gone, an interrupted Turn's processing has certainly stopped.
+    release_converged_hold(tx, session)
+
+
+def _count_failure(tx: Tx, config: ControlConfig, session_id: str) -> str | None:
+    """Counts one process failure; returns the hold it caused, if it caused one."""
+    session = sessions.require(tx, session_id)
+    count = session.consecutive_failures + 1
+    changes: dict[str, object] = {"consecutive_failures": count}
+    hold_id = None
+    if count >= config.max_process_failures and session.hold is None:
+        hold_id = holds.insert(
+            tx, session_id, reason="process_failures", scope="session", turn_id=None
+        ).id
+        changes["hold_id"] = hold_id
+    sessions.update(tx, session_id, **changes)
+    return hold_id
+
+
+def _outcome(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    outcome: ProcessEnd,
+    hold_id: str | None,
+) -> ProcessOutcome:
+    return ProcessOutcome(
+        session_id=session_id,
+        epoch=epoch,
+        outcome=outcome,
+        hold_id=hold_id,
+        session_status=sessions.require(tx, session_id).status,
+    )

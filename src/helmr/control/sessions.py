@@ -1,0 +1,200 @@
+"""Session controls: open, interrupt, resume, cancel, close, fail.
+
+Each function is one write transaction (run by :class:`helmr.control.Control`
+through ``Store.write``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from helmr.control import guards
+from helmr.control.lifecycle import (
+    active_turn,
+    cancel_queued,
+    fail_session,
+    finish_closing,
+    interrupt_turn,
+)
+from helmr.control.record import record
+from helmr.control.views import SessionView, StopReceipt, load_session
+from helmr.errors import Conflict, HoldMismatch, SessionNotOpen, TurnNotActive
+from helmr.events import EventKind
+from helmr.store import HoldRow, Tx, holds, sessions, turns
+
+
+def open_session(
+    tx: Tx,
+    *,
+    namespace: str,
+    name: str,
+    actor: str,
+    workspace: str,
+    key: str | None,
+    idempotency_key: str | None,
+    max_turn_duration: timedelta | None,
+) -> SessionView:
+    """Opens a Session that owns ``workspace``; the same idempotency key returns the same one."""
+    if idempotency_key is not None:
+        existing = sessions.by_idempotency_key(tx, namespace, idempotency_key)
+        if existing is not None:
+            return load_session(tx, existing.id)
+    owner = sessions.workspace_owner(tx, namespace, workspace)
+    if owner is not None:
+        raise Conflict(
+            f"workspace {workspace} is owned by session {owner.id} until it is closed",
+            workspace=workspace,
+            session_id=owner.id,
+        )
+    session = sessions.insert(
+        tx,
+        namespace=namespace,
+        name=name,
+        actor=actor,
+        workspace=workspace,
+        key=key,
+        idempotency_key=idempotency_key,
+        max_turn_duration=max_turn_duration,
+    )
+    return load_session(tx, session.id)
+
+
+def interrupt(tx: Tx, session_id: str, turn_id: str | None) -> StopReceipt:
+    """Stops the running Turn (``interrupted``, reason ``interrupt``) and holds the Session.
+
+    Without ``turn_id`` the hold is Session-scoped: queued work waits until
+    ``resume(hold_id)``. With ``turn_id`` (which must be running) only that
+    Turn is stopped: the hold is Turn-scoped and ends by itself once the
+    interrupted processing has stopped (the runner asks for its next Turn or
+    its process ends), so the next queued Turn then runs. Interrupting a
+    Session already held by a Session-scoped hold returns that hold.
+    """
+    session = sessions.require(tx, session_id)
+    guards.accepting_controls(session)
+    if turn_id is None:
+        turn = active_turn(tx, session)
+        if session.hold is not None and session.hold.scope == "session":
+            return _receipt(session.hold)
+    else:
+        turn = turns.require(tx, session_id, turn_id)
+        if turn.status != "running":
+            raise TurnNotActive(f"turn {turn_id} is {turn.status}, not running", turn_id=turn_id)
+    if session.hold is not None:
+        # Only a Turn-scoped hold can be here; the Session-scoped one replaces it.
+        holds.release(tx, session.hold.id, how="superseded")
+    scope: Literal["session", "turn"] = "session" if turn_id is None else "turn"
+    hold = holds.insert(
+        tx, session_id, reason="interrupt", scope=scope, turn_id=None if turn is None else turn.id
+    )
+    sessions.update(tx, session_id, hold_id=hold.id)
+    record(
+        tx,
+        session_id,
+        EventKind.SESSION_INTERRUPT,
+        {"holdId": hold.id, "turnId": None if turn is None else turn.id, "scope": scope},
+        subject=hold.id,
+        turn_id=None if turn is None else turn.id,
+    )
+    if turn is not None:
+        interrupt_turn(tx, turn, "interrupt", holdId=hold.id)
+    finish_closing(tx, session_id)
+    return _receipt(hold)
+
+
+def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
+    """Releases exactly that hold; the interrupted Turn is never replayed.
+
+    Repeating the resume of a hold already released is accepted while the
+    Session is not held again. Resuming a ``process_failures`` hold also
+    resets the consecutive failure count.
+    """
+    session = sessions.require(tx, session_id)
+    guards.accepting_controls(session)
+    hold = session.hold
+    if hold is not None and hold.id == hold_id:
+        holds.release(tx, hold_id, how="resume")
+        changes: dict[str, object] = {"hold_id": None}
+        if hold.reason == "process_failures":
+            changes["consecutive_failures"] = 0
+        sessions.update(tx, session_id, **changes)
+        record(
+            tx,
+            session_id,
+            EventKind.SESSION_RESUME,
+            {"holdId": hold_id, "how": "resume"},
+            subject=hold_id,
+        )
+        return load_session(tx, session_id)
+    released = holds.get(tx, hold_id)
+    if hold is None and released is not None and released.session_id == session_id:
+        return load_session(tx, session_id)
+    raise HoldMismatch(
+        f"{hold_id} is not the hold of session {session_id}",
+        hold_id=hold_id,
+        current_hold_id=None if hold is None else hold.id,
+    )
+
+
+def cancel(tx: Tx, session_id: str) -> SessionView:
+    """Rejects new input, cancels queued Turns, interrupts the active one, then closes.
+
+    ``cancel_requested_at`` is set at once; the Session becomes ``closed``
+    (how ``cancel``) when its process is gone. Cancelling again returns the
+    same state; a closing Session is escalated; it cannot be resumed.
+    """
+    session = sessions.require(tx, session_id)
+    if session.cancel_requested_at is not None:
+        return load_session(tx, session_id)
+    if session.status in ("closed", "failed"):
+        raise SessionNotOpen(f"session {session_id} is already {session.status}")
+    sessions.update(
+        tx, session_id, status="closing", close_how="cancel", cancel_requested_at=tx.now
+    )
+    cancel_queued(tx, session_id, reason=None)
+    turn = active_turn(tx, session)
+    if turn is not None:
+        interrupt_turn(tx, turn, "cancel")
+    finish_closing(tx, session_id)
+    return load_session(tx, session_id)
+
+
+def close(tx: Tx, session_id: str, how: Literal["close", "idle"]) -> SessionView:
+    """Stops admission and drains the FIFO, then closes (how ``close``, or ``idle``).
+
+    An idle close records only ``session.closed``; otherwise ``session.close``
+    is recorded now. ``how="idle"`` (the operator's idle expiry) is refused
+    with Conflict if work arrived meanwhile. Closing again is a no-op.
+    """
+    session = sessions.require(tx, session_id)
+    if session.status in ("closing", "closed"):
+        return load_session(tx, session_id)
+    if session.status == "failed":
+        raise SessionNotOpen(f"session {session_id} has failed")
+    idle = session.active_turn_id is None and not turns.count_queued(tx, session_id)
+    if how == "idle" and not idle:
+        raise Conflict(f"session {session_id} is not idle", session_id=session_id)
+    sessions.update(tx, session_id, status="closing", close_how=how)
+    if not idle:
+        record(tx, session_id, EventKind.SESSION_CLOSE, {}, subject=None)
+    finish_closing(tx, session_id)
+    return load_session(tx, session_id)
+
+
+def fail(tx: Tx, session_id: str, reason: str) -> SessionView:
+    """Terminates the Session (e.g. the actor cannot initialize); see ``fail_session``."""
+    session = sessions.require(tx, session_id)
+    if session.status in ("closed", "failed"):
+        return load_session(tx, session_id)
+    fail_session(tx, session_id, reason)
+    return load_session(tx, session_id)
+
+
+def _receipt(hold: HoldRow) -> StopReceipt:
+    return StopReceipt(
+        session_id=hold.session_id,
+        hold_id=hold.id,
+        scope=hold.scope,
+        turn_id=hold.turn_id,
+        accepted_at=hold.created_at,
+    )

@@ -1,0 +1,165 @@
+"""Turn controls: admission, dispatch to the runner, output, response, settlement.
+
+Each function is one write transaction. Runner-side functions first check
+the caller's process epoch (:func:`helmr.control.guards.runner`), so a fenced
+process can never commit output or outcomes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import JsonValue
+
+from helmr.control import guards
+from helmr.control.lifecycle import (
+    active_turn,
+    finish_closing,
+    reject_waiting_messages,
+    release_converged_hold,
+    settle_if_drained,
+)
+from helmr.control.record import record
+from helmr.control.views import NO_RESULT, NoResult, TurnView
+from helmr.events import Event, EventKind
+from helmr.protocol import ErrorInfo
+from helmr.store import Outcome, TurnRow, Tx, sessions, timeline, turns
+from helmr.store.codec import dump_json
+
+Drained = Literal["drained"]
+"""``take_next``'s answer when this process gets no more Turns: the closing
+Session has drained, or the process was asked to stop."""
+
+
+def enqueue(
+    tx: Tx, session_id: str, input: JsonValue, *, idempotency_key: str | None, source: str
+) -> TurnView:
+    """Admits a FIFO Turn to an open Session (held or not).
+
+    A known idempotency key returns the Turn it admitted, whatever the
+    Session's state is now.
+    """
+    if idempotency_key is not None:
+        existing = turns.by_idempotency_key(tx, session_id, idempotency_key)
+        if existing is not None:
+            return TurnView.of(existing)
+    guards.admitting(sessions.require(tx, session_id))
+    return TurnView.of(admit(tx, session_id, input, idempotency_key=idempotency_key, source=source))
+
+
+def admit(
+    tx: Tx, session_id: str, input: JsonValue, *, idempotency_key: str | None, source: str
+) -> TurnRow:
+    turn = turns.insert(tx, session_id, input=input, idempotency_key=idempotency_key, source=source)
+    record(
+        tx,
+        session_id,
+        EventKind.TURN_QUEUED,
+        {"sequence": turn.sequence, "source": source},
+        subject=turn.id,
+        turn_id=turn.id,
+    )
+    return turn
+
+
+def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
+    """The Turn this process is to run now, ``"drained"``, or None to wait.
+
+    The active unsettled Turn is answered again (a receive whose reply was
+    lost must not lose the Turn, and asking again never settles it). Then,
+    unless the Session is held, the FIFO head starts running: its deadline
+    is stored now, from ``maxTurnDuration``, so it survives restarts.
+    """
+    session = guards.runner(tx, session_id, epoch)
+    if session.stop_reason is not None:
+        return "drained"
+    current = active_turn(tx, session)
+    if current is not None:
+        return None if current.settling is not None else TurnView.of(current)
+    # The runner asks for work, so an interrupted Turn's processing has stopped.
+    release_converged_hold(tx, session)
+    session = sessions.require(tx, session_id)
+    if session.hold is not None:
+        return None
+    head = turns.next_queued(tx, session_id)
+    if head is None:
+        if session.status == "closing":
+            finish_closing(tx, session_id)
+            return "drained"
+        return None
+    deadline = None if session.max_turn_duration is None else tx.now + session.max_turn_duration
+    turn = turns.update(
+        tx, head, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline
+    )
+    sessions.update(tx, session_id, active_turn_id=turn.id)
+    record(
+        tx,
+        session_id,
+        EventKind.TURN_RUNNING,
+        {"processEpoch": epoch},
+        subject=turn.id,
+        turn_id=turn.id,
+        epoch=epoch,
+    )
+    return TurnView.of(turn)
+
+
+def output(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    turn_id: str | None,
+    value: JsonValue,
+    idempotency_key: str | None,
+) -> Event:
+    """Appends ``turn.output`` for the active Turn, or Session-level output (no turn).
+
+    Output is accepted while the Turn settles: callbacks that started before
+    settlement may still write, and settlement waits for them.
+    """
+    session = guards.runner(tx, session_id, epoch)
+    if turn_id is not None:
+        guards.active(tx, session, turn_id)
+    return timeline.append_output(
+        tx, session_id, turn_id, value, idempotency_key=idempotency_key, process_epoch=epoch
+    )
+
+
+def respond(tx: Tx, session_id: str, epoch: int, turn_id: str, value: JsonValue) -> TurnView:
+    """Sets (or replaces) the response delivered with a successful outcome."""
+    session = guards.runner(tx, session_id, epoch)
+    turn = guards.unsettled(guards.active(tx, session, turn_id))
+    return TurnView.of(turns.update(tx, turn, has_response=True, response=dump_json(value)))
+
+
+def complete(
+    tx: Tx, session_id: str, epoch: int, turn_id: str, result: JsonValue | NoResult
+) -> TurnView:
+    if result is NO_RESULT:
+        return _settle(tx, session_id, epoch, turn_id, "completed", has_result=False, result=None)
+    return _settle(
+        tx, session_id, epoch, turn_id, "completed", has_result=True, result=dump_json(result)
+    )
+
+
+def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) -> TurnView:
+    return _settle(tx, session_id, epoch, turn_id, "failed", error=dump_json(error.model_dump()))
+
+
+def _settle(
+    tx: Tx, session_id: str, epoch: int, turn_id: str, outcome: Outcome, **changes: object
+) -> TurnView:
+    """Starts settlement: no more sends, unstarted messages rejected, outcome kept.
+
+    The outcome commits (with its event) as soon as no started message
+    handler is pending, which is at once unless callbacks are still running.
+    Repeating the call that settled the Turn returns it unchanged.
+    """
+    session = guards.runner(tx, session_id, epoch)
+    turn = turns.require(tx, session_id, turn_id)
+    if outcome in (turn.status, turn.settling):
+        return TurnView.of(turn)
+    turn = guards.unsettled(guards.active(tx, session, turn_id))
+    turn = turns.update(tx, turn, settling=outcome, **changes)
+    reject_waiting_messages(tx, turn, reason="turn_settling")
+    return TurnView.of(settle_if_drained(tx, turn))

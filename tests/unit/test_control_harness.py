@@ -1,0 +1,89 @@
+"""Shared helpers of the control tests (imported by the test_control_* modules).
+
+A :class:`Harness` is a real store in a temporary file with a controllable
+clock, and the :class:`~helmr.control.Control` over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from itertools import count
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from helmr.control import Control, ControlConfig, SessionView, TurnView
+from helmr.events import Event
+from helmr.store import Store
+
+
+class Clock:
+    """The store's clock: it moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.now += delta
+        return self.now
+
+
+class Harness:
+    def __init__(self, store: Store, clock: Clock, config: ControlConfig) -> None:
+        self.store = store
+        self.clock = clock
+        self.control = Control(store, config)
+        self._names = count(1)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        path: Path,
+        *,
+        clock: Clock | None = None,
+        config: ControlConfig | None = None,
+        retention: timedelta | None = None,
+    ) -> AsyncIterator[Harness]:
+        clock = clock or Clock()
+        store = await Store.open(path, clock=clock, retention=retention)
+        try:
+            yield cls(store, clock, config or ControlConfig())
+        finally:
+            await store.close()
+
+    async def session(self, max_turn_duration: timedelta | None = None) -> SessionView:
+        n = next(self._names)
+        return await self.control.open_session(
+            namespace="team",
+            name=f"s{n}",
+            actor="reviewer",
+            workspace=f"ws{n}",
+            max_turn_duration=max_turn_duration,
+        )
+
+    async def running(self, session_id: str, input: JsonValue = "go") -> tuple[int, TurnView]:
+        """Starts a process and gives it a new Turn; returns the epoch and the running Turn."""
+        epoch = await self.control.process_started(session_id)
+        await self.control.enqueue(session_id, input)
+        turn = await self.control.receive(session_id, epoch, timeout=0)
+        assert turn is not None
+        assert turn.status == "running"
+        return epoch, turn
+
+    async def events(self, session_id: str, after: int = 0) -> list[Event]:
+        page = await self.control.list_events(session_id, after=after, limit=1000)
+        assert not page.has_more
+        return page.records
+
+    async def kinds(self, session_id: str, after: int = 0) -> list[str]:
+        return [event.kind.value for event in await self.events(session_id, after)]
+
+    async def last_sequence(self, session_id: str) -> int:
+        events = await self.events(session_id)
+        return events[-1].sequence if events else 0
