@@ -1,0 +1,67 @@
+{{/* The chart name, overridable. */}}
+{{- define "helmr.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The release's object name: <release>-helmr, or just <release> when the
+release name already contains the chart name (release "helmr" -> "helmr").
+Truncated to 63 characters because it names a Service (a DNS label).
+*/}}
+{{- define "helmr.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "helmr.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels: stable for the life of the release (a Deployment's selector is immutable). */}}
+{{- define "helmr.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "helmr.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: control-plane
+{{- end }}
+
+{{- define "helmr.labels" -}}
+helm.sh/chart: {{ include "helmr.chart" . }}
+{{ include "helmr.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: helmr
+{{- end }}
+
+{{- define "helmr.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "helmr.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* What runner pods are told to call (HELMR_URL). */}}
+{{- define "helmr.runnerURL" -}}
+{{- if .Values.runner.url }}
+{{- .Values.runner.url }}
+{{- else }}
+{{- printf "http://%s.%s.svc:%d" (include "helmr.fullname" .) .Release.Namespace (int .Values.runner.port) }}
+{{- end }}
+{{- end }}
+
+{{/* Cluster-scoped objects must not collide between releases in different namespaces. */}}
+{{- define "helmr.clusterName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "helmr.fullname" .) }}
+{{- end }}
+
+{{- define "helmr.claimName" -}}
+{{- default (printf "%s-data" (include "helmr.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
