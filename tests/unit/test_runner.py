@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +40,7 @@ from helmr.errors import (
 from helmr.protocol import (
     EPOCH_HEADER,
     CompleteRequest,
+    ExitCode,
     FailRequest,
     MessageOutcome,
     MessageOutcomeRequest,
@@ -43,6 +48,7 @@ from helmr.protocol import (
     OutputRequest,
     ReceiveRequest,
     RespondRequest,
+    contract,
     routes,
 )
 from helmr.runner import Message, Session, Turn
@@ -323,6 +329,15 @@ async def test_settlement_waits_for_started_output(
 async def test_output_is_recorded_in_the_order_it_was_started(
     plane: FakeControlPlane, session: Session
 ) -> None:
+    async def hold_the_first(request: web.Request, body: dict[str, Any]) -> None:
+        if body["value"] == 0:
+            # A later write that did not wait for this one would arrive now.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    plane.until(lambda: plane.names().count("turn_output") > 1), 0.3
+                )
+
+    plane.hooks["turn_output"] = hold_the_first
     turn = await first_turn(plane, session)
     for n in range(5):
         turn.output.write(n)
@@ -600,3 +615,214 @@ async def test_the_server_checks_token_and_epoch(plane: FakeControlPlane) -> Non
         with pytest.raises(StaleEpoch):
             await Session(transport).receive()
     assert fenced == [True]
+
+
+# The entrypoint, ``python -m helmr.runner``, as the runner pod runs it.
+
+REPO = Path(__file__).resolve().parents[2]
+
+ACTORS = """
+import asyncio
+
+from helmr.runner import actor
+
+
+async def finish(session):
+    while (turn := await session.receive()) is not None:
+        await turn.complete({"done": turn.input})
+
+
+async def explode(session):
+    turn = await session.receive()
+    await turn.output.write("before")
+    raise RuntimeError("exploded")
+
+
+async def keep_writing(session):
+    turn = await session.receive()
+    for n in range(10):
+        try:
+            await turn.output.write(n)
+        except Exception:
+            pass  # even an actor that swallows errors must not outlive its fencing
+
+
+async def ignore(message):
+    pass
+
+
+async def wait_for_stop(session):
+    turn = await session.receive()
+    await turn.on_message(ignore)
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        await turn.output.write({"signal": turn.signal.reason})
+        raise
+
+
+finishes = actor(id="finishes", run=finish)
+explodes = actor(id="explodes", run=explode)
+keeps_writing = actor(id="keeps-writing", run=keep_writing)
+waits_for_stop = actor(id="waits-for-stop", run=wait_for_stop)
+not_an_actor = finish
+"""
+
+StartRunner = Callable[..., Awaitable[asyncio.subprocess.Process]]
+
+
+@pytest.fixture
+def start_runner(plane: FakeControlPlane, tmp_path: Path) -> StartRunner:
+    (tmp_path / "actors.py").write_text(ACTORS)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+
+    async def start(entrypoint: str, **overrides: str) -> asyncio.subprocess.Process:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HELMR_")}
+        env.update(
+            {
+                contract.ENV_URL: plane.url,
+                contract.ENV_SESSION_ID: SID,
+                contract.ENV_TOKEN_FILE: str(tmp_path / "token"),
+                contract.ENV_PROCESS_EPOCH: str(EPOCH),
+                contract.ENV_ENTRYPOINT: entrypoint,
+                "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "examples" / "echo")]),
+                **overrides,
+            }
+        )
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "helmr.runner", env=env, stderr=asyncio.subprocess.PIPE
+        )
+
+    return start
+
+
+async def exit_code(process: asyncio.subprocess.Process) -> int:
+    # The bound only stops a hung runner from hanging the suite; no outcome depends on it.
+    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    print(stderr.decode())  # shown by pytest when the test fails
+    assert process.returncode is not None
+    return process.returncode
+
+
+async def test_the_process_exits_0_when_run_returns(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+    await plane.turns.put({"closed": True})
+
+    assert await exit_code(await start_runner("actors:finishes")) == ExitCode.OK
+    assert plane.settled == {"turn_1": ("complete", {"result": {"done": "a"}})}
+
+
+async def test_an_exception_from_run_fails_the_held_turn_and_the_process(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+
+    assert await exit_code(await start_runner("actors:explodes")) == ExitCode.ACTOR_FAILED
+    assert [v for _, v in plane.outputs.values()] == ["before"]
+    assert plane.settled == {
+        "turn_1": ("fail", {"error": {"code": "actor_error", "message": "exploded"}})
+    }
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "overrides"),
+    [
+        ("actors:not_an_actor", {}),
+        ("actors:missing", {}),
+        ("no_such_module:actor", {}),
+        ("actors", {}),
+        ("actors:finishes", {contract.ENV_PROCESS_EPOCH: "three"}),
+        ("actors:finishes", {contract.ENV_TOKEN_FILE: "/nonexistent/token"}),
+        ("actors:finishes", {contract.ENV_URL: ""}),
+    ],
+)
+async def test_a_runner_that_cannot_load_its_actor_exits_78(
+    plane: FakeControlPlane, start_runner: StartRunner, entrypoint: str, overrides: dict[str, str]
+) -> None:
+    assert await exit_code(await start_runner(entrypoint, **overrides)) == ExitCode.INIT_FAILED
+    assert plane.calls == []
+
+
+async def test_a_fenced_process_exits_at_once_and_writes_nothing_more(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    async def fence_the_second_write(request: web.Request, body: dict[str, Any]) -> None:
+        if body["value"] == 1:
+            raise StaleEpoch("a newer process runs this session")
+
+    plane.hooks["turn_output"] = fence_the_second_write
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+
+    assert await exit_code(await start_runner("actors:keeps_writing")) == ExitCode.FENCED
+    assert [v for _, v in plane.outputs.values()] == [0]
+    assert plane.names() == ["receive", "turn_output", "turn_output"]
+
+
+async def test_sigterm_signals_the_turn_cancels_run_and_exits_0(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+    runner = await start_runner("actors:waits_for_stop")
+    # Polling for messages starts once run waits after registering its handler.
+    await plane.until(lambda: "next" in plane.names())
+    runner.send_signal(signal.SIGTERM)
+
+    assert await exit_code(runner) == ExitCode.OK
+    assert [v for _, v in plane.outputs.values()] == [{"signal": "process_stopping"}]
+    assert plane.settled == {}  # stopping settles nothing: the control plane decides
+
+
+# The echo example (examples/echo/echo.py), which Helmr's own tests use.
+
+
+async def test_echo_streams_echoes_messages_responds_and_completes(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.add_message("turn_1", "msg_1", "are you there?")
+    await plane.add_message("turn_1", "msg_2", {"reject": "not a question for me"})
+
+    async def after_the_messages(request: web.Request, body: dict[str, Any]) -> None:
+        # Hold the turn's end until both messages were handled, whatever the timing.
+        await plane.until(lambda: len(plane.outcomes) == 4)
+
+    plane.hooks["respond"] = after_the_messages
+    await plane.turns.put(assignment("turn_1", 1, "hello big world"))
+    await plane.turns.put({"closed": True})
+
+    assert await exit_code(await start_runner("echo:echo")) == ExitCode.OK
+    written = [v for _, v in plane.outputs.values()]
+    assert [v for v in written if isinstance(v, str)] == ["hello ", "big ", "world "]
+    assert [v for v in written if isinstance(v, dict)] == [{"message": "are you there?"}]
+    assert plane.outcomes == [
+        ("msg_1", "started", None),
+        ("msg_1", "delivered", None),
+        ("msg_2", "started", None),
+        ("msg_2", "rejected", "not a question for me"),
+    ]
+    assert plane.responses == {"turn_1": "echo: hello big world"}
+    assert plane.settled == {"turn_1": ("complete", {"result": {"echo": "hello big world"}})}
+
+
+async def test_echo_fails_a_turn_that_raises_and_goes_on(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, {"raise": "boom"}))
+    await plane.turns.put(assignment("turn_2", 2, "next"))
+    await plane.turns.put({"closed": True})
+
+    assert await exit_code(await start_runner("echo:echo")) == ExitCode.OK
+    assert plane.settled == {
+        "turn_1": ("fail", {"error": {"code": "actor_error", "message": "boom"}}),
+        "turn_2": ("complete", {"result": {"echo": "next"}}),
+    }
+
+
+async def test_echo_crash_is_a_process_crash(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, {"crash": True}))
+
+    assert await exit_code(await start_runner("echo:echo")) == 3
+    assert plane.settled == {}
