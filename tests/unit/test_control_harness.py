@@ -76,6 +76,13 @@ class Harness:
         assert turn.status == "running"
         return epoch, turn
 
+    async def message(self, session_id: str, data: JsonValue) -> str:
+        """Sends to the active Turn; returns the message id."""
+        sent = await self.control.send(session_id, data)
+        assert sent.kind == "messaged"
+        assert sent.message is not None
+        return sent.message.id
+
     async def events(self, session_id: str, after: int = 0) -> list[Event]:
         page = await self.control.list_events(session_id, after=after, limit=1000)
         assert not page.has_more
