@@ -2,21 +2,21 @@
 
 The tree, which the REST API maps to status codes and ``code`` strings::
 
-    HelmrError                      500 internal (never raised for bad input)
-    ├── InvalidInput                400 invalid_input      a request field is wrong
-    ├── Unauthenticated             401 unauthenticated    no or unknown bearer token
-    ├── Forbidden                   403 forbidden          token lacks access to the namespace
-    ├── NotFound                    404 not_found          unknown session, turn, hold, message
-    ├── Conflict                    409 <code>             the request does not fit the current state
-    │   ├── SessionHeld             409 session_held       send() to a held session
-    │   ├── SessionNotOpen          409 session_not_open   admission to a closing/closed session
-    │   ├── TurnNotActive           409 turn_not_active    exact-turn send to a turn that is not active
-    │   ├── TurnSettling            409 turn_settling      send while the turn settles
-    │   ├── HoldMismatch            409 hold_mismatch      resume with a holdId that is not the hold
-    │   └── StaleEpoch              409 stale_epoch        a runner call from a fenced process epoch
-    ├── PayloadTooLarge             413 payload_too_large
-    ├── ReceiveTimeout              408 receive_timeout    receive() saw no turn within its timeout
-    └── MessageRejected             (actor side) a message handler's known rejection
+    HelmrError                  500 internal           never raised for bad input
+    ├── InvalidInput            400 invalid_input      a request field is wrong
+    ├── Unauthenticated         401 unauthenticated    no or unknown bearer token
+    ├── Forbidden               403 forbidden          no access to the namespace
+    ├── NotFound                404 not_found          unknown session, turn, hold
+    ├── ReceiveTimeout          408 receive_timeout    receive() saw no turn in time
+    ├── Conflict                409 conflict           does not fit the current state
+    │   ├── SessionHeld         409 session_held       send() to a held session
+    │   ├── SessionNotOpen      409 session_not_open   admission to a closing session
+    │   ├── TurnNotActive       409 turn_not_active    exact-turn send, turn not active
+    │   ├── TurnSettling        409 turn_settling      send while the turn settles
+    │   ├── HoldMismatch        409 hold_mismatch      resume with another holdId
+    │   └── StaleEpoch          409 stale_epoch        a runner call from a fenced epoch
+    ├── PayloadTooLarge         413 payload_too_large
+    └── MessageRejected         409 message_rejected   a handler's known rejection
 
 Each carries a stable machine ``code`` and a message that says what to do.
 """

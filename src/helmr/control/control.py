@@ -35,6 +35,7 @@ from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import Event, EventKind, EventPage
 from helmr.protocol import ErrorInfo
 from helmr.store import Expired, Store
+from helmr.store import sessions as session_rows
 from helmr.store import turns as turn_rows
 
 T = TypeVar("T")
@@ -324,6 +325,16 @@ class Control:
     async def processes_to_stop(self) -> list[ProcessStop]:
         """Every live process asked to stop (deadline, close, cancel, failure), until it ends."""
         return await self._store.read(processes.to_stop)
+
+    async def live_processes(self) -> list[SessionView]:
+        """Sessions whose runner process is live (to check against pods after a restart)."""
+        return await self._store.read(
+            lambda rt: [load_session(rt, s.id) for s in session_rows.live(rt)]
+        )
+
+    async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
+        """Sessions changed since the previous call (one consumer: the status mirror)."""
+        return await self._store.changed_sessions(timeout)
 
     async def sessions_needing_runner(self) -> list[SessionView]:
         """Open or closing Sessions with queued work, no hold and no live process."""

@@ -106,6 +106,10 @@ def execution_lost(
     session = sessions.require(tx, session_id)
     if not _is_live(session, epoch):
         return _outcome(tx, session_id, epoch, "ignored", None)
+    if session.stop_reason is not None:
+        # The pod went away because a stop was asked for: that is the stop
+        # converging, not a loss (its exit code may never be seen).
+        return exited(tx, config, session_id, epoch, 0, "process_failed")
     turn = active_turn(tx, session)
     _end_process(tx, session)
     if turn is not None:

@@ -7,6 +7,7 @@ control plane's one event loop never blocks on the apiserver.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -23,6 +24,14 @@ def load_config() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     return client.ApiClient()
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    deleting: bool
 
 
 class Kube:
@@ -73,7 +82,7 @@ class Kube:
 
     # --- pods and secrets
 
-    async def list_pods(self, namespace: str | None, selector: str) -> list[client.V1Pod]:
+    async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
         if namespace is None:
             pods = await asyncio.to_thread(
                 self.core.list_pod_for_all_namespaces, label_selector=selector
@@ -82,7 +91,18 @@ class Kube:
             pods = await asyncio.to_thread(
                 self.core.list_namespaced_pod, namespace, label_selector=selector
             )
-        return list(pods.items)
+        refs = []
+        for pod in pods.items:
+            meta = pod.metadata or client.V1ObjectMeta()
+            refs.append(
+                PodRef(
+                    namespace=str(meta.namespace),
+                    name=str(meta.name),
+                    labels=dict(meta.labels or {}),
+                    deleting=meta.deletion_timestamp is not None,
+                )
+            )
+        return refs
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
         # The client accepts plain manifests as well as its model classes.

@@ -90,6 +90,11 @@ def needing_runner(rt: ReadTx) -> list[SessionRow]:
     )
 
 
+def live(rt: ReadTx) -> list[SessionRow]:
+    """Sessions with a live runner process."""
+    return _many(rt, "SELECT id FROM sessions WHERE process_live = 1 ORDER BY created_at")
+
+
 def stopping(rt: ReadTx) -> list[SessionRow]:
     """Sessions whose live process has been asked to stop."""
     return _many(

@@ -126,6 +126,11 @@ class Store:
         """A signal set by the next commit that touches the Session (see :mod:`.signals`)."""
         return self._signals.watch(session_id)
 
+    async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
+        """The change feed: Sessions touched by commits since the previous call
+        (one consumer), waiting up to ``timeout`` seconds for the first."""
+        return await self._signals.changed(timeout)
+
     async def append_event(
         self,
         session_id: str,

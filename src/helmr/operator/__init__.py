@@ -1,0 +1,7 @@
+"""The Helmr control plane: a kopf operator and the API in one asyncio process.
+
+Run it with ``kopf run -m helmr.operator --standalone --all-namespaces``;
+importing this package registers the handlers.
+"""
+
+from helmr.operator import handlers as handlers

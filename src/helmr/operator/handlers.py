@@ -1,0 +1,144 @@
+"""kopf handlers, named ``<kind>_<event>``: each adapts one Kubernetes fact
+to one Control call. All state lives in the store; these stay thin."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import kopf
+
+from helmr.operator import pods
+from helmr.operator.mirror import LABEL_SESSION_ID, LABEL_TURN_ID
+from helmr.operator.runtime import Runtime
+from helmr.operator.settings import Settings
+from helmr.operator.supervisor import pod_outcome
+from helmr.resources import GROUP, SESSIONS, TURNS, VERSION
+
+log = logging.getLogger(__name__)
+
+
+def _namespaced(namespace: str | None) -> str:
+    # Every resource these handlers watch is namespaced; kopf types it loosely.
+    if namespace is None:
+        raise kopf.PermanentError("a namespaced object came without a namespace")
+    return namespace
+
+
+def _runtime(memo: Any) -> Runtime:
+    runtime: Runtime = memo["runtime"]
+    return runtime
+
+
+@kopf.on.startup()
+async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    # Progress in annotations: the CRDs' status schemas are strict and would
+    # prune kopf's own status fields.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.helmr.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kopf.helmr.dev", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    memo["runtime"] = await Runtime.start(Settings.from_env())
+
+
+@kopf.on.cleanup()
+async def operator_cleanup(memo: Any, **_: Any) -> None:
+    await _runtime(memo).stop()
+
+
+@kopf.on.resume(GROUP, VERSION, SESSIONS)
+@kopf.on.create(GROUP, VERSION, SESSIONS)
+async def session_admit(
+    spec: kopf.Spec,
+    name: str,
+    namespace: str | None,
+    uid: str,
+    labels: kopf.Labels,
+    memo: Any,
+    **_: Any,
+) -> None:
+    """A Session applied with kubectl opens a store session (once, keyed by the CR's uid)."""
+    runtime = _runtime(memo)
+    if LABEL_SESSION_ID in labels:
+        return  # opened by the API, which created this CR
+    seconds = spec.get("maxTurnDurationSeconds")
+    view = await runtime.control.open_session(
+        namespace=_namespaced(namespace),
+        name=name,
+        actor=spec["actorRef"]["name"],
+        workspace=spec["workspace"],
+        key=spec.get("key"),
+        idempotency_key=f"k8s:{uid}",
+        max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
+    )
+    await runtime.mirror.sync_session(view, runner_pod=None)
+
+
+@kopf.on.delete(GROUP, VERSION, SESSIONS, optional=True)
+async def session_delete(status: kopf.Status, memo: Any, **_: Any) -> None:
+    """Deleting the CR cancels the session; its pods go with it (owner references)."""
+    session_id = status.get("sessionId")
+    if session_id:
+        await _runtime(memo).control.cancel(session_id)
+
+
+@kopf.on.resume(GROUP, VERSION, TURNS)
+@kopf.on.create(GROUP, VERSION, TURNS)
+async def turn_admit(
+    spec: kopf.Spec,
+    name: str,
+    namespace: str | None,
+    uid: str,
+    labels: kopf.Labels,
+    memo: Any,
+    **_: Any,
+) -> None:
+    """A Turn applied with kubectl is admitted like an API enqueue (FIFO, once)."""
+    runtime = _runtime(memo)
+    if LABEL_TURN_ID in labels:
+        return  # admitted by the API, which created this CR
+    namespace = _namespaced(namespace)
+    session_name = spec["sessionRef"]["name"]
+    owner = await runtime.kube.get_custom(namespace, SESSIONS, session_name)
+    session_id = ((owner or {}).get("status") or {}).get("sessionId")
+    if session_id is None:
+        raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
+    turn = await runtime.control.enqueue(
+        session_id,
+        spec.get("input"),
+        idempotency_key=f"k8s:{uid}",
+        source=spec.get("source") or "kubernetes",
+    )
+    runtime.mirror.turn_names[turn.id] = (namespace, name)
+    session = await runtime.control.get_session(session_id)
+    await runtime.mirror.sync_turn(session, turn)
+    runtime.supervisor.wake()
+
+
+@kopf.on.event("", "v1", "pods", labels={pods.LABEL_COMPONENT: pods.RUNNER})
+async def runner_pod_event(
+    type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: Any, **_: Any
+) -> None:
+    """A runner pod that ended tells Control how: exit code or execution loss."""
+    runtime = _runtime(memo)
+    labels = body["metadata"]["labels"]
+    session_id = labels[pods.LABEL_SESSION_ID]
+    epoch = int(labels[pods.LABEL_EPOCH])
+    outcome, exit_code = pod_outcome(body)
+    if outcome == "running" and type != "DELETED":
+        return
+    if outcome == "exited" and exit_code is not None:
+        result = await runtime.control.process_exited(session_id, epoch, exit_code)
+    else:
+        # Deleted before it ended (eviction, node loss, someone's kubectl
+        # delete), or evicted: the execution was lost, not a process failure.
+        # A stop the supervisor asked for is recognised by Control as a stop.
+        result = await runtime.control.execution_lost(session_id, epoch)
+    if result.outcome != "ignored":
+        runtime.metrics.processes_ended.labels(result.outcome).inc()
+        log.info("session %s process %d: %s", session_id, epoch, result.outcome)
+    if type != "DELETED":
+        await runtime.kube.delete_pod(_namespaced(namespace), name)
+    runtime.supervisor.wake()

@@ -1,0 +1,42 @@
+"""The operator's Prometheus metrics, served on the API's /metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+from prometheus_client.registry import Collector
+
+
+class OperatorMetrics:
+    def __init__(self) -> None:
+        # registry=None: the API server's /metrics registry collects these.
+        self.processes_started = Counter(
+            "helmr_runner_processes_started",
+            "Runner processes (pods) started, one per process epoch.",
+            registry=None,
+        )
+        self.processes_ended = Counter(
+            "helmr_runner_processes_ended",
+            "Runner processes that ended, by outcome (stopped, failed, lost).",
+            ["outcome"],
+            registry=None,
+        )
+        self.turns_finished = Counter(
+            "helmr_turns_finished",
+            "Turns that reached a terminal status, by status.",
+            ["status"],
+            registry=None,
+        )
+        self.sessions_waiting = Gauge(
+            "helmr_sessions_waiting_for_runner",
+            "Sessions with queued work and no live runner process, at the last supervisor pass.",
+            registry=None,
+        )
+
+    @property
+    def collectors(self) -> list[Collector]:
+        return [
+            self.processes_started,
+            self.processes_ended,
+            self.turns_finished,
+            self.sessions_waiting,
+        ]

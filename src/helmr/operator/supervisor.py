@@ -1,0 +1,135 @@
+"""Keeps runner pods in step with the state machine: start, stop, notice loss.
+
+The store says which sessions need a process and which processes must stop;
+this module turns that into pods. It never keeps state of its own that a
+restart could lose: epochs come from the store, pods are found by label, and
+deadlines are computed from stored timestamps by Control.
+
+Invariant: never two live runner pods for one session. A new epoch is
+started only once every older pod of the session is gone from the apiserver,
+which the kubelet confirms only after its containers have stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from helmr.control import Control, ProcessStop, SessionView
+from helmr.operator import pods
+from helmr.operator.kube import Kube
+from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.settings import Settings
+from helmr.operator.tokens import RunnerTokens
+from helmr.resources import ACTORS, SESSIONS, Actor
+
+log = logging.getLogger(__name__)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        control: Control,
+        kube: Kube,
+        tokens: RunnerTokens,
+        settings: Settings,
+        metrics: OperatorMetrics,
+    ) -> None:
+        self.control = control
+        self.metrics = metrics
+        self.kube = kube
+        self.tokens = tokens
+        self.settings = settings
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Asks for a pass now (a turn was admitted, a pod ended)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        await self.recover()
+        while True:
+            try:
+                await self.reconcile()
+            except Exception:
+                # One bad pass (apiserver hiccup) must not end supervision.
+                log.exception("supervisor pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.reconcile_interval)
+            self._wake.clear()
+
+    async def recover(self) -> None:
+        """After a restart: a live process whose pod is gone was lost meanwhile."""
+        existing = {
+            (pod.labels[pods.LABEL_SESSION_ID], int(pod.labels[pods.LABEL_EPOCH]))
+            for pod in await self.kube.list_pods(None, f"{pods.LABEL_COMPONENT}={pods.RUNNER}")
+        }
+        for session in await self.control.live_processes():
+            if (session.id, session.process_epoch) not in existing:
+                log.info("session %s: process %d vanished", session.id, session.process_epoch)
+                await self.control.execution_lost(session.id, session.process_epoch)
+
+    async def reconcile(self) -> None:
+        for stop in await self.control.expire_deadlines(datetime.now(UTC)):
+            await self.stop(stop)
+        for stop in await self.control.processes_to_stop():
+            await self.stop(stop)
+        waiting = await self.control.sessions_needing_runner()
+        self.metrics.sessions_waiting.set(len(waiting))
+        for session in waiting:
+            await self.start(session)
+
+    async def stop(self, stop: ProcessStop) -> None:
+        session = await self.control.get_session(stop.session_id)
+        log.info("session %s: stopping process %d (%s)", session.id, stop.epoch, stop.reason)
+        await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, stop.epoch))
+
+    async def start(self, session: SessionView) -> None:
+        selector = f"{pods.LABEL_SESSION_ID}={session.id}"
+        leftovers = await self.kube.list_pods(session.namespace, selector)
+        if leftovers:
+            # An older process is still physically there: remove it and come
+            # back once the apiserver says it is gone.
+            for pod in leftovers:
+                if not pod.deleting:
+                    await self.kube.delete_pod(pod.namespace, pod.name)
+            return
+        owner = await self.kube.get_custom(session.namespace, SESSIONS, session.name)
+        manifest = await self.kube.get_custom(session.namespace, ACTORS, session.actor)
+        if owner is None or manifest is None:
+            log.warning("session %s waits for its Session and Actor %s", session.id, session.actor)
+            return
+        actor = Actor.from_manifest(manifest)
+        epoch = await self.control.process_started(session.id)
+        spec = pods.RunnerSpec(
+            namespace=session.namespace,
+            session_name=session.name,
+            session_uid=owner["metadata"]["uid"],
+            session_id=session.id,
+            epoch=epoch,
+            actor=actor,
+            runner_url=self.settings.runner_url,
+        )
+        await self.kube.ensure_secret(
+            session.namespace, pods.build_token_secret_spec(spec, self.tokens.token_for(session.id))
+        )
+        await self.kube.create_pod(session.namespace, pods.build_runner_pod_spec(spec))
+        self.metrics.processes_started.inc()
+        log.info("session %s: started process %d", session.id, epoch)
+
+
+def pod_outcome(pod: Mapping[str, Any]) -> tuple[str, int | None]:
+    """What a runner pod's status says: ``running``, ``exited`` with the exit
+    code, or ``lost`` (evicted, or its node lost it: execution loss)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in (None, "Pending", "Running"):
+        return "running", None
+    containers = status.get("containerStatuses") or []
+    terminated = (containers[0].get("state") or {}).get("terminated") if containers else None
+    if status.get("reason") in ("Evicted", "NodeLost") or terminated is None:
+        return "lost", None
+    return "exited", int(terminated["exitCode"])
