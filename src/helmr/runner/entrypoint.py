@@ -57,6 +57,8 @@ class Config:
             token = Path(token_file).read_text().strip()
         except OSError as e:
             raise InitError(f"{contract.ENV_TOKEN_FILE}={token_file} cannot be read: {e}") from e
+        if not token:
+            raise InitError(f"{contract.ENV_TOKEN_FILE}={token_file} is empty")
         epoch = need(contract.ENV_PROCESS_EPOCH)
         if not epoch.isdigit():
             raise InitError(f"{contract.ENV_PROCESS_EPOCH}={epoch!r} is not an integer")
@@ -137,7 +139,11 @@ async def _serve(actor: Actor, config: Config) -> int:
             log.exception("run raised: this process has failed")
             await _fail_held(session, e)
             return ExitCode.ACTOR_FAILED
+        # Writes the actor started but did not await still belong to it: let them land.
         await session.output.drain()
+        held = session._unsettled_turn()
+        if held is not None:
+            await held.output.drain()
         return ExitCode.OK
 
 

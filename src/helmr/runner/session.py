@@ -10,6 +10,7 @@ from helmr.protocol import ReceiveRequest, SessionClosed, parse_receive_reply, r
 from helmr.runner.output import Output
 from helmr.runner.transport import Transport
 from helmr.runner.turn import Turn
+from helmr.runner.wire import request
 
 POLL_WINDOW = 30.0
 """Seconds one ``receive`` request may wait. Polling in windows bounds how long a
@@ -54,7 +55,7 @@ class Session:
             try:
                 reply = await self._transport.call(
                     routes.receive(self.id),
-                    ReceiveRequest(timeout=window, idle_timeout=idle),
+                    request(ReceiveRequest, timeout=window, idle_timeout=idle),
                     wait=window,
                 )
             except ReceiveTimeout:

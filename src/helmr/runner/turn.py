@@ -85,7 +85,11 @@ class Turn:
         if self._state is not _State.ACTIVE:
             raise Conflict(f"turn {self.id} is {self._state.value}: it takes no more messages")
         self._pump = MessagePump(self._call, self._session_id, self.id, handler)
-        await self._pump.start()
+        try:
+            await self._pump.start()
+        except BaseException:
+            self._pump = None  # not registered: the actor may register again
+            raise
 
     async def complete(self, result: Any = _NO_RESULT) -> None:
         """Settles the turn as completed, after its started output and messages finish.
@@ -119,10 +123,9 @@ class Turn:
                 await self._pump.stop()
             await self.output.drain()
             await self._call(path, body)
-        except TurnNotActive:
-            raise  # _call already marked the turn settled
         except BaseException:
-            self._state = _State.ACTIVE  # nothing was settled: the actor may try again
+            if not self.settled:  # the server did not end it: the actor may try again
+                self._state = _State.ACTIVE
             raise
         self._mark_settled()
 
