@@ -5,7 +5,9 @@ output fragments (readable while the turn runs), responds, and completes
 with ``{"echo": input}``. Messages sent to the running turn are echoed as
 output; a message ``{"reject": "why"}`` is rejected.
 
-Run it with ``HELMR_ENTRYPOINT=echo:echo python -m helmr.runner``.
+Its entrypoint is ``echo:echo`` with ``examples/echo`` on ``PYTHONPATH`` (an
+image built from runner/Dockerfile), or ``echo.echo:echo`` with ``examples/``
+on it (the local ``helmr.local/runner:dev`` image).
 
 Inputs that are objects can ask for misbehaviour, for tests of Helmr:
 

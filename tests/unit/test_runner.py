@@ -51,7 +51,7 @@ from helmr.protocol import (
     contract,
     routes,
 )
-from helmr.runner import Message, Session, Turn
+from helmr.runner import Message, Session, Turn, actor
 from helmr.runner.transport import Transport
 
 SID = "ses_01TEST"
@@ -615,6 +615,25 @@ async def test_the_server_checks_token_and_epoch(plane: FakeControlPlane) -> Non
         with pytest.raises(StaleEpoch):
             await Session(transport).receive()
     assert fenced == [True]
+
+
+async def test_an_actor_definition_holds_its_settings() -> None:
+    async def run(session: Session) -> None:
+        pass
+
+    reviewer = actor(id="reviewer", run=run, idle_timeout=60, queue=10, ttl=0, retry=3)
+    assert (reviewer.id, reviewer.run, reviewer.idle_timeout, reviewer.ttl) == (
+        "reviewer",
+        run,
+        60,
+        0,
+    )
+    with pytest.raises(InvalidInput):
+        actor(id="", run=run)
+    with pytest.raises(InvalidInput):
+        actor(id="reviewer", run=run, max_duration=0)
+    with pytest.raises(InvalidInput):
+        actor(id="reviewer", run=run, ttl=-1)
 
 
 # The entrypoint, ``python -m helmr.runner``, as the runner pod runs it.

@@ -25,15 +25,15 @@ class Actor:
     id: str
     run: Run
     idle_timeout: float | None = None
-    """Seconds a session may wait idle, warm, before Helmr suspends it."""
+    """Seconds a runner process waits warm for the next turn before Helmr suspends it."""
     queue: int | None = None
     """The queue limit: the most turns a session may hold queued."""
     max_duration: float | None = None
-    """Seconds a turn may run before it is interrupted and its process stopped."""
+    """Seconds one Run (one runner process) may execute before Helmr stops it."""
     ttl: float | None = None
-    """Seconds a session may live."""
+    """Seconds a closed or failed Session resource is kept before Helmr deletes it."""
     retry: int | None = None
-    """Retry attempts, as the ``Actor`` manifest's ``retry`` says."""
+    """Attempts to prepare and start a runner process before the session fails."""
 
 
 def actor(
@@ -51,16 +51,17 @@ def actor(
         raise InvalidInput("actor(id=...): give the declared actor id")
     if not callable(run):
         raise InvalidInput(f"actor(run=...): {run!r} is not an async function")
-    for name, value in {
+    positive = {
         "idle_timeout": idle_timeout,
         "max_duration": max_duration,
-        "ttl": ttl,
-    }.items():
+        "queue": queue,
+        "retry": retry,
+    }
+    for name, value in positive.items():
         if value is not None and value <= 0:
-            raise InvalidInput(f"actor({name}=...): give a positive number of seconds")
-    for name, count in {"queue": queue, "retry": retry}.items():
-        if count is not None and count < 0:
-            raise InvalidInput(f"actor({name}=...): give a count of zero or more")
+            raise InvalidInput(f"actor({name}=...): give a positive number")
+    if ttl is not None and ttl < 0:
+        raise InvalidInput("actor(ttl=...): give zero or more seconds")
     return Actor(
         id=id,
         run=run,
