@@ -1,0 +1,233 @@
+"""The timeline store: sequences, idempotency, pages, transactions, signals, retention."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Coroutine
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helmr.errors import InvalidInput, NotFound
+from helmr.events import EventKind, lifecycle_event_id
+from helmr.store import Expired, Store, Tx, sessions, timeline, turns
+
+from .test_control_harness import Clock
+
+OUTPUT = EventKind.TURN_OUTPUT
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    async with await Store.open(tmp_path / "helmr.db") as opened:
+        yield opened
+
+
+async def new_session(store: Store, workspace: str = "w") -> str:
+    row = await store.write(
+        lambda tx: sessions.insert(
+            tx,
+            namespace="team",
+            name=workspace,
+            actor="a",
+            workspace=workspace,
+            key=None,
+            idempotency_key=None,
+            max_turn_duration=None,
+        )
+    )
+    return row.id
+
+
+async def test_sequences_are_per_session_shared_by_all_kinds_and_gap_free(store: Store) -> None:
+    one, two = await new_session(store, "w1"), await new_session(store, "w2")
+    kinds = [OUTPUT, EventKind.TURN_QUEUED, EventKind.SESSION_CLOSE, OUTPUT]
+    appended = [await store.append_event(one, kind, {}) for kind in kinds]
+    other = await store.append_event(two, OUTPUT, "x")
+    assert [e.sequence for e in appended] == [1, 2, 3, 4]
+    assert other.sequence == 1
+    page = await store.page(one)
+    assert [(e.id, e.sequence, e.kind) for e in page.records] == [
+        (e.id, e.sequence, e.kind) for e in appended
+    ]
+
+
+async def test_a_lifecycle_event_is_inserted_once_and_leaves_no_gap(store: Store) -> None:
+    session = await new_session(store)
+    event_id = lifecycle_event_id(session, EventKind.SESSION_CLOSE)
+    first = await store.append_event(session, EventKind.SESSION_CLOSE, {}, event_id=event_id)
+    again = await store.append_event(session, EventKind.SESSION_CLOSE, {"x": 1}, event_id=event_id)
+    after = await store.append_event(session, OUTPUT, "next")
+    assert again == first
+    assert first.id == f"{session}:session.close"
+    assert after.sequence == first.sequence + 1
+
+
+async def test_pages_follow_after_and_limit(store: Store) -> None:
+    session = await new_session(store)
+    for n in range(5):
+        await store.append_event(session, OUTPUT, n)
+    first = await store.page(session, after=0, limit=2)
+    assert ([e.sequence for e in first.records], first.next_after, first.has_more) == (
+        [1, 2],
+        2,
+        True,
+    )
+    last = await store.page(session, after=3, limit=2)
+    assert ([e.sequence for e in last.records], last.next_after, last.has_more) == (
+        [4, 5],
+        5,
+        False,
+    )
+    empty = await store.page(session, after=5, limit=2)
+    assert (empty.records, empty.next_after, empty.has_more, empty.retained_after) == (
+        [],
+        5,
+        False,
+        0,
+    )
+    assert [e.data for e in (await store.page(session, after=1, limit=1)).records] == [1]
+
+
+async def test_pages_and_appends_need_a_known_session(store: Store) -> None:
+    with pytest.raises(NotFound):
+        await store.page("ses_missing")
+    with pytest.raises(NotFound):
+        await store.append_event("ses_missing", OUTPUT, "x")
+    with pytest.raises(InvalidInput):
+        await store.page("ses_missing", after=-1)
+
+
+async def test_output_keys_dedupe_per_turn(store: Store) -> None:
+    session = await new_session(store)
+    turn = await store.write(
+        lambda tx: turns.insert(tx, session, input=1, idempotency_key=None, source="api")
+    )
+
+    def write(tx: Tx, turn_id: str | None, value: str) -> str:
+        return timeline.append_output(
+            tx, session, turn_id, value, idempotency_key="k", process_epoch=1
+        ).id
+
+    first = await store.write(lambda tx: write(tx, turn.id, "a"))
+    again = await store.write(lambda tx: write(tx, turn.id, "b"))
+    session_level = await store.write(lambda tx: write(tx, None, "c"))
+    assert again == first
+    assert session_level != first
+    page = await store.page(session)
+    assert [e.data for e in page.records] == [
+        [{"type": "text", "text": "a"}],
+        [{"type": "text", "text": "c"}],
+    ]
+
+
+async def test_a_failing_write_is_rolled_back_alone(store: Store) -> None:
+    session = await new_session(store)
+
+    def append_then_fail(tx: Tx) -> None:
+        timeline.append(tx, session, OUTPUT, "never")
+        raise InvalidInput("no")
+
+    # The gate holds the writer until every write is queued, so they commit as a group.
+    gate = threading.Event()
+    writes: list[Coroutine[Any, Any, object]] = [store.write(lambda tx: gate.wait(10))]
+    writes += [store.append_event(session, OUTPUT, n) for n in range(20)]
+    writes.insert(11, store.write(append_then_fail))
+    gathered = asyncio.gather(*writes, return_exceptions=True)
+    await asyncio.sleep(0)
+    gate.set()
+    results = await gathered
+    assert isinstance(results[11], InvalidInput)
+    page = await store.page(session, limit=100)
+    assert [e.sequence for e in page.records] == list(range(1, 21))
+    assert "never" not in [e.data for e in page.records]
+
+
+async def test_an_abandoned_write_still_commits(store: Store) -> None:
+    session = await new_session(store)
+    write = asyncio.create_task(store.append_event(session, OUTPUT, "kept"))
+    await asyncio.sleep(0)  # queued with the writer
+    write.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await write
+    await store.append_event(session, OUTPUT, "after")  # commits after the abandoned one
+    assert [e.data for e in (await store.page(session)).records] == ["kept", "after"]
+
+
+async def test_acknowledged_writes_survive_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "helmr.db"
+    async with await Store.open(path) as first:
+        session = await new_session(first)
+        event = await first.append_event(session, OUTPUT, "durable")
+    async with await Store.open(path) as second:
+        assert (await second.page(session)).records == [event]
+
+
+async def test_a_commit_wakes_the_watchers_of_its_session_only(store: Store) -> None:
+    one, two = await new_session(store, "w1"), await new_session(store, "w2")
+    watch_one, watch_two = store.watch(one), store.watch(two)
+    await store.append_event(one, OUTPUT, "x")
+    assert watch_one.is_set()
+    assert not watch_two.is_set()
+    assert not store.watch(one).is_set()  # a fresh signal for the next commit
+
+
+async def test_a_database_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "helmr.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(RuntimeError, match="schema version 99"):
+        await Store.open(path)
+
+
+async def test_retention_removes_a_prefix_of_events_and_ended_payloads(tmp_path: Path) -> None:
+    clock = Clock()
+    async with await Store.open(tmp_path / "h.db", clock=clock, retention=timedelta(days=1)) as s:
+        session = await new_session(s)
+        ended = await s.write(
+            lambda tx: turns.insert(tx, session, input="old", idempotency_key=None, source="api")
+        )
+        await s.write(
+            lambda tx: turns.update(tx, ended, status="completed", ended_at=tx.now, result='"r"')
+        )
+        queued = await s.write(
+            lambda tx: turns.insert(tx, session, input="new", idempotency_key=None, source="api")
+        )
+        await s.write(
+            lambda tx: timeline.append_output(
+                tx, session, None, "old", idempotency_key="k", process_epoch=None
+            )
+        )
+        await s.append_event(session, OUTPUT, "old too")
+        clock.advance(timedelta(days=2))
+        recent = await s.append_event(session, OUTPUT, "recent")
+
+        expired = await s.expire(clock.now)
+
+        assert (expired.events, expired.turns) == (2, 1)
+        page = await s.page(session)
+        assert (page.retained_after, [e.id for e in page.records]) == (2, [recent.id])
+        old = await s.read(lambda rt: turns.require(rt, session, ended.id))
+        assert (old.status, old.payload_expired, old.input, old.result) == (
+            "completed",
+            True,
+            None,
+            None,
+        )
+        kept = await s.read(lambda rt: turns.require(rt, session, queued.id))
+        assert (kept.payload_expired, kept.input) == (False, "new")
+        assert await s.expire(clock.now) == Expired()
+        # A cursor below the boundary gets what is retained and learns what it missed.
+        assert (await s.page(session, after=0)).retained_after == 2
+
+
+async def test_without_a_retention_period_nothing_expires(store: Store) -> None:
+    session = await new_session(store)
+    await store.append_event(session, OUTPUT, "x")
+    await store.expire(Clock().advance(timedelta(days=3650)))
+    assert len((await store.page(session)).records) == 1
