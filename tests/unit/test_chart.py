@@ -8,6 +8,7 @@ would let a broken chart through unnoticed.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -373,30 +374,27 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
 def test_the_restricted_check_can_fail(default: list[Manifest]) -> None:
     # The checker must notice each kind of breach, or a passing chart proves nothing.
     spec = pod_spec(default)
-    sc = spec["containers"][0]["securityContext"]
-    breaches: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-        ("hostNetwork", spec, {"hostNetwork": True}),
-        ("hostPath", spec, {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}),
-        ("allowPrivilegeEscalation", sc, {"allowPrivilegeEscalation": True}),
-        ("drop ALL", sc, {"capabilities": {"drop": []}}),
-        ("adds capabilities", sc, {"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}),
-        ("runAsNonRoot", sc, {"runAsNonRoot": False}),
-        ("seccompProfile", sc, {"seccompProfile": {"type": "Unconfined"}}),
-        ("privileged", sc, {"privileged": True}),
-    ]
-    for expected, target, patch in breaches:
-        saved = {k: target.get(k) for k in patch}
-        target.update(patch)
-        try:
-            found = restricted_violations(spec)
-            assert any(expected in v for v in found), (expected, found)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    target.pop(k, None)
-                else:
-                    target[k] = v
     assert restricted_violations(spec) == []
+    breaches: list[tuple[str, str, dict[str, Any]]] = [
+        ("hostNetwork", "pod", {"hostNetwork": True}),
+        ("hostPath", "pod", {"volumes": [{"name": "h", "hostPath": {"path": "/"}}]}),
+        ("allowPrivilegeEscalation", "container", {"allowPrivilegeEscalation": True}),
+        ("drop ALL", "container", {"capabilities": {"drop": []}}),
+        (
+            "adds capabilities",
+            "container",
+            {"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}},
+        ),
+        ("runAsNonRoot", "container", {"runAsNonRoot": False}),
+        ("seccompProfile", "container", {"seccompProfile": {"type": "Unconfined"}}),
+        ("privileged", "container", {"privileged": True}),
+    ]
+    for expected, where, patch in breaches:
+        broken = copy.deepcopy(spec)
+        target = broken if where == "pod" else broken["containers"][0]["securityContext"]
+        target.update(patch)
+        found = restricted_violations(broken)
+        assert any(expected in v for v in found), (expected, found)
 
 
 @pytest.mark.parametrize(
