@@ -289,6 +289,8 @@ def test_schema_refuses_unknown_and_mistyped_values() -> None:
         {"environment.historyRetentionSeconds": "thirty"}
     )
     assert "logLevel" in render_error({"operator.logLevel": "loud"})
+    # Duplicates would render the same Role twice.
+    assert "watchNamespaces" in render_error({"watchNamespaces": "{a,a}"})
 
 
 # --- Pod Security Standard "restricted"
