@@ -8,15 +8,24 @@ Every test gets a fresh namespace, deleted afterwards.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
 REPO = Path(__file__).resolve().parents[2]
+# Namespaces of this test run share a prefix, so the operator a run starts
+# watches only its own namespaces, even beside another run on one cluster.
+RUN_PREFIX = f"t{uuid.uuid4().hex[:6]}-"
+RUNNER_IMAGE = "helmr.local/runner:dev"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -43,7 +52,8 @@ def kubeconfig() -> str:
 
 @pytest.fixture(scope="session")
 def api_client(kubeconfig: str) -> client.ApiClient:
-    return config.new_client_from_config(config_file=kubeconfig)
+    api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    return api
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +61,9 @@ def core(api_client: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 
 
-def kubectl(kubeconfig: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    kubeconfig: str, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Runs the cluster's own kubectl; returns the finished process (check it yourself)."""
     return subprocess.run(
         ["kubectl", "--kubeconfig", kubeconfig, *args],
@@ -75,7 +87,7 @@ def crds(kubeconfig: str) -> None:
 
 @pytest.fixture
 def namespace(core: client.CoreV1Api) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
+    name = f"{RUN_PREFIX}{uuid.uuid4().hex[:8]}"
     core.create_namespace(
         client.V1Namespace(
             metadata=client.V1ObjectMeta(
@@ -86,3 +98,97 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
     )
     yield name
     core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="session")
+def runner_image(kubeconfig: str) -> str:
+    """The runner image of the code under test, in the node's containerd."""
+    subprocess.run(["bash", str(REPO / "hack" / "build-images.sh"), "--import"], check=True)
+    return RUNNER_IMAGE
+
+
+def _node_ip() -> str:
+    # The address pods reach this host at: the source of the default route.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.254", 9))
+        return str(s.getsockname()[0])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Operator:
+    """The control plane under test: ``kopf run -m helmr.operator``, a real process."""
+
+    url: str
+    token: str
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "kopf",
+                    "run",
+                    "-m",
+                    "helmr.operator",
+                    "--standalone",
+                    "--namespace",
+                    f"{RUN_PREFIX}*",
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/healthz", timeout=1)
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"operator did not start; see {self.log}") from None
+                time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup runs, as when a node dies under the control plane."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kubeconfig: str, crds: None, runner_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    data = tmp_path_factory.mktemp("operator")
+    port = _free_port()
+    token = uuid.uuid4().hex
+    env = dict(os.environ) | {
+        "KUBECONFIG": kubeconfig,
+        "HELMR_DATA_DIR": str(data),
+        "HELMR_PORT": str(port),
+        "HELMR_RUNNER_URL": f"http://{_node_ip()}:{port}",
+        "HELMR_AUTH": f"static:{token}",
+        "HELMR_RECONCILE_INTERVAL": "0.5",
+    }
+    op = Operator(url=f"http://127.0.0.1:{port}", token=token, env=env, log=data / "operator.log")
+    op.start()
+    yield op
+    op.stop()

@@ -46,8 +46,14 @@ def test_rbac_role_decides_access(api_client: client.ApiClient, namespace: str) 
         namespace,
         client.V1RoleBinding(
             metadata=client.V1ObjectMeta(name="alice-reads-pods"),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"),
-            subjects=[client.RbacV1Subject(kind="User", name="alice", api_group="rbac.authorization.k8s.io")],
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"
+            ),
+            subjects=[
+                client.RbacV1Subject(
+                    kind="User", name="alice", api_group="rbac.authorization.k8s.io"
+                )
+            ],
         ),
     )
     authz = client.AuthorizationV1Api(api_client)
@@ -56,7 +62,9 @@ def test_rbac_role_decides_access(api_client: client.ApiClient, namespace: str) 
         review = client.V1SubjectAccessReview(
             spec=client.V1SubjectAccessReviewSpec(
                 user=user,
-                resource_attributes=client.V1ResourceAttributes(namespace=ns, verb=verb, resource="pods"),
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=ns, verb=verb, resource="pods"
+                ),
             )
         )
         return bool(authz.create_subject_access_review(review).status.allowed)
@@ -68,7 +76,10 @@ def test_rbac_role_decides_access(api_client: client.ApiClient, namespace: str) 
 
 
 def test_pod_reaches_cluster_ip_services(core: client.CoreV1Api, namespace: str) -> None:
-    server = "import http.server as h; h.ThreadingHTTPServer(('', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
+    server = (
+        "import http.server as h;"
+        " h.ThreadingHTTPServer(('', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
+    )
     core.create_namespaced_pod(namespace, python_pod("web", server, labels={"app": "web"}))
     core.create_namespaced_service(
         namespace,
@@ -86,9 +97,10 @@ def test_pod_reaches_cluster_ip_services(core: client.CoreV1Api, namespace: str)
     probe = textwrap.dedent(
         f"""
         import ssl, time, urllib.request, urllib.error
+        url = "http://web.{namespace}.svc.cluster.local/"
         for attempt in range(60):
             try:
-                body = urllib.request.urlopen("http://web.{namespace}.svc.cluster.local/", timeout=2).read()
+                body = urllib.request.urlopen(url, timeout=2).read()
                 break
             except OSError:
                 time.sleep(1)

@@ -277,8 +277,13 @@ class Control:
 
     # Operator side -------------------------------------------------------------------------
 
-    async def process_started(self, session_id: str) -> int:
-        return await self._store.write(partial(processes.started, session_id=session_id))
+    async def process_started(
+        self, session_id: str, *, max_turn_duration: timedelta | None = None
+    ) -> int:
+        """A new runner process (epoch) for the session, with the turn limit it runs under."""
+        return await self._store.write(
+            partial(processes.started, session_id=session_id, max_turn_duration=max_turn_duration)
+        )
 
     async def process_exited(
         self, session_id: str, epoch: int, exit_code: int, *, reason: str = "process_failed"

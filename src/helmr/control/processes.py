@@ -8,7 +8,7 @@ stored ``deadline_at``, so they hold across operator restarts.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
@@ -31,8 +31,13 @@ from helmr.events import EventKind
 from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
 
 
-def started(tx: Tx, session_id: str) -> int:
-    """Registers a new runner process; its epoch fences every older one."""
+def started(tx: Tx, session_id: str, max_turn_duration: timedelta | None) -> int:
+    """Registers a new runner process; its epoch fences every older one.
+
+    ``max_turn_duration``, when given, is the limit in force from this process
+    on (the Session's override, else its Actor's), read when the process
+    starts so that an Actor's change applies from its next process on.
+    """
     session = sessions.require(tx, session_id)
     if session.status in ("closed", "failed"):
         raise SessionNotOpen(f"session {session_id} is {session.status}; it runs no process")
@@ -43,7 +48,10 @@ def started(tx: Tx, session_id: str) -> int:
             epoch=session.process_epoch,
         )
     epoch = session.process_epoch + 1
-    sessions.update(tx, session_id, process_epoch=epoch, process_live=True, stop_reason=None)
+    changes: dict[str, object] = {"process_epoch": epoch, "process_live": True, "stop_reason": None}
+    if max_turn_duration is not None:
+        changes["max_turn_duration_s"] = max_turn_duration.total_seconds()
+    sessions.update(tx, session_id, **changes)
     return epoch
 
 

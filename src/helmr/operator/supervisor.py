@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from helmr.control import Control, ProcessStop, SessionView
@@ -104,7 +104,10 @@ class Supervisor:
             log.warning("session %s waits for its Session and Actor %s", session.id, session.actor)
             return
         actor = Actor.from_manifest(manifest)
-        epoch = await self.control.process_started(session.id)
+        limit = owner["spec"].get("maxTurnDurationSeconds") or actor.spec.max_turn_duration_seconds
+        epoch = await self.control.process_started(
+            session.id, max_turn_duration=None if limit is None else timedelta(seconds=limit)
+        )
         spec = pods.RunnerSpec(
             namespace=session.namespace,
             session_name=session.name,

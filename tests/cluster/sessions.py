@@ -1,0 +1,71 @@
+"""Helpers for session-loop cluster tests: Actors, sessions, event reads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kubernetes import client
+
+from helmr.client import Client, Event, SessionRef
+from helmr.resources import ACTORS, API_VERSION, GROUP, VERSION
+
+ECHO_ENTRYPOINT = "echo.echo:echo"
+
+
+def create_actor(
+    api_client: client.ApiClient, namespace: str, image: str, name: str = "echo", **spec: Any
+) -> str:
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": "Actor",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": image,
+            "imagePullPolicy": "Never",
+            "entrypoint": ECHO_ENTRYPOINT,
+            "resources": {"limits": {"memory": "128Mi"}, "requests": {"cpu": "10m"}},
+            **spec,
+        },
+    }
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, ACTORS, body
+    )
+    return name
+
+
+async def start_session(helmr: Client, namespace: str, actor: str = "echo") -> SessionRef:
+    session, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws")
+    return session
+
+
+async def all_events(session: SessionRef) -> list[Event]:
+    records: list[Event] = []
+    after = 0
+    while True:
+        page = await session.events.list(after=after, limit=1000)
+        records += page.records
+        after = page.next_after
+        if not page.has_more:
+            return records
+
+
+def runner_pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
+    return list(
+        core.list_namespaced_pod(namespace, label_selector="helmr.dev/component=runner").items
+    )
+
+
+async def eventually(check: Any, timeout: float = 60, what: str = "condition") -> Any:  # noqa: ASYNC109
+    """Polls an async or sync ``check`` until it returns a truthy value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.2)
