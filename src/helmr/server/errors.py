@@ -70,7 +70,10 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
     except web.HTTPException as e:
         if e.status < 400:  # redirects and the like are not errors
             raise
-        return respond(_from_http(e))
+        response = respond(_from_http(e))
+        if "Allow" in e.headers:  # a 405 must say what is allowed (RFC 9110)
+            response.headers["Allow"] = e.headers["Allow"]
+        return response
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return respond(HelmrError("internal error; the server logged it, please report it"))

@@ -28,12 +28,13 @@ def _digits(value: Any) -> Any:
     return value
 
 
+# Field before the validator, or pydantic cannot express the bounds in JSON Schema.
 Cursor = Annotated[
     int,
-    BeforeValidator(_digits),
     Field(ge=0, le=MAX_SAFE_INTEGER, description="An event sequence: a nonnegative safe integer."),
+    BeforeValidator(_digits),
 ]
-PageLimit = Annotated[int, BeforeValidator(_digits), Field(ge=1, le=MAX_PAGE)]
+PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(_digits)]
 Id = Annotated[str, Field(min_length=1, max_length=128)]
 
 
@@ -81,7 +82,7 @@ class EventsQuery(_Input):
 
 
 class StreamQuery(_Input):
-    after: Cursor | None = None
+    after: Cursor = 0
 
 
 class StreamHeaders(BaseModel):

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from helmr.server.routing import JSON, Operation
+from helmr.server.sse import StreamEnd
 
 REF = "#/components/schemas/{model}"
 Mode = Literal["validation", "serialization"]
@@ -50,9 +51,44 @@ def _models(ops: list[Operation], error: type[BaseModel]) -> list[tuple[type[Bas
     wanted: list[tuple[type[BaseModel], Mode]] = [(error, "serialization")]
     for op in ops:
         wanted += [(model, "validation") for model in op.inputs.values()]
-        if op.response is not None:
-            wanted.append((op.response, "serialization"))
+        for model in (op.response, op.spec.stream_item):
+            if model is not None:
+                wanted.append((model, "serialization"))
+        if op.spec.stream_item is not None:
+            wanted.append((StreamEnd, "serialization"))
     return list(dict.fromkeys(wanted))
+
+
+def _present(schema: dict[str, Any]) -> dict[str, Any]:
+    """A parameter's schema without its ``null`` branch: an absent parameter is the None."""
+    branches = schema.get("anyOf")
+    if not branches:
+        return schema
+    kept = [b for b in branches if b != {"type": "null"}]
+    rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
+    return {**kept[0], **rest} if len(kept) == 1 else {**rest, "anyOf": kept}
+
+
+def _stream_event(data: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
+    """One server-sent event (OpenAPI 3.1 describes a stream by its events)."""
+    return {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "event": {
+                "type": "string",
+                "enum": ["message", "end"],
+                "description": "`message`: a record; `end`: the session ended and every record "
+                'was sent (data: {"status": ...}).',
+            },
+            "id": {"type": "string", "description": "The record's sequence, for Last-Event-ID."},
+            "data": {
+                "type": "string",
+                "contentMediaType": JSON,
+                "contentSchema": {"anyOf": [data, end]},
+            },
+        },
+    }
 
 
 def _parameters(model: type[BaseModel], where: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,7 +99,7 @@ def _parameters(model: type[BaseModel], where: str, schema: dict[str, Any]) -> l
             "name": key,
             "in": where,
             "required": where == "path" or field.is_required(),
-            "schema": schema["properties"][key],
+            "schema": _present(schema["properties"][key]),
         }
         if field.description:
             param["description"] = field.description
@@ -85,6 +121,10 @@ def _operation(
             parameters += _parameters(cls, where, defs[name])
     if op.response is not None:
         content: dict[str, Any] = {JSON: {"schema": refs[(op.response, "serialization")]}}
+    elif op.spec.stream_item is not None:
+        item = refs[(op.spec.stream_item, "serialization")]
+        end = refs[(StreamEnd, "serialization")]
+        content = {op.spec.media_type: {"schema": _stream_event(item, end)}}
     else:
         content = {op.spec.media_type: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {"200": {"description": op.spec.summary, "content": content}}

@@ -16,7 +16,7 @@ from ulid import ULID
 
 from helmr.control import Control
 from helmr.control.views import SendResult, SessionView, StopReceipt, TurnView
-from helmr.events import EventPage
+from helmr.events import Event, EventPage
 from helmr.server import sse
 from helmr.server.models import (
     ActorPath,
@@ -265,6 +265,7 @@ class PublicApi:
         verb="get",
         summary="Follow the session's timeline (server-sent events).",
         media_type=sse.MEDIA_TYPE,
+        stream_item=Event,
     )
     async def stream_events(
         self, request: web.Request, path: SessionPath, query: StreamQuery, headers: StreamHeaders
@@ -273,7 +274,7 @@ class PublicApi:
         `after` or Last-Event-ID (which wins). An `end` event follows the last record of a
         closed or failed session. Disconnecting stops observation only."""
         sid = path.session_id
-        after = headers.last_event_id if headers.last_event_id is not None else query.after or 0
+        after = query.after if headers.last_event_id is None else headers.last_event_id
 
         async def page(cursor: int, wait: float) -> EventPage:
             return await self._control.wait_events(sid, cursor, wait, self._page)

@@ -42,6 +42,8 @@ class RouteSpec:
     verb: str | None = None
     media_type: str = JSON
     errors: tuple[int, ...] = ()  # statuses beyond those implied by the inputs
+    # A streaming route (server-sent events): the model each message's data is.
+    stream_item: type[BaseModel] | None = None
 
 
 _MARK = "__helmr_route__"
@@ -57,10 +59,11 @@ def route(
     verb: str | None = None,
     media_type: str = JSON,
     errors: tuple[int, ...] = (),
+    stream_item: type[BaseModel] | None = None,
 ) -> Callable[[F], F]:
     if (access == "public") != (verb is not None):
         raise TypeError("public routes, and only they, name the Kubernetes verb they need")
-    spec = RouteSpec(method, path, summary, access, tag, verb, media_type, errors)
+    spec = RouteSpec(method, path, summary, access, tag, verb, media_type, errors, stream_item)
 
     def mark(fn: F) -> F:
         setattr(fn, _MARK, spec)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
+from pydantic import BaseModel
 
 MEDIA_TYPE = "text/event-stream"
 KEEPALIVE = b": keepalive\n\n"
@@ -45,12 +46,18 @@ class Timeline:
     ended: Callable[[], Awaitable[str | None]]
 
 
+class StreamEnd(BaseModel):
+    """The data of the final ``end`` event: how the session ended."""
+
+    status: str
+
+
 def frame(record: Record) -> bytes:
     return f"id: {record.sequence}\ndata: {record.model_dump_json()}\n\n".encode()
 
 
 def end_frame(status: str) -> bytes:
-    return f'event: end\ndata: {{"status": "{status}"}}\n\n'.encode()
+    return f"event: end\ndata: {StreamEnd(status=status).model_dump_json()}\n\n".encode()
 
 
 async def follow(

@@ -1,0 +1,83 @@
+"""A standalone API for development and tests: ``python -m helmr.server --db PATH --token T``.
+
+It serves the same app as the operator, over a SQLite store, with static
+tokens instead of Kubernetes (no cluster, no operator: nothing starts runner
+processes, so only what the API itself does moves a session). Prints
+``listening on <url>`` once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+
+import click
+from aiohttp import web
+
+from helmr.control import Control
+from helmr.server.app import build_app
+from helmr.server.auth import Grant, StaticAuthenticator, StaticRunnerTokens, User
+from helmr.store import Store
+
+
+async def serve(db: Path, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
+    async with await Store.open(db) as store:
+        app = build_app(
+            Control(store),
+            StaticAuthenticator({token: Grant(User("dev"))}),
+            StaticRunnerTokens(runner_tokens),
+        )
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        bound = runner.addresses[0]
+        click.echo(f"listening on http://{bound[0]}:{bound[1]}", err=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await stop.wait()
+        await runner.cleanup()
+
+
+def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        session_id, sep, token = value.partition("=")
+        if not sep or not session_id or not token:
+            raise click.BadParameter(f"{value!r} is not SESSION_ID=TOKEN")
+        pairs[session_id] = token
+    return pairs
+
+
+@click.command()
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The SQLite timeline store (created if new).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
+@click.option(
+    "--token",
+    envvar="HELMR_TOKEN",
+    required=True,
+    help="The one bearer token the public API accepts (any namespace, any verb).",
+)
+@click.option(
+    "--runner-token",
+    "runner_tokens",
+    multiple=True,
+    callback=_pairs,
+    help="SESSION_ID=TOKEN: a runner token for one session (repeatable).",
+)
+def main(db: Path, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
+    asyncio.run(serve(db, host, port, token, runner_tokens))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Shared fixtures of the server, client and CLI tests (no tests here).
+
+``api``: the real app (``build_app``) over the real ``Control`` and a SQLite
+store in a temporary directory, served on loopback by aiohttp's test server,
+with static tokens. Nothing is faked but Kubernetes (the authenticator and
+the mirror).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from pydantic import JsonValue
+
+from helmr.control import Control, SessionView, TurnView
+from helmr.protocol import EPOCH_HEADER
+from helmr.server import (
+    Grant,
+    StaticAuthenticator,
+    StaticRunnerTokens,
+    User,
+    build_app,
+)
+from helmr.store import Store
+
+NAMESPACE = "team-a"
+ADMIN = "admin-token"  # every verb in every namespace
+READER = "reader-token"  # get, in team-a only
+OUTSIDER = "outsider-token"  # every verb, in team-b only
+
+GRANTS = {
+    ADMIN: Grant(User("admin")),
+    READER: Grant(User("reader"), frozenset({NAMESPACE}), frozenset({"get"})),
+    OUTSIDER: Grant(User("outsider"), frozenset({"team-b"})),
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@dataclass
+class RecordingMirror:
+    """The operator's Mirror, recording what it was asked to create."""
+
+    sessions: list[str] = field(default_factory=list)
+    turns: list[str] = field(default_factory=list)
+
+    async def session_started(self, session: SessionView) -> None:
+        self.sessions.append(session.id)
+
+    async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
+        assert turn.session_id == session.id
+        self.turns.append(turn.id)
+
+
+@dataclass
+class Api:
+    control: Control
+    http: TestClient[Any, Any]
+    runner_tokens: StaticRunnerTokens
+    mirror: RecordingMirror
+
+    @property
+    def url(self) -> str:
+        return str(self.http.make_url("")).rstrip("/")
+
+    async def call(
+        self, method: str, path: str, *, token: str = ADMIN, status: int = 200, **kwargs: Any
+    ) -> Any:
+        """The JSON reply of a request, which must answer ``status``."""
+        headers = {**bearer(token), **kwargs.pop("headers", {})}
+        async with self.http.request(method, path, headers=headers, **kwargs) as response:
+            body = await response.json()
+            assert response.status == status, body
+            return body
+
+    async def start(self, workspace: str = "ws", **body: Any) -> str:
+        reply = await self.call(
+            "POST",
+            f"/v1/namespaces/{NAMESPACE}/actors/reviewer/sessions",
+            json={"workspace": workspace, **body},
+        )
+        session_id: str = reply["session"]["id"]
+        return session_id
+
+    async def enqueue(self, session_id: str, input: JsonValue = None, **body: Any) -> str:
+        reply = await self.call(
+            "POST", f"/v1/sessions/{session_id}/turns", json={"input": input, **body}
+        )
+        turn_id: str = reply["id"]
+        return turn_id
+
+    async def runner(self, session_id: str) -> dict[str, str]:
+        """Starts a runner process for the session (the operator's part); its call headers."""
+        epoch = await self.control.process_started(session_id)
+        token = f"runner-{session_id}"
+        self.runner_tokens.issue(session_id, token)
+        return {**bearer(token), EPOCH_HEADER: str(epoch)}
+
+    async def run_turn(self, session_id: str) -> tuple[str, dict[str, str]]:
+        """Starts a process and has it receive the next turn; (turn id, runner headers)."""
+        headers = await self.runner(session_id)
+        reply = await self.call(
+            "POST",
+            f"/runner/v1/sessions/{session_id}/receive",
+            headers=headers,
+            json={"timeout": 5},
+        )
+        turn_id: str = reply["id"]
+        return turn_id, headers
+
+
+# Named apart from the fixture so a test module can import it without its
+# `api` parameters shadowing the import.
+@pytest.fixture(name="api")
+async def api_fixture(tmp_path: Path) -> AsyncIterator[Api]:
+    async with await Store.open(tmp_path / "timeline.db") as store:
+        control = Control(store)
+        tokens = StaticRunnerTokens()
+        mirror = RecordingMirror()
+        app = build_app(control, StaticAuthenticator(GRANTS), tokens, mirror=mirror, keepalive=0.05)
+        async with TestClient(TestServer(app)) as http:
+            yield Api(control, http, tokens, mirror)
