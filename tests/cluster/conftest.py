@@ -182,8 +182,8 @@ def operator(
     token = uuid.uuid4().hex
     env = dict(os.environ) | {
         "KUBECONFIG": kubeconfig,
-        "HELMR_DATA_DIR": str(data),
-        "HELMR_PORT": str(port),
+        "HELMR_STORE_PATH": str(data / "helmr.db"),
+        "HELMR_API_PORT": str(port),
         "HELMR_RUNNER_URL": f"http://{_node_ip()}:{port}",
         "HELMR_AUTH": f"static:{token}",
         "HELMR_RECONCILE_INTERVAL": "0.5",

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from helmr.control import Control
+from helmr.control import Control, ControlConfig
 from helmr.events import EventKind
 from helmr.operator import pods
 from helmr.operator.kube import Kube, load_config
@@ -66,7 +66,9 @@ class Runtime:
         """Use :meth:`start`."""
         self.settings = settings
         self.store = store
-        self.control = Control(store)
+        self.control = Control(
+            store, ControlConfig(max_execution_losses=settings.max_execution_losses)
+        )
         api = load_config()
         self.kube = Kube(api)
         self.tokens = RunnerTokens.from_file(settings.token_key_path)
@@ -78,6 +80,7 @@ class Runtime:
             _authenticator(settings, api),
             self.tokens,
             mirror=self.mirror,
+            max_body=settings.max_request_bytes,
             collectors=self.metrics.collectors,
         )
         self._runner = web.AppRunner(self.app, access_log=None)
@@ -85,7 +88,7 @@ class Runtime:
 
     @classmethod
     async def start(cls, settings: Settings) -> Runtime:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.store_path.parent.mkdir(parents=True, exist_ok=True)
         store = await Store.open(settings.store_path, retention=settings.history_retention)
         runtime = cls(settings, store)
         await runtime._serve()
@@ -93,9 +96,9 @@ class Runtime:
 
     async def _serve(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.settings.listen_host, self.settings.port)
-        await site.start()
-        log.info("API listening on %s:%d", self.settings.listen_host, self.settings.port)
+        for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
+            await web.TCPSite(self._runner, self.settings.listen_host, port).start()
+            log.info("API listening on %s:%d", self.settings.listen_host, port)
         self._spawn(self.supervisor.run())
         self._spawn(self._sync_status())
         self._spawn(self._expire_history())

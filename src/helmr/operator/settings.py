@@ -1,11 +1,13 @@
 """The control plane's settings, read once from the environment.
 
-The Helm chart sets these; each has a default that suits a local run.
+The Helm chart sets these (charts/helmr/templates/deployment.yaml); each has
+a default that suits a local run.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -13,40 +15,48 @@ from pathlib import Path
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    data_dir: Path
-    """Holds the timeline store (SQLite) and the runner-token key."""
+    store_path: Path
+    """The timeline store (SQLite); the runner-token key lives beside it."""
     listen_host: str
-    port: int
-    """One aiohttp server serves the public API (/v1) and the runner API (/runner/v1)."""
+    api_port: int
+    runner_port: int
+    """Both ports serve the same app; a separate runner port lets a NetworkPolicy
+    admit only runner pods to it."""
     runner_url: str
     """The URL runner pods reach this process at."""
+    watch_namespaces: tuple[str, ...]
+    """Empty: every namespace. Otherwise pods are listed per namespace (namespaced RBAC)."""
     history_retention: timedelta
     """The Environment's history retention: payloads and events older than this expire."""
+    max_execution_losses: int
+    max_request_bytes: int
     auth: str
     """``kubernetes`` (TokenReview + SubjectAccessReview) or ``static:<token>`` for development."""
     reconcile_interval: float
     """Seconds between supervisor passes when nothing wakes it sooner."""
 
     @property
-    def store_path(self) -> Path:
-        return self.data_dir / "timeline.db"
-
-    @property
     def token_key_path(self) -> Path:
-        return self.data_dir / "runner-token.key"
+        return self.store_path.parent / "runner-token.key"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        env = dict(os.environ if env is None else env)
-        port = int(env.get("HELMR_PORT", "8080"))
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        api_port = int(env.get("HELMR_API_PORT", "8080"))
+        runner_port = int(env.get("HELMR_RUNNER_PORT", str(api_port)))
+        namespaces = tuple(n for n in env.get("HELMR_WATCH_NAMESPACES", "").split(",") if n)
         return cls(
-            data_dir=Path(env.get("HELMR_DATA_DIR", "/var/lib/helmr")),
+            store_path=Path(env.get("HELMR_STORE_PATH", "/var/lib/helmr/helmr.db")),
             listen_host=env.get("HELMR_LISTEN_HOST", "0.0.0.0"),
-            port=port,
-            runner_url=env.get("HELMR_RUNNER_URL", f"http://helmr.helmr-system.svc:{port}"),
+            api_port=api_port,
+            runner_port=runner_port,
+            runner_url=env.get("HELMR_RUNNER_URL", f"http://helmr.helmr-system.svc:{runner_port}"),
+            watch_namespaces=namespaces,
             history_retention=timedelta(
-                seconds=int(env.get("HELMR_HISTORY_RETENTION_SECONDS", str(7 * 24 * 3600)))
+                seconds=int(env.get("HELMR_HISTORY_RETENTION_SECONDS", str(30 * 24 * 3600)))
             ),
+            max_execution_losses=int(env.get("HELMR_MAX_EXECUTION_LOSSES", "3")),
+            max_request_bytes=int(env.get("HELMR_MAX_REQUEST_BYTES", str(1 << 20))),
             auth=env.get("HELMR_AUTH", "kubernetes"),
             reconcile_interval=float(env.get("HELMR_RECONCILE_INTERVAL", "1.0")),
         )

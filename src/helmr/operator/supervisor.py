@@ -64,9 +64,13 @@ class Supervisor:
 
     async def recover(self) -> None:
         """After a restart: a live process whose pod is gone was lost meanwhile."""
+        selector = f"{pods.LABEL_COMPONENT}={pods.RUNNER}"
+        # With namespaced RBAC (watched namespaces given) pods are listed per namespace.
+        scopes: tuple[str | None, ...] = self.settings.watch_namespaces or (None,)
         existing = {
             (pod.labels[pods.LABEL_SESSION_ID], int(pod.labels[pods.LABEL_EPOCH]))
-            for pod in await self.kube.list_pods(None, f"{pods.LABEL_COMPONENT}={pods.RUNNER}")
+            for scope in scopes
+            for pod in await self.kube.list_pods(scope, selector)
         }
         for session in await self.control.live_processes():
             if (session.id, session.process_epoch) not in existing:
