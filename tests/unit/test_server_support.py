@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import JsonValue
 
@@ -62,6 +63,7 @@ class RecordingMirror:
 @dataclass
 class Api:
     control: Control
+    app: web.Application
     http: TestClient[Any, Any]
     runner_tokens: StaticRunnerTokens
     mirror: RecordingMirror
@@ -126,4 +128,4 @@ async def api_fixture(tmp_path: Path) -> AsyncIterator[Api]:
         mirror = RecordingMirror()
         app = build_app(control, StaticAuthenticator(GRANTS), tokens, mirror=mirror, keepalive=0.05)
         async with TestClient(TestServer(app)) as http:
-            yield Api(control, http, tokens, mirror)
+            yield Api(control, app, http, tokens, mirror)

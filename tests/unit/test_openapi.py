@@ -1,0 +1,82 @@
+"""The OpenAPI document: it matches the served routes, and the API survives a fuzzer."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from tests.unit.test_server_support import (
+    ADMIN,
+    Api,
+    api_fixture,  # noqa: F401 (the `api` fixture)
+)
+
+SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
+
+
+async def test_every_route_is_documented_and_every_documented_route_is_served(api: Api) -> None:
+    routes = api.app.router.routes()
+    served = {(r.method.lower(), r.resource.canonical) for r in routes if r.resource}
+    doc = await api.call("GET", "/openapi.json", token="")
+    documented = {(method, path) for path, item in doc["paths"].items() for method in item}
+    assert served == documented
+    assert len(served) == 27
+
+
+async def test_document_names_parameters_bodies_and_errors(api: Api) -> None:
+    doc = await api.call("GET", "/openapi.json", token="")
+    assert doc["openapi"] == "3.1.0"
+    events = doc["paths"]["/v1/sessions/{session_id}/events"]["get"]
+    params = {p["name"]: p for p in events["parameters"]}
+    assert params["after"]["schema"]["maximum"] == 2**53 - 1
+    assert (params["limit"]["schema"]["minimum"], params["limit"]["schema"]["maximum"]) == (1, 1000)
+    assert events["x-kubernetes-verb"] == "get"
+    assert events["security"] == [{"kubernetes": []}]
+    assert {"400", "401", "403", "404"} <= set(events["responses"])
+    enqueue = doc["paths"]["/v1/sessions/{session_id}/turns"]["post"]
+    assert enqueue["requestBody"]["required"] is True
+    assert {"409", "413", "415"} <= set(enqueue["responses"])
+    receive = doc["paths"]["/runner/v1/sessions/{session_id}/receive"]["post"]
+    assert "Helmr-Process-Epoch" in {p["name"] for p in receive["parameters"]}
+    assert "408" in receive["responses"]
+    stream = doc["paths"]["/v1/sessions/{session_id}/events/stream"]["get"]
+    assert "text/event-stream" in stream["responses"]["200"]["content"]
+
+
+async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> None:
+    """Fuzzes every operation (bounded) against the live app on loopback.
+
+    The long polls are left out: a valid request to them waits by design
+    (up to 300 s), which a fuzzer reads as a hung server; their inputs are
+    covered by test_server_errors.
+    """
+    process = await asyncio.create_subprocess_exec(
+        str(SCHEMATHESIS),
+        "run",
+        f"{api.url}/openapi.json",
+        "--header",
+        f"Authorization: Bearer {ADMIN}",
+        "--checks",
+        "all",
+        "--exclude-operation-id",
+        "wait_turn",
+        "--exclude-operation-id",
+        "stream_events",
+        "--max-examples",
+        "5",
+        "--seed",
+        "20261130",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "30",
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    # Awaited, not run blocking: the app under test is served by this loop.
+    output, _ = await process.communicate()
+    report = output.decode()
+    assert process.returncode == 0, report
+    assert " passed" in report
