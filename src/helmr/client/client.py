@@ -43,7 +43,7 @@ class Actors:
                 "POST", f"/v1/namespaces/{namespace}/actors/{actor}/sessions", body=body
             )
         )
-        return Started(SessionRef(self._http, reply.session.id), reply.run)
+        return Started(SessionRef(self._http, reply.session.id, reply.session), reply.run)
 
 
 class Client:

@@ -134,11 +134,13 @@ class SessionEvents:
 
 
 class SessionRef:
-    """One session, by id: ``client.sessions.ref(id)``."""
+    """One session, by id: ``client.sessions.ref(id)``. ``state`` is the view returned
+    with the reference (by ``actors.start``), if any."""
 
-    def __init__(self, transport: Transport, session_id: str) -> None:
+    def __init__(self, transport: Transport, session_id: str, state: Session | None = None) -> None:
         self._http = transport
         self.id = session_id
+        self.state = state
         self.events = SessionEvents(transport, session_id)
         self._path = f"/v1/sessions/{_seg(session_id)}"
 

@@ -1,0 +1,86 @@
+"""How the CLI prints: one JSON document with ``--json``, short lines for people otherwise."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from pydantic import BaseModel, JsonValue
+
+from helmr.client import Event, Message, Session, StopReceipt, Turn
+
+
+def compact(value: JsonValue) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def emit_json(value: BaseModel | dict[str, Any]) -> None:
+    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
+def _rows(rows: list[tuple[str, object]]) -> None:
+    for label, value in rows:
+        if value is not None:
+            click.echo(f"{label:<10}{value}")
+
+
+def session(view: Session) -> None:
+    hold = None if view.hold is None else f"{view.hold.hold_id} ({view.hold.reason})"
+    _rows(
+        [
+            ("session", view.id),
+            ("status", view.status + (f" ({view.closed_how})" if view.closed_how else "")),
+            ("held", hold),
+            ("actor", f"{view.namespace}/{view.actor} on workspace {view.workspace}"),
+            ("key", view.key),
+            ("active", view.active_turn_id),
+            ("queued", view.queued_turns),
+            ("cancel", view.cancel_requested_at and f"requested at {view.cancel_requested_at}"),
+            ("failed", view.failure_reason),
+        ]
+    )
+
+
+def turn(view: Turn) -> None:
+    expired = " (payloads expired)" if view.payload_expired else ""
+    _rows(
+        [
+            ("turn", f"{view.id} #{view.sequence} in {view.session_id}"),
+            ("status", view.status + (f" ({view.reason})" if view.reason else "") + expired),
+            ("wait", "timed out; the turn goes on" if view.timeout else None),
+            ("input", compact(view.input)),
+            ("result", compact(view.result) if view.has_result else None),
+            ("response", compact(view.response) if view.has_response else None),
+            ("error", view.error and f"{view.error.code}: {view.error.message}"),
+        ]
+    )
+
+
+def message(view: Message) -> None:
+    click.echo(f"message {view.id} {view.status} for turn {view.turn_id}")
+
+
+def receipt(view: StopReceipt) -> None:
+    stopped = f"turn {view.turn_id} stopped; " if view.turn_id else ""
+    click.echo(f"{stopped}hold {view.hold_id} ({view.scope})")
+    if view.scope == "session":
+        click.echo(f"resume with: helmr session resume {view.session_id} --hold-id {view.hold_id}")
+
+
+def _text(record: Event) -> str:
+    # Output fragments read best as their text; everything else as compact JSON.
+    if record.kind == "turn.output" and isinstance(record.data, list):
+        parts = [
+            str(f.get("text")) if f.get("type") == "text" else compact(f.get("json"))
+            for f in record.data
+            if isinstance(f, dict)
+        ]
+        return " ".join(parts)
+    return compact(record.data)
+
+
+def event(record: Event) -> None:
+    turn_id = record.turn_id or "-"
+    click.echo(f"{record.sequence:>6}  {record.kind:<26} {turn_id:<31} {_text(record)}")

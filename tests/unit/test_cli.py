@@ -1,0 +1,142 @@
+"""The `helmr` command against a live app on loopback.
+
+Each command runs in a worker thread (it runs its own event loop) while this
+test's loop serves the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from helmr.cli import main
+from tests.unit.test_server_support import (
+    ADMIN,
+    NAMESPACE,
+    Api,
+    api_fixture,  # noqa: F401 (the `api` fixture)
+)
+
+
+class Cli:
+    def __init__(self, api: Api) -> None:
+        self.env = {"HELMR_URL": api.url, "HELMR_TOKEN": ADMIN, "HELMR_NAMESPACE": NAMESPACE}
+
+    async def __call__(
+        self, *args: str, code: int = 0, stdin: str | None = None, env: dict[str, str] | None = None
+    ) -> Result:
+        runner = CliRunner()
+        result = await asyncio.to_thread(
+            runner.invoke, main, list(args), input=stdin, env={**self.env, **(env or {})}
+        )
+        assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+        return result
+
+    async def json(self, *args: str, code: int = 0, stdin: str | None = None) -> Any:
+        return json.loads((await self("--json", *args, code=code, stdin=stdin)).stdout)
+
+
+@pytest.fixture
+def cli(api: Api) -> Cli:
+    return Cli(api)
+
+
+async def test_start_get_enqueue_and_turn_reads(api: Api, cli: Cli) -> None:
+    started = await cli.json(
+        "session", "start", "reviewer", "-w", "ws", "--key", "k", "--idempotency-key", "once"
+    )
+    sid = started["session"]["id"]
+    assert (started["session"]["status"], started["run"]) == ("open", None)
+    human = await cli("session", "start", "reviewer", "-w", "ws", "--idempotency-key", "once")
+    assert sid in human.stdout
+    assert "team-a/reviewer on workspace ws" in human.stdout
+
+    assert (await cli.json("session", "get", sid))["key"] == "k"
+    turn = await cli.json("session", "enqueue", sid, '{"issue": 42}', "--idempotency-key", "i")
+    assert (turn["sequence"], turn["input"]) == (1, {"issue": 42})
+    from_stdin = await cli.json("session", "enqueue", sid, "-", stdin='"text input"')
+    assert from_stdin["input"] == "text input"
+
+    got = await cli.json("session", "turn", "get", sid, turn["id"])
+    assert got["status"] == "queued"
+    waited = await cli("session", "turn", "wait", sid, turn["id"], "--timeout", "0", code=124)
+    assert "timed out; the turn goes on" in waited.stdout
+
+    tid, headers = await api.run_turn(sid)
+    await api.call(
+        "POST",
+        f"/runner/v1/sessions/{sid}/turns/{tid}/respond",
+        headers=headers,
+        json={"value": "The build is green."},
+    )
+    await api.call(
+        "POST",
+        f"/runner/v1/sessions/{sid}/turns/{tid}/complete",
+        headers=headers,
+        json={"result": {"status": "green"}},
+    )
+    done = await cli("session", "turn", "wait", sid, tid)
+    assert "completed" in done.stdout
+    assert 'result    {"status":"green"}' in done.stdout
+    assert 'response  "The build is green."' in done.stdout
+
+
+async def test_send_interrupt_resume_cancel_close(api: Api, cli: Cli) -> None:
+    sid = (await cli.json("session", "start", "reviewer", "-w", "ws"))["session"]["id"]
+    enqueued = await cli.json("session", "send", sid, '{"q": 1}')
+    assert (enqueued["kind"], enqueued["message"]) == ("enqueued", None)
+    refused = await cli("session", "send", sid, "1", "--turn", enqueued["turn"]["id"], code=1)
+    assert "turn_not_active" in refused.stderr
+    assert "hint:" in refused.stderr
+
+    tid, _ = await api.run_turn(sid)
+    messaged = await cli("session", "send", sid, '{"type": "hint"}')
+    assert f"admitted for turn {tid}" in messaged.stdout
+    exact = await cli.json("session", "send", sid, '"stop"', "--turn", tid)
+    assert (exact["turn_id"], exact["data"]) == (tid, "stop")
+
+    held = await cli("session", "interrupt", sid)
+    hold_id = (await cli.json("session", "get", sid))["hold"]["hold_id"]
+    assert f"--hold-id {hold_id}" in held.stdout
+    assert "resume it first" in (await cli("session", "send", sid, "1", code=1)).stderr
+    assert (await cli.json("session", "resume", sid, "--hold-id", hold_id))["hold"] is None
+
+    cancelled = await cli.json("session", "cancel", sid, "--idempotency-key", "stop")
+    assert cancelled["cancel_requested_at"] is not None
+    other = (await cli.json("session", "start", "reviewer", "-w", "ws-2"))["session"]["id"]
+    assert "closed (close)" in (await cli("session", "close", other)).stdout
+
+
+async def test_events_page_and_follow(cli: Cli) -> None:
+    sid = (await cli.json("session", "start", "reviewer", "-w", "ws"))["session"]["id"]
+    for n in range(3):
+        await cli("session", "enqueue", sid, str(n))
+    page = await cli.json("session", "events", sid, "--after", "1", "--limit", "1")
+    assert [r["sequence"] for r in page["records"]] == [2]
+    assert (page["next_after"], page["has_more"]) == (2, True)
+    human = await cli("session", "events", sid, "--limit", "2")
+    assert human.stdout.splitlines()[0].split()[:2] == ["1", "turn.queued"]
+    assert "more: --after 2" in human.stderr
+
+    await cli("session", "cancel", sid)
+    followed = await cli("--json", "session", "events", sid, "--follow", "--after", "3")
+    records = [json.loads(line) for line in followed.stdout.splitlines()]
+    assert [r["sequence"] for r in records] == [4, 5, 6, 7]
+    assert records[-1]["kind"] == "session.closed"
+
+
+async def test_errors_say_what_to_do(api: Api, cli: Cli) -> None:
+    missing = await cli("session", "get", "ses_nope", code=1)
+    assert "not_found: no session ses_nope" in missing.stderr
+    stranger = await cli("session", "get", "ses_nope", code=1, env={"HELMR_TOKEN": "wrong"})
+    assert "HELMR_TOKEN" in stranger.stderr
+    bad_json = await cli("session", "enqueue", "ses_x", "{nope", code=2)
+    assert "must be JSON" in bad_json.stderr
+    no_url = await cli("session", "get", "ses_x", code=2, env={"HELMR_URL": ""})
+    assert "HELMR_URL" in no_url.stderr
+    down = await cli("session", "get", "ses_x", code=3, env={"HELMR_URL": "http://127.0.0.1:9"})
+    assert "cannot reach the Helmr API at http://127.0.0.1:9" in down.stderr
