@@ -131,12 +131,19 @@ class Supervisor:
 
 def pod_outcome(pod: Mapping[str, Any]) -> tuple[str, int | None]:
     """What a runner pod's status says: ``running``, ``exited`` with the exit
-    code, or ``lost`` (evicted, or its node lost it: execution loss)."""
+    code, or ``lost`` (evicted, deleted, or its node lost it: execution loss).
+
+    A pod that ended after its deletion began (the eviction API, ``kubectl
+    delete``, the supervisor's own stop) ended because of the deletion: its
+    exit code (0 after SIGTERM, 137 after the grace period) says nothing about
+    the actor, so it is not reported as an exit that could count as a failure.
+    """
     status = pod.get("status") or {}
     if status.get("phase") in (None, "Pending", "Running"):
         return "running", None
     containers = status.get("containerStatuses") or []
     terminated = (containers[0].get("state") or {}).get("terminated") if containers else None
-    if status.get("reason") in ("Evicted", "NodeLost") or terminated is None:
+    deleting = (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+    if status.get("reason") in ("Evicted", "NodeLost") or terminated is None or deleting:
         return "lost", None
     return "exited", int(terminated["exitCode"])
