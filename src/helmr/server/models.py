@@ -12,8 +12,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from helmr.resources.fields import DnsLabel, Key
-
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
@@ -36,6 +34,14 @@ Cursor = Annotated[
 ]
 PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(_digits)]
 Id = Annotated[str, Field(min_length=1, max_length=128)]
+# Names that become Kubernetes object names (namespace, actor, workspace):
+# the DNS-1123 label rule the Session CRD also enforces. Kept here because the
+# server may not import helmr.resources (docs/architecture.md).
+DnsLabel = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+]
+# An application's own key (idempotency keys, session keys).
+Key = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class _Input(BaseModel):

@@ -1,9 +1,10 @@
-"""A standalone API for development and tests: ``python -m helmr.server --db PATH --token T``.
+"""The API as a standalone process, for test_api_kill (no tests here).
 
-It serves the same app as the operator, over a SQLite store, with static
-tokens instead of Kubernetes (no cluster, no operator: nothing starts runner
-processes, so only what the API itself does moves a session). Prints
-``listening on <url>`` once it accepts connections.
+``python tests/unit/test_api_kill_server.py --db PATH --token T`` serves the
+same app as the operator, over a SQLite store, with static tokens instead of
+Kubernetes. It lives with the tests because the server package may not import
+the store (docs/architecture.md); the operator is what wires them in a cluster.
+Prints ``listening on <url>`` once it accepts connections.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import click
 from aiohttp import web
 
 from helmr.control import Control
-from helmr.server.app import build_app
-from helmr.server.auth import Grant, StaticAuthenticator, StaticRunnerTokens, User
+from helmr.server import Grant, StaticAuthenticator, StaticRunnerTokens, User, build_app
 from helmr.store import Store
 
 
