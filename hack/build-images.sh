@@ -3,6 +3,7 @@
 #   pause   the pod sandbox (hack/go/pause)
 #   python  Debian bookworm minbase + python3 (debootstrap from Debian's mirror)
 #   runner  python + helmr (runner side, no kopf) + examples/, user 65532
+#   operator python + helmr[operator] (the control plane), user 65532
 #   coredns cluster DNS (hack/go/coredns)
 # Each is an OCI tarball in the cache, rebuilt only when its inputs change.
 #
@@ -17,6 +18,7 @@ declare -A REF=(
   [pause]="helmr.local/pause:3.10"
   [python]="helmr.local/python:3.11"
   [runner]="helmr.local/runner:dev"
+  [operator]="helmr.local/operator:dev"
   [coredns]="helmr.local/coredns:$COREDNS_VERSION"
 )
 if [[ "${1:-}" == --name ]]; then echo "${REF[$2]}"; exit 0; fi
@@ -57,6 +59,7 @@ static_image() {
 
 PYTHON_PACKAGES="python3,ca-certificates"
 PYTHON_LAYER=""
+PYTHON_ROOT=""
 build_python() {
   local key; key="$(echo "bookworm minbase $PYTHON_PACKAGES $DEBIAN_MIRROR" | sha256sum | cut -c1-16)"
   local root="$HELMR_CACHE/rootfs/python-$key"
@@ -69,29 +72,39 @@ build_python() {
       "$root"/var/log/*
     touch "$root.done"
   fi
+  PYTHON_ROOT="$root"
   PYTHON_LAYER="$(layer "python-$key" "$root")"
   image python "$key" --layer "$PYTHON_LAYER"
 }
 
-build_runner() {
-  # helmr's runner side and its dependencies, one layer over python.
+# helmr_image NAME REQUIREMENT ENTRYPOINT_JSON: helmr (with REQUIREMENT's
+# extras) and its dependencies as one layer over python.
+helmr_image() {
+  local name="$1" requirement="$2" entrypoint="$3"
   local key; key="$(key_of "$IMAGES/python/current.digest" "$REPO_DIR/pyproject.toml" \
+    <(echo "$requirement $entrypoint") \
     $(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples | sort))"
-  local root="$IMAGES/runner/rootfs-$key"
+  local root="$IMAGES/$name/rootfs-$key"
   if [[ ! -d "$root" ]]; then
-    mkdir -p "$root.tmp/opt/helmr/lib" "$root.tmp/app"
+    rm -rf "$root.tmp"; mkdir -p "$root.tmp/opt/helmr/lib" "$root.tmp/app"
     # Wheels only, for the image's Python (Debian's 3.11), whatever the host runs.
     python3 -m pip wheel --quiet --no-deps --disable-pip-version-check -w "$root.tmp/wheel" "$REPO_DIR" >&2
+    local wheel; wheel="$(ls "$root.tmp"/wheel/*.whl)"
     python3 -m pip install --quiet --no-compile --disable-pip-version-check \
       --target "$root.tmp/opt/helmr/lib" --only-binary=:all: --python-version 3.11 \
-      --platform manylinux2014_x86_64 --implementation cp "$root.tmp"/wheel/*.whl >&2 \
-      || die "pip could not install helmr into the runner layer"
+      --platform manylinux2014_x86_64 --implementation cp "${requirement/helmr/$wheel}" >&2 \
+      || die "pip could not install $requirement into the $name layer"
     rm -rf "$root.tmp/wheel"
-    [[ -d "$REPO_DIR/examples" ]] && cp -r "$REPO_DIR/examples/." "$root.tmp/app/"
+    # A name for uid 65532: some libraries (getpass, kopf's identity) ask for it.
+    mkdir -p "$root.tmp/etc"
+    cp "$PYTHON_ROOT/etc/passwd" "$PYTHON_ROOT/etc/group" "$root.tmp/etc/"
+    echo "helmr:x:65532:65532:helmr:/tmp:/usr/sbin/nologin" >>"$root.tmp/etc/passwd"
+    echo "helmr:x:65532:" >>"$root.tmp/etc/group"
+    [[ "$name" == runner && -d "$REPO_DIR/examples" ]] && cp -r "$REPO_DIR/examples/." "$root.tmp/app/"
     mv "$root.tmp" "$root"
   fi
-  image runner "$key" --layer "$PYTHON_LAYER" --layer "$(layer "runner-$key" "$root")" \
-    --entrypoint '["python3", "-m", "helmr.runner"]' --user 65532 --workdir /app \
+  image "$name" "$key" --layer "$PYTHON_LAYER" --layer "$(layer "$name-$key" "$root")" \
+    --entrypoint "$entrypoint" --user 65532 --workdir /app \
     --env PYTHONPATH=/opt/helmr/lib:/app --env PYTHONUNBUFFERED=1
 }
 
@@ -109,7 +122,8 @@ import_image() {
 static_image pause pause --user 65535
 static_image coredns coredns --user 65532
 build_python
-build_runner
+helmr_image runner helmr '["python3", "-m", "helmr.runner"]'
+helmr_image operator "helmr[operator]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator", "--standalone"]'
 if [[ "${1:-}" == --import ]]; then
   for name in "${!REF[@]}"; do import_image "$name"; done
 fi

@@ -110,7 +110,7 @@ start_daemon kube-scheduler kube-scheduler --kubeconfig "$CONF/scheduler.kubecon
 # --- the node: sysctls, CNI, containerd, images, kubelet, kube-proxy
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
 mkdir -p "$HELMR_CLUSTER_DIR/cni/net.d" "$HELMR_CLUSTER_DIR/containerd"
-cat >"$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
+write_config "$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "helmr",
@@ -124,7 +124,7 @@ cat >"$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
 EOF
 # The sandbox image is built here (no registry); hack/build-images.sh names it.
 PAUSE_IMAGE="$("$HACK_DIR/build-images.sh" --name pause)"
-cat >"$CONF/containerd.toml" <<EOF
+write_config "$CONF/containerd.toml" <<EOF
 version = 2
 root = "$HELMR_CLUSTER_DIR/containerd/root"
 state = "$HELMR_CLUSTER_DIR/containerd/state"
@@ -151,7 +151,7 @@ start_daemon containerd containerd --config "$CONF/containerd.toml"
 wait_for 60 containerd ctr_k8s version
 "$HACK_DIR/build-images.sh" --import >&2
 
-cat >"$CONF/kubelet.yaml" <<EOF
+write_config "$CONF/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -177,7 +177,7 @@ EOF
 start_daemon kubelet kubelet --config "$CONF/kubelet.yaml" --kubeconfig "$CONF/kubelet.kubeconfig" \
   --root-dir "$HELMR_CLUSTER_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 
-cat >"$CONF/kube-proxy.yaml" <<EOF
+write_config "$CONF/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -188,6 +188,7 @@ hostnameOverride: $NODE_NAME
 conntrack: {maxPerCore: 0}
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
+nodePortAddresses: [primary]
 EOF
 start_daemon kube-proxy kube-proxy --config "$CONF/kube-proxy.yaml"
 

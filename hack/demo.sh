@@ -1,28 +1,66 @@
 #!/usr/bin/env bash
-# The demo: brings the local cluster up and runs a smoke pod that prints the
-# node it ran on and the kernel it shares with the host.
+# The demo, on the local cluster: installs Helmr with its Helm chart (the
+# control plane runs in the cluster, as in production), declares the echo
+# actor, and drives a session from outside with the Python client,
+# authenticated by a Kubernetes service-account token scoped to one namespace.
 source "$(dirname "$0")/lib/cluster.sh"
 
 KUBECONFIG="$("$HACK_DIR/cluster-up.sh")"
 export KUBECONFIG
-python_image="$("$HACK_DIR/build-images.sh" --name python)"
-kubectl delete pod helmr-smoke --ignore-not-found --wait=true >/dev/null
+DEMO_NS=helmr-demo
+
+log "installing the chart (control plane image helmr.local/operator:dev)"
+kubectl create namespace helmr-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl label namespace helmr-system pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
+kubectl apply --server-side -f "$REPO_DIR/crds" >/dev/null
+# No StorageClass on the local cluster: the demo keeps its timeline on an emptyDir.
+helm upgrade --install helmr "$REPO_DIR/charts/helmr" -n helmr-system \
+  --set persistence.enabled=false --set image.pullPolicy=Never --wait --timeout 3m >/dev/null
+# A new image under the same tag needs a new pod.
+kubectl -n helmr-system rollout restart deployment/helmr >/dev/null
+kubectl -n helmr-system rollout status deployment/helmr --timeout=120s >&2
+
+log "declaring the echo actor in namespace $DEMO_NS"
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
-kind: Pod
-metadata: {name: helmr-smoke}
+kind: Namespace
+metadata:
+  name: $DEMO_NS
+  labels: {pod-security.kubernetes.io/enforce: restricted}
+---
+apiVersion: helmr.dev/v1alpha1
+kind: Actor
+metadata: {name: echo, namespace: $DEMO_NS}
 spec:
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  containers:
-  - name: smoke
-    image: $python_image
-    imagePullPolicy: Never
-    command: [python3, -c, "import os, platform; print('node', os.environ['NODE'], 'kernel', platform.release())"]
-    env: [{name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]
-    securityContext: {runAsNonRoot: true, runAsUser: 65532, allowPrivilegeEscalation: false,
-                      capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}
+  image: $("$HACK_DIR/build-images.sh" --name runner)
+  imagePullPolicy: Never
+  entrypoint: echo.echo:echo
+  maxTurnDurationSeconds: 60
+  idleTimeoutSeconds: 60
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: demo-client, namespace: $DEMO_NS}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: helmr-sessions, namespace: $DEMO_NS}
+rules:
+- apiGroups: [helmr.dev]
+  resources: [sessions]
+  verbs: [get, create, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: demo-client-sessions, namespace: $DEMO_NS}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: helmr-sessions}
+subjects: [{kind: ServiceAccount, name: demo-client, namespace: $DEMO_NS}]
 YAML
-kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/helmr-smoke --timeout=120s >/dev/null
-kubectl logs helmr-smoke
-kubectl delete pod helmr-smoke --wait=false >/dev/null
+
+HELMR_URL="http://$(kubectl -n helmr-system get service helmr -o jsonpath='{.spec.clusterIP}'):8080"
+HELMR_TOKEN="$(kubectl -n "$DEMO_NS" create token demo-client --duration 1h)"
+export HELMR_URL HELMR_TOKEN
+log "driving a session through $HELMR_URL"
+"$REPO_DIR/.venv/bin/python" "$REPO_DIR/examples/echo/demo.py" "$DEMO_NS"
+echo
+kubectl -n "$DEMO_NS" get sessions.helmr.dev,turns.helmr.dev,pods

@@ -38,7 +38,9 @@ def layer_tar(root: Path, out: Path) -> str:
             dirnames.sort()
             for name in sorted(dirnames + filenames):
                 path = Path(dirpath) / name
-                tar.add(path, arcname=str(path.relative_to(root)), recursive=False, filter=_normalize)
+                tar.add(
+                    path, arcname=str(path.relative_to(root)), recursive=False, filter=_normalize
+                )
     return sha256_file(out)
 
 
@@ -73,13 +75,21 @@ def build(out: Path, name: str, layers: list[Path], config: dict[str, object]) -
         for digest, path in layer_files:
             tar.add(path, arcname=f"blobs/sha256/{digest}", filter=_normalize)
             descriptors.append(
-                {"mediaType": MEDIA_LAYER, "digest": f"sha256:{digest}", "size": path.stat().st_size}
+                {
+                    "mediaType": MEDIA_LAYER,
+                    "digest": f"sha256:{digest}",
+                    "size": path.stat().st_size,
+                }
             )
         cfg_digest, cfg_size = _add_blob(tar, json.dumps(image_config, sort_keys=True).encode())
         manifest = {
             "schemaVersion": 2,
             "mediaType": MEDIA_MANIFEST,
-            "config": {"mediaType": MEDIA_CONFIG, "digest": f"sha256:{cfg_digest}", "size": cfg_size},
+            "config": {
+                "mediaType": MEDIA_CONFIG,
+                "digest": f"sha256:{cfg_digest}",
+                "size": cfg_size,
+            },
             "layers": descriptors,
         }
         man_digest, man_size = _add_blob(tar, json.dumps(manifest, sort_keys=True).encode())
@@ -109,7 +119,9 @@ def _add_blob_named(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     verbs = parser.add_subparsers(dest="verb", required=True)
     layer = verbs.add_parser("layer")
     layer.add_argument("root", type=Path)
@@ -126,7 +138,9 @@ def main() -> None:
     if args.verb == "layer":
         print(layer_tar(args.root, args.out))
         return
-    config: dict[str, object] = {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *args.env]}
+    config: dict[str, object] = {
+        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *args.env]
+    }
     if args.entrypoint:
         config["Entrypoint"] = args.entrypoint
     if args.user:

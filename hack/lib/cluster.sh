@@ -63,5 +63,13 @@ wait_for() {
   done
 }
 
+# write_config PATH: stdin into PATH, only when the content differs (kube-proxy
+# exits when its config file changes, even to the same bytes).
+write_config() {
+  local tmp; tmp="$(mktemp)"
+  cat >"$tmp"
+  if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
+
 kubectl_admin() { kubectl --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 ctr_k8s() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
