@@ -37,7 +37,7 @@ async def main(namespace: str) -> None:
         for turn in turns:
             if turn is turns[1]:
                 # A message to the active turn (it is delivered to exactly that turn).
-                while (await turn.retrieve()).status == "queued":
+                while (await turn.retrieve()).status == "queued":  # noqa: ASYNC110 (remote state)
                     await asyncio.sleep(0.05)
                 await turn.send({"note": "hello from outside"})
             await turn.wait(timeout=120)
