@@ -62,6 +62,19 @@ async def test_enqueue_is_fifo_and_idempotent(api: Api) -> None:
     assert got == first
 
 
+async def test_a_failed_mirror_does_not_fail_the_admission(api: Api) -> None:
+    api.mirror.broken = True
+    sid = await api.start(idempotency_key="s")
+    tid = await api.enqueue(sid, "work", idempotency_key="t")
+    assert (await api.call("GET", f"/v1/sessions/{sid}/turns/{tid}"))["status"] == "queued"
+    assert (api.mirror.sessions, api.mirror.turns) == ([], [])
+    # Repeating the idempotent requests heals the mirror.
+    api.mirror.broken = False
+    assert await api.start(idempotency_key="s") == sid
+    assert await api.enqueue(sid, "work", idempotency_key="t") == tid
+    assert (api.mirror.sessions, api.mirror.turns) == ([sid], [tid])
+
+
 async def test_wait_timeout_ends_the_wait_not_the_turn(api: Api) -> None:
     sid = await api.start()
     tid = await api.enqueue(sid, "x")

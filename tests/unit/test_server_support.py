@@ -51,13 +51,20 @@ class RecordingMirror:
 
     sessions: list[str] = field(default_factory=list)
     turns: list[str] = field(default_factory=list)
+    broken: bool = False  # as when the apiserver is unreachable
 
     async def session_started(self, session: SessionView) -> None:
+        self._check()
         self.sessions.append(session.id)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         assert turn.session_id == session.id
+        self._check()
         self.turns.append(turn.id)
+
+    def _check(self) -> None:
+        if self.broken:
+            raise ConnectionRefusedError("apiserver unreachable")
 
 
 @dataclass

@@ -36,10 +36,12 @@ class Access:
         """The session the call is about when it had to be read to decide, else None."""
         if spec.access == "none":
             return None
+        # routing.operations checked that each route's path names what is needed here.
         token = bearer_token(request)
         session_id: str | None = getattr(path, "session_id", None)
         if spec.access == "runner":
-            if session_id is None or not await self._runner_tokens.verify(session_id, token):
+            assert session_id is not None
+            if not await self._runner_tokens.verify(session_id, token):
                 raise Forbidden(f"this token is not the runner token of session {session_id}")
             return None
         user = await self._authenticator.authenticate(token)
@@ -49,11 +51,11 @@ class Access:
             )
         session = None
         namespace: str | None = getattr(path, "namespace", None)
-        if namespace is None and session_id is not None:
+        if namespace is None:
+            assert session_id is not None
             session = await self._session_of(session_id)
             namespace = session.namespace
-        if namespace is None or spec.verb is None:
-            raise TypeError(f"{spec.path}: a public route names a namespace or a session")
+        assert spec.verb is not None
         if not await self._authenticator.authorize(user, namespace, spec.verb):
             raise Forbidden(
                 f"user {user.name!r} may not {spec.verb} sessions.helmr.dev in namespace "

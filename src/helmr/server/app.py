@@ -13,7 +13,7 @@ from helmr.server.access import Access
 from helmr.server.auth import Authenticator, RunnerTokens
 from helmr.server.errors import error_middleware
 from helmr.server.metrics import Metrics
-from helmr.server.models import MAX_PAGE, ErrorBody
+from helmr.server.models import ErrorBody
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
@@ -49,7 +49,7 @@ def build_app(
     ``ready`` answers /readyz.
     """
     metrics = Metrics(tuple(collectors))
-    public = PublicApi(control, mirror, keepalive=keepalive, page=MAX_PAGE)
+    public = PublicApi(control, mirror, keepalive=keepalive)
     ops = operations(public, RunnerApi(control), SystemApi(metrics, ready))
     app = web.Application(
         client_max_size=max_body,

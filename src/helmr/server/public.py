@@ -2,12 +2,14 @@
 
 Each handler is one call into ``helmr.control.Control``; the state machine's
 rules (FIFO, holds, exact-turn sends, idempotency) are Control's. What is here
-is the HTTP shape, and the mirror: a turn admitted through the API also gets
-its Kubernetes ``Turn`` object, made by the operator's ``Mirror``.
+is the HTTP shape, and the mirror: a session or turn admitted through the API
+also gets its Kubernetes object, made by the operator's ``Mirror``.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
@@ -19,6 +21,7 @@ from helmr.control.views import SendResult, SessionView, StopReceipt, TurnView
 from helmr.events import Event, EventPage
 from helmr.server import sse
 from helmr.server.models import (
+    MAX_PAGE,
     ActorPath,
     CancelBody,
     EnqueueBody,
@@ -35,6 +38,8 @@ from helmr.server.models import (
 )
 from helmr.server.routing import route
 
+log = logging.getLogger(__name__)
+
 TAG = "sessions"
 SOURCE = "api"
 
@@ -43,7 +48,9 @@ class Mirror(Protocol):
     """Makes the Kubernetes objects of what the API admitted (the operator implements it).
 
     Called after the store has committed, and again for an idempotent repeat,
-    so it must create-if-absent: a client retrying after a failed mirror heals it.
+    so it must create-if-absent. A failure does not fail the request: the
+    admission is durable and the store is the authority (a client told "failed"
+    would enqueue the work twice); it is logged, and a repeat heals it.
     """
 
     async def session_started(self, session: SessionView) -> None: ...
@@ -68,13 +75,10 @@ class TurnWaitView(TurnView):
 
 
 class PublicApi:
-    def __init__(
-        self, control: Control, mirror: Mirror | None, *, keepalive: float, page: int
-    ) -> None:
+    def __init__(self, control: Control, mirror: Mirror | None, *, keepalive: float) -> None:
         self._control = control
         self._mirror = mirror
         self._keepalive = keepalive
-        self._page = page
 
     @route(
         "POST",
@@ -96,8 +100,7 @@ class PublicApi:
             key=body.key,
             idempotency_key=body.idempotency_key,
         )
-        if self._mirror is not None:
-            await self._mirror.session_started(session)
+        await self._mirrored(f"session {session.id}", lambda m: m.session_started(session))
         run = RunView(process_epoch=session.process_epoch) if session.process_live else None
         return StartResult(session=session, run=run)
 
@@ -125,7 +128,7 @@ class PublicApi:
         turn = await self._control.enqueue(
             path.session_id, body.input, idempotency_key=body.idempotency_key, source=SOURCE
         )
-        await self._mirrored(subject, turn)
+        await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return turn
 
     @route(
@@ -166,7 +169,8 @@ class PublicApi:
         the data. A held session rejects send (409 session_held)."""
         result = await self._control.send(path.session_id, body.data)
         if result.kind == "enqueued":
-            await self._mirrored(subject, result.turn)
+            turn = result.turn
+            await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return result
 
     @route(
@@ -277,7 +281,7 @@ class PublicApi:
         after = query.after if headers.last_event_id is None else headers.last_event_id
 
         async def page(cursor: int, wait: float) -> EventPage:
-            return await self._control.wait_events(sid, cursor, wait, self._page)
+            return await self._control.wait_events(sid, cursor, wait, MAX_PAGE)
 
         async def ended() -> str | None:
             status = (await self._control.get_session(sid)).status
@@ -286,6 +290,10 @@ class PublicApi:
         timeline = sse.Timeline(page=page, ended=ended)
         return await sse.follow(request, timeline, after, keepalive=self._keepalive)
 
-    async def _mirrored(self, session: SessionView, turn: TurnView) -> None:
-        if self._mirror is not None:
-            await self._mirror.turn_enqueued(session, turn)
+    async def _mirrored(self, what: str, create: Callable[[Mirror], Awaitable[None]]) -> None:
+        if self._mirror is None:
+            return
+        try:
+            await create(self._mirror)
+        except Exception:
+            log.exception("%s is admitted, but creating its Kubernetes object failed", what)

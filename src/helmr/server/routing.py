@@ -5,10 +5,10 @@ the declaration: parameters named ``path``, ``query``, ``headers`` and ``body``
 are annotated with the pydantic models they are parsed into, ``request`` gets
 the aiohttp request, ``subject`` what the guard looked up to authorise the
 call (the session, for public session routes, so it is read once), and the
-return annotation is the response model (or
-``web.StreamResponse`` for a handler that writes its own response, which then
-names its media type in ``@route``). ``openapi.document`` reads the same
-declarations, so the served routes and the document cannot drift apart.
+return annotation is the response model (or ``web.StreamResponse`` for a
+handler that writes its own response, which then names its media type in
+``@route``). ``openapi.document`` reads the same declarations, so the served
+routes and the document cannot drift apart.
 """
 
 from __future__ import annotations
@@ -97,6 +97,11 @@ def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Opera
     if "{" in spec.path and "path" not in params:
         # The path model is how its parameters are validated, authorised and documented.
         raise TypeError(f"{handler.__name__}: a route with path parameters takes `path`")
+    scope = set(hints["path"].model_fields) if "path" in params else set()
+    if spec.access == "public" and not scope & {"namespace", "session_id"}:
+        raise TypeError(f"{handler.__name__}: a public route names a namespace or a session")
+    if spec.access == "runner" and "session_id" not in scope:
+        raise TypeError(f"{handler.__name__}: a runner route names its session")
     returns = hints.get("return")
     is_model = isinstance(returns, type) and issubclass(returns, BaseModel)
     if not is_model and spec.media_type == JSON:
