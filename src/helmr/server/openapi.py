@@ -60,7 +60,7 @@ def _models(ops: list[Operation], error: type[BaseModel]) -> list[tuple[type[Bas
 
 
 def _present(schema: dict[str, Any]) -> dict[str, Any]:
-    """A parameter's schema without its ``null`` branch: an absent parameter is the None."""
+    """A parameter's schema without its ``null`` branch: None is sent by leaving it out."""
     branches = schema.get("anyOf")
     if not branches:
         return schema

@@ -47,7 +47,7 @@ class SystemApi:
     @route(
         "GET",
         "/readyz",
-        summary="Readiness: the server can reach its store.",
+        summary="Readiness: the control plane can serve (the operator decides).",
         access="none",
         tag="system",
         errors=(503,),
