@@ -1,0 +1,161 @@
+"""The API against the real apiserver: Kubernetes tokens, and CRs in step."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from kubernetes import client
+
+from helmr.client import Client
+from helmr.control import Control
+from helmr.resources import GROUP, SESSIONS, TURNS, VERSION
+from helmr.server import StaticRunnerTokens, build_app
+from helmr.server.kube_auth import KubeAuthenticator
+from helmr.store import Store
+
+from .conftest import Operator, kubectl
+from .sessions import create_actor, eventually, start_session
+
+
+def service_account_token(core: client.CoreV1Api, namespace: str, name: str) -> str:
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
+    )
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+    )
+    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
+
+
+def grant_sessions(api_client: client.ApiClient, namespace: str, account: str) -> None:
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="helmr-sessions"),
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=[GROUP], resources=["sessions"], verbs=["get", "create", "update"]
+                )
+            ],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="helmr-sessions"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="helmr-sessions"
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name=account, namespace=namespace)
+            ],
+        ),
+    )
+
+
+@pytest.fixture
+async def kube_api(
+    api_client: client.ApiClient, tmp_path: Path
+) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+    """The real app with the Kubernetes authenticator (TokenReview + SubjectAccessReview)."""
+    store = await Store.open(tmp_path / "helmr.db")
+    app = build_app(Control(store), KubeAuthenticator(api_client), StaticRunnerTokens())
+    async with TestClient(TestServer(app)) as http:
+        yield http
+    await store.close()
+
+
+async def test_kubernetes_tokens_are_authenticated_and_authorised_per_namespace(
+    kube_api: TestClient[web.Request, web.Application],
+    core: client.CoreV1Api,
+    api_client: client.ApiClient,
+    namespace: str,
+) -> None:
+    token = service_account_token(core, namespace, "caller")
+    grant_sessions(api_client, namespace, "caller")
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"workspace": "ws"}
+
+    allowed = await kube_api.post(
+        f"/v1/namespaces/{namespace}/actors/echo/sessions", json=body, headers=headers
+    )
+    elsewhere = await kube_api.post(
+        "/v1/namespaces/default/actors/echo/sessions", json=body, headers=headers
+    )
+    forged = await kube_api.post(
+        f"/v1/namespaces/{namespace}/actors/echo/sessions",
+        json=body,
+        headers={"Authorization": f"Bearer {uuid.uuid4().hex}"},
+    )
+
+    assert allowed.status == 200, await allowed.text()
+    session_id = (await allowed.json())["session"]["id"]
+    read = await kube_api.get(f"/v1/sessions/{session_id}", headers=headers)
+    assert read.status == 200
+    assert elsewhere.status == 403
+    assert (await elsewhere.json())["error"]["code"] == "forbidden"
+    assert forged.status == 401
+    assert (await forged.json())["error"]["code"] == "unauthenticated"
+
+
+async def test_api_enqueue_creates_turn_crs_and_kubectl_turns_are_admitted_alike(
+    operator: Operator,
+    api_client: client.ApiClient,
+    kubeconfig: str,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    create_actor(api_client, namespace, runner_image)
+    custom = client.CustomObjectsApi(api_client)
+    async with Client(operator.url, operator.token) as helmr:
+        session = await start_session(helmr, namespace)
+        through_api = await session.enqueue("from the API")
+        await through_api.wait(timeout=120)
+        state = await session.retrieve()
+
+        applied = kubectl(
+            kubeconfig,
+            "apply",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            input=f"""
+apiVersion: {GROUP}/{VERSION}
+kind: Turn
+metadata: {{name: by-kubectl}}
+spec:
+  sessionRef: {{name: {state.name}}}
+  input: {{from: kubectl}}
+""",
+        )
+        assert applied.returncode == 0, applied.stderr
+
+        def kubectl_turn_done() -> dict[str, Any] | None:
+            cr: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                GROUP, VERSION, namespace, TURNS, "by-kubectl"
+            )
+            status: dict[str, Any] = cr.get("status") or {}
+            return status if status.get("phase") == "completed" else None
+
+        status = await eventually(kubectl_turn_done, timeout=120, what="the kubectl Turn")
+
+    api_cr = custom.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, TURNS, label_selector=f"helmr.dev/turn-id={through_api.id}"
+    )["items"]
+    assert [cr["status"]["phase"] for cr in api_cr] == ["completed"]
+    assert api_cr[0]["status"]["result"] == {"echo": "from the API"}
+    assert status["sequence"] == 2
+    assert status["result"] == {"echo": {"from": "kubectl"}}
+    session_cr = custom.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, SESSIONS, state.name
+    )
+    assert session_cr["status"]["sessionId"] == session.id
+    assert session_cr["status"]["phase"] == "open"
