@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
+import aiohttp
+import pytest
 from aiohttp import ClientResponse
 
 from tests.unit.test_server_support import (
@@ -108,3 +111,17 @@ async def test_a_client_abort_stops_observation_only(api: Api) -> None:
     assert (session["status"], session["queued_turns"]) == ("open", 1)
     assert (await api.call("GET", f"/v1/sessions/{sid}/turns/{tid}"))["status"] == "queued"
     assert await api.call("GET", f"/v1/sessions/{sid}/events") == before
+
+
+@pytest.mark.timeout(60)  # without the shutdown hook the stream would never end
+async def test_shutdown_ends_open_streams(api: Api) -> None:
+    sid = await api.start()
+    await api.enqueue(sid)
+    async with api.http.get(f"/v1/sessions/{sid}/events/stream", headers=bearer(ADMIN)) as r:
+        await _next_event(r)
+        await api.app.shutdown()  # what the runner's cleanup does first
+        with contextlib.suppress(aiohttp.ClientPayloadError):  # cut, not ended
+            rest = await r.content.read()
+            assert b"event: end" not in rest
+    # The session is untouched: only its observers were let go.
+    assert (await api.call("GET", f"/v1/sessions/{sid}"))["status"] == "open"

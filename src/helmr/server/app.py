@@ -18,6 +18,7 @@ from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
 from helmr.server.runner import RunnerApi
+from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
 
 MAX_BODY = 1 << 20
@@ -49,13 +50,15 @@ def build_app(
     ``ready`` answers /readyz.
     """
     metrics = Metrics(tuple(collectors))
-    public = PublicApi(control, mirror, keepalive=keepalive)
+    streams = Streams()
+    public = PublicApi(control, mirror, streams, keepalive=keepalive)
     ops = operations(public, RunnerApi(control), SystemApi(metrics, ready))
     app = web.Application(
         client_max_size=max_body,
         # Metrics outermost, so they count the status the error middleware chose.
         middlewares=[metrics.middleware, error_middleware],
     )
+    app.on_shutdown.append(streams.close_all)
     app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)
     register(app, ops, Access(authenticator, runner_tokens, control.get_session))
     return app

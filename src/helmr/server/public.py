@@ -75,9 +75,12 @@ class TurnWaitView(TurnView):
 
 
 class PublicApi:
-    def __init__(self, control: Control, mirror: Mirror | None, *, keepalive: float) -> None:
+    def __init__(
+        self, control: Control, mirror: Mirror | None, streams: sse.Streams, *, keepalive: float
+    ) -> None:
         self._control = control
         self._mirror = mirror
+        self._streams = streams
         self._keepalive = keepalive
 
     @route(
@@ -288,7 +291,9 @@ class PublicApi:
             return status if status in ("closed", "failed") else None
 
         timeline = sse.Timeline(page=page, ended=ended)
-        return await sse.follow(request, timeline, after, keepalive=self._keepalive)
+        return await sse.follow(
+            request, timeline, after, keepalive=self._keepalive, streams=self._streams
+        )
 
     async def _mirrored(self, what: str, create: Callable[[Mirror], Awaitable[None]]) -> None:
         if self._mirror is None:

@@ -5,14 +5,17 @@ Each record is one SSE message whose ``id`` is its sequence, so a client
 When the session has ended and every record is sent, a final ``end`` event
 says the stream is complete, so followers stop instead of reconnecting.
 A client that disconnects only stops its own observation: nothing here
-touches the session.
+touches the session. A server shutting down ends its streams at once (the
+clients reconnect elsewhere) rather than waiting out its grace period on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -52,6 +55,28 @@ class StreamEnd(BaseModel):
     status: str
 
 
+class Streams:
+    """The streams being served, so that shutdown can end them."""
+
+    def __init__(self) -> None:
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        assert task is not None  # aiohttp runs each handler in its own task
+        self._handlers.add(task)
+        try:
+            yield
+        finally:
+            self._handlers.discard(task)
+
+    async def close_all(self, app: web.Application) -> None:
+        """An ``on_shutdown`` hook: a stream never finishes by itself while its session lives."""
+        for task in list(self._handlers):
+            task.cancel()
+
+
 def frame(record: Record) -> bytes:
     return f"id: {record.sequence}\ndata: {record.model_dump_json()}\n\n".encode()
 
@@ -61,7 +86,7 @@ def end_frame(status: str) -> bytes:
 
 
 async def follow(
-    request: web.Request, timeline: Timeline, after: int, *, keepalive: float
+    request: web.Request, timeline: Timeline, after: int, *, keepalive: float, streams: Streams
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={
@@ -73,7 +98,8 @@ async def follow(
     )
     await response.prepare(request)
     cursor, wait = after, 0.0
-    try:
+    with streams.serving(), contextlib.suppress(ConnectionResetError):
+        # ConnectionResetError: the observer went away; the session is not ours to touch.
         while True:
             # The status is read before the page: a session that had ended then
             # has committed all its records, so draining after it is complete.
@@ -92,6 +118,4 @@ async def follow(
                 await response.write(KEEPALIVE)
             wait = keepalive
         await response.write_eof()
-    except ConnectionResetError:
-        pass  # the observer went away; the session is not ours to touch
     return response
