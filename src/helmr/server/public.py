@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Protocol
 
 from aiohttp import web
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 TAG = "sessions"
 SOURCE = "api"
+
+# Every route here is authorised as a Kubernetes user, with the verb it names.
+public = partial(route, tag=TAG, access="public")
 
 
 class Mirror(Protocol):
@@ -83,11 +87,9 @@ class PublicApi:
         self._streams = streams
         self._keepalive = keepalive
 
-    @route(
+    @public(
         "POST",
         "/v1/namespaces/{namespace}/actors/{actor}/sessions",
-        tag=TAG,
-        access="public",
         verb="create",
         summary="Start a session of an actor.",
     )
@@ -107,22 +109,13 @@ class PublicApi:
         run = RunView(process_epoch=session.process_epoch) if session.process_live else None
         return StartResult(session=session, run=run)
 
-    @route(
-        "GET",
-        "/v1/sessions/{session_id}",
-        tag=TAG,
-        access="public",
-        verb="get",
-        summary="Read a session.",
-    )
+    @public("GET", "/v1/sessions/{session_id}", verb="get", summary="Read a session.")
     async def get_session(self, path: SessionPath, subject: SessionView) -> SessionView:
         return subject
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/turns",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Enqueue a turn (always FIFO work).",
     )
@@ -134,22 +127,13 @@ class PublicApi:
         await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return turn
 
-    @route(
-        "GET",
-        "/v1/sessions/{session_id}/turns/{turn_id}",
-        tag=TAG,
-        access="public",
-        verb="get",
-        summary="Read a turn.",
-    )
+    @public("GET", "/v1/sessions/{session_id}/turns/{turn_id}", verb="get", summary="Read a turn.")
     async def get_turn(self, path: TurnPath) -> TurnView:
         return await self._control.get_turn(path.session_id, path.turn_id)
 
-    @route(
+    @public(
         "GET",
         "/v1/sessions/{session_id}/turns/{turn_id}/wait",
-        tag=TAG,
-        access="public",
         verb="get",
         summary="Wait for a turn's terminal status.",
     )
@@ -158,11 +142,9 @@ class PublicApi:
         turn = await self._control.wait_turn(path.session_id, path.turn_id, query.timeout)
         return TurnWaitView(**dict(turn), timeout=not turn.terminal)
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/send",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Send to the active turn, or enqueue when idle.",
     )
@@ -176,11 +158,9 @@ class PublicApi:
             await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return result
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/turns/{turn_id}/send",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Send a message to exactly this active turn.",
     )
@@ -189,11 +169,9 @@ class PublicApi:
         when the turn is not active, 409 turn_settling while it settles."""
         return await self._control.send(path.session_id, body.data, turn_id=path.turn_id)
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/turns/{turn_id}/interrupt",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Interrupt exactly this running turn.",
     )
@@ -201,11 +179,9 @@ class PublicApi:
         """The next queued turn runs once processing has stopped."""
         return await self._control.interrupt(path.session_id, turn_id=path.turn_id)
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/interrupt",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Interrupt the session: stop the active turn and hold.",
     )
@@ -214,11 +190,9 @@ class PublicApi:
         physical convergence."""
         return await self._control.interrupt(path.session_id)
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/resume",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Release exactly this hold.",
     )
@@ -226,13 +200,8 @@ class PublicApi:
         """Never replays the interrupted turn."""
         return await self._control.resume(path.session_id, body.hold_id)
 
-    @route(
-        "POST",
-        "/v1/sessions/{session_id}/cancel",
-        tag=TAG,
-        access="public",
-        verb="update",
-        summary="Cancel the session.",
+    @public(
+        "POST", "/v1/sessions/{session_id}/cancel", verb="update", summary="Cancel the session."
     )
     async def cancel(self, path: SessionPath, body: CancelBody) -> SessionView:
         """Rejects new input, cancels queued turns, interrupts the active one. An acceptance:
@@ -240,22 +209,18 @@ class PublicApi:
         (with or without the idempotency_key) returns the same state."""
         return await self._control.cancel(path.session_id)
 
-    @route(
+    @public(
         "POST",
         "/v1/sessions/{session_id}/close",
-        tag=TAG,
-        access="public",
         verb="update",
         summary="Close the session once its queued work drains.",
     )
     async def close(self, path: SessionPath, body: NoBody) -> SessionView:
         return await self._control.close(path.session_id)
 
-    @route(
+    @public(
         "GET",
         "/v1/sessions/{session_id}/events",
-        tag=TAG,
-        access="public",
         verb="get",
         summary="Read a page of the session's timeline.",
     )
@@ -264,11 +229,9 @@ class PublicApi:
         its record; retained_after is the retention boundary."""
         return await self._control.list_events(path.session_id, query.after, query.limit)
 
-    @route(
+    @public(
         "GET",
         "/v1/sessions/{session_id}/events/stream",
-        tag=TAG,
-        access="public",
         verb="get",
         summary="Follow the session's timeline (server-sent events).",
         media_type=sse.MEDIA_TYPE,

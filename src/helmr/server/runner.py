@@ -8,6 +8,8 @@ the fencing itself (409 ``stale_epoch``) is Control's. Long polls are cut to
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import RootModel
 
 from helmr.control import NO_RESULT, Control
@@ -34,6 +36,9 @@ from helmr.server.routing import route
 
 TAG = "runner"
 
+# Every runner call is a POST with the session's runner token.
+post = partial(route, "POST", access="runner", tag=TAG)
+
 
 class MessagePath(TurnPath):
     message_id: Id
@@ -48,14 +53,7 @@ class RunnerApi:
     def __init__(self, control: Control) -> None:
         self._control = control
 
-    @route(
-        "POST",
-        routes.RECEIVE,
-        access="runner",
-        tag=TAG,
-        errors=(408,),
-        summary="Long-poll for the turn this process runs next.",
-    )
+    @post(routes.RECEIVE, errors=(408,), summary="Long-poll for the turn this process runs next.")
     async def receive(
         self, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
     ) -> ReceiveResponse:
@@ -76,13 +74,7 @@ class RunnerApi:
             )
         )
 
-    @route(
-        "POST",
-        routes.SESSION_OUTPUT,
-        access="runner",
-        tag=TAG,
-        summary="Append session-level output.",
-    )
+    @post(routes.SESSION_OUTPUT, summary="Append session-level output.")
     async def session_output(
         self, path: SessionPath, headers: RunnerHeaders, body: OutputRequest
     ) -> Ack:
@@ -91,12 +83,8 @@ class RunnerApi:
         )
         return Ack()
 
-    @route(
-        "POST",
-        routes.TURN_OUTPUT,
-        access="runner",
-        tag=TAG,
-        summary="Append output of the turn (deduplicated by idempotency_key).",
+    @post(
+        routes.TURN_OUTPUT, summary="Append output of the turn (deduplicated by idempotency_key)."
     )
     async def turn_output(self, path: TurnPath, headers: RunnerHeaders, body: OutputRequest) -> Ack:
         await self._control.output(
@@ -104,26 +92,14 @@ class RunnerApi:
         )
         return Ack()
 
-    @route(
-        "POST",
-        routes.RESPOND,
-        access="runner",
-        tag=TAG,
-        summary="Set the turn's human-facing response.",
-    )
+    @post(routes.RESPOND, summary="Set the turn's human-facing response.")
     async def respond(self, path: TurnPath, headers: RunnerHeaders, body: RespondRequest) -> Ack:
         await self._control.respond(
             path.session_id, headers.process_epoch, path.turn_id, body.value
         )
         return Ack()
 
-    @route(
-        "POST",
-        routes.COMPLETE,
-        access="runner",
-        tag=TAG,
-        summary="Settle the turn as completed ({} without a result).",
-    )
+    @post(routes.COMPLETE, summary="Settle the turn as completed ({} without a result).")
     async def complete(self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest) -> Ack:
         result = body.result if body.has_result else NO_RESULT
         await self._control.complete(path.session_id, headers.process_epoch, path.turn_id, result)
@@ -134,24 +110,12 @@ class RunnerApi:
         await self._control.fail(path.session_id, headers.process_epoch, path.turn_id, body.error)
         return Ack()
 
-    @route(
-        "POST",
-        routes.MESSAGES_READY,
-        access="runner",
-        tag=TAG,
-        summary="The turn's message handler is registered.",
-    )
+    @post(routes.MESSAGES_READY, summary="The turn's message handler is registered.")
     async def messages_ready(self, path: TurnPath, headers: RunnerHeaders, body: NoBody) -> Ack:
         await self._control.messages_ready(path.session_id, headers.process_epoch, path.turn_id)
         return Ack()
 
-    @route(
-        "POST",
-        routes.MESSAGES_NEXT,
-        access="runner",
-        tag=TAG,
-        summary="Long-poll for the turn's next message not yet started.",
-    )
+    @post(routes.MESSAGES_NEXT, summary="Long-poll for the turn's next message not yet started.")
     async def next_message(
         self, path: TurnPath, headers: RunnerHeaders, body: NextMessageRequest
     ) -> NextMessageReply:
@@ -162,11 +126,8 @@ class RunnerApi:
             return NextMessageReply()
         return NextMessageReply(message=Message(id=message.id, data=message.data))
 
-    @route(
-        "POST",
+    @post(
         routes.MESSAGE_OUTCOME,
-        access="runner",
-        tag=TAG,
         summary="Report a message's handling: started, delivered, rejected or unknown.",
     )
     async def message_outcome(
