@@ -23,6 +23,11 @@ declare -A REF=(
 )
 if [[ "${1:-}" == --name ]]; then echo "${REF[$2]}"; exit 0; fi
 
+# One build at a time: parallel test runs share the cache.
+mkdir -p "$IMAGES"
+exec 9>"$IMAGES/.lock"
+flock 9
+
 # layer KEY DIR: the layer tar of DIR, made once per KEY; prints its path.
 layer() {
   local out="$IMAGES/layers/$1.tar"

@@ -64,6 +64,11 @@ build_coredns() {
 
 build_pause() { build_module pause "" .; }
 
+# One build at a time: parallel runs share the cache.
+mkdir -p "$HELMR_BIN"
+exec 9>"$HELMR_BIN/.lock"
+flock 9
+
 modules=("$@")
 [[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns)
 for m in "${modules[@]}"; do "build_$m"; done

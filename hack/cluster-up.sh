@@ -14,6 +14,8 @@ NODE_IP="$(node_ip)"
 
 "$HACK_DIR/build.sh" >&2
 mkdir -p "$PKI" "$RUN" "$LOGS" "$CONF"
+exec 8>"$HELMR_CLUSTER_DIR/.lock"
+flock 8
 
 # --- PKI: one CA; a cert per component identity, so RBAC and the Node
 # authorizer see who is calling (least privilege, as in a real cluster).

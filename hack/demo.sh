@@ -9,19 +9,15 @@ KUBECONFIG="$("$HACK_DIR/cluster-up.sh")"
 export KUBECONFIG
 DEMO_NS=helmr-demo
 
-log "installing the chart (control plane image helmr.local/operator:dev)"
-kubectl create namespace helmr-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl label namespace helmr-system pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
-kubectl apply --server-side -f "$REPO_DIR/crds" >/dev/null
-# No StorageClass on the local cluster: the demo keeps its timeline on an emptyDir.
-helm upgrade --install helmr "$REPO_DIR/charts/helmr" -n helmr-system \
-  --set persistence.enabled=false --set image.pullPolicy=Never --wait --timeout 3m >/dev/null
-# A new image under the same tag needs a new pod.
-kubectl -n helmr-system rollout restart deployment/helmr >/dev/null
-kubectl -n helmr-system rollout status deployment/helmr --timeout=120s >&2
-
 log "declaring the echo actor in namespace $DEMO_NS"
+kubectl apply --server-side -f "$REPO_DIR/crds" >/dev/null
 kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: helmr-system
+  labels: {pod-security.kubernetes.io/enforce: restricted}
+---
 apiVersion: v1
 kind: Namespace
 metadata:
@@ -56,6 +52,20 @@ metadata: {name: demo-client-sessions, namespace: $DEMO_NS}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: helmr-sessions}
 subjects: [{kind: ServiceAccount, name: demo-client, namespace: $DEMO_NS}]
 YAML
+
+# The release watches only the demo namespace (namespaced RBAC), so it never
+# competes with an operator that tests start for their own namespaces. No
+# StorageClass on the local cluster: the demo keeps its timeline on an emptyDir.
+log "installing the chart (control plane image helmr.local/operator:dev)"
+helm upgrade --install helmr "$REPO_DIR/charts/helmr" -n helmr-system \
+  --set persistence.enabled=false --set image.pullPolicy=Never \
+  --set "watchNamespaces={$DEMO_NS}" --wait --timeout 3m >/dev/null
+# A new image under the same tag needs a new pod.
+kubectl -n helmr-system rollout restart deployment/helmr >/dev/null
+kubectl -n helmr-system rollout status deployment/helmr --timeout=180s >&2
+
+# The demo's store is an emptyDir: sessions of an earlier demo are gone with it.
+kubectl -n "$DEMO_NS" delete turns.helmr.dev,sessions.helmr.dev --all --wait=false >/dev/null
 
 HELMR_URL="http://$(kubectl -n helmr-system get service helmr -o jsonpath='{.spec.clusterIP}'):8080"
 HELMR_TOKEN="$(kubectl -n "$DEMO_NS" create token demo-client --duration 1h)"
