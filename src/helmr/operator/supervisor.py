@@ -78,8 +78,11 @@ class Supervisor:
                 await self.control.execution_lost(session.id, session.process_epoch)
 
     async def reconcile(self) -> None:
-        for stop in await self.control.expire_deadlines(datetime.now(UTC)):
-            await self.stop(stop)
+        now = datetime.now(UTC)
+        deadline = await self.control.next_deadline()
+        if deadline is not None and deadline <= now:  # a read first: most passes have none due
+            for stop in await self.control.expire_deadlines(now):
+                await self.stop(stop)
         for stop in await self.control.processes_to_stop():
             await self.stop(stop)
         waiting = await self.control.sessions_needing_runner()
@@ -109,6 +112,7 @@ class Supervisor:
             return
         actor = Actor.from_manifest(manifest)
         limit = owner["spec"].get("maxTurnDurationSeconds") or actor.spec.max_turn_duration_seconds
+        idle = owner["spec"].get("idleTimeoutSeconds") or actor.spec.idle_timeout_seconds
         epoch = await self.control.process_started(
             session.id, max_turn_duration=None if limit is None else timedelta(seconds=limit)
         )
@@ -120,6 +124,7 @@ class Supervisor:
             epoch=epoch,
             actor=actor,
             runner_url=self.settings.runner_url,
+            idle_timeout_seconds=idle,
         )
         await self.kube.ensure_secret(
             session.namespace, pods.build_token_secret_spec(spec, self.tokens.token_for(session.id))
