@@ -426,6 +426,38 @@ async def test_a_drained_closing_session_receives_none(
     assert await session.receive() is None
 
 
+async def test_an_idle_process_receives_none_once_its_idle_timeout_passes(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    assert await session.receive(idle_timeout=0.3) is None
+    asked = [body for name, body in plane.calls if name == "receive"]
+    assert asked
+    # Every wait ended at the idle end: the server answered "no turn" for all of it.
+    assert all(0 < body["timeout"] <= 0.3 for body in asked)
+    assert sum(body["timeout"] for body in asked) >= 0.3 - 0.05
+
+
+async def test_a_turn_within_the_idle_timeout_is_received(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    async def first_window_empty(request: web.Request, body: dict[str, Any]) -> None:
+        if plane.names().count("receive") == 1:
+            raise ReceiveTimeout("nothing yet")
+        await plane.turns.put(assignment("turn_1", 1, "in time"))
+
+    plane.hooks["receive"] = first_window_empty
+    turn = await session.receive(idle_timeout=60)
+    assert turn is not None
+    assert turn.input == "in time"
+
+
+async def test_a_receive_timeout_before_the_idle_end_still_raises(
+    plane: FakeControlPlane, session: Session
+) -> None:
+    with pytest.raises(ReceiveTimeout):
+        await session.receive(timeout=0.2, idle_timeout=60)
+
+
 async def test_receiving_again_never_settles_the_held_turn(
     plane: FakeControlPlane, session: Session
 ) -> None:
@@ -733,6 +765,19 @@ async def test_the_process_exits_0_when_run_returns(
     assert plane.settled == {"turn_1": ("complete", {"result": {"done": "a"}})}
 
 
+async def test_an_idle_process_ends_with_0_after_the_control_planes_idle_timeout(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+    runner = await start_runner("actors:finishes", **{contract.ENV_IDLE_TIMEOUT: "0.5"})
+
+    assert await exit_code(runner) == ExitCode.OK
+    assert plane.settled == {"turn_1": ("complete", {"result": {"done": "a"}})}
+    idle = [body for name, body in plane.calls if name == "receive"][1:]
+    assert idle
+    assert all(body["idle_timeout"] == 0.5 and body["timeout"] <= 0.5 for body in idle)
+
+
 async def test_an_exception_from_run_fails_the_held_turn_and_the_process(
     plane: FakeControlPlane, start_runner: StartRunner
 ) -> None:
@@ -755,6 +800,9 @@ async def test_an_exception_from_run_fails_the_held_turn_and_the_process(
         ("actors:finishes", {contract.ENV_PROCESS_EPOCH: "three"}),
         ("actors:finishes", {contract.ENV_TOKEN_FILE: "/nonexistent/token"}),
         ("actors:finishes", {contract.ENV_URL: ""}),
+        ("actors:finishes", {contract.ENV_IDLE_TIMEOUT: "0"}),
+        ("actors:finishes", {contract.ENV_IDLE_TIMEOUT: "soon"}),
+        ("actors:finishes", {contract.ENV_IDLE_TIMEOUT: "nan"}),
     ],
 )
 async def test_a_runner_that_cannot_load_its_actor_exits_78(

@@ -34,6 +34,8 @@ class RunnerSpec:
     epoch: int
     actor: Actor
     runner_url: str
+    idle_timeout_seconds: int | None = None
+    """The warm wait before suspension: the Session's override, else the Actor's."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:
@@ -91,6 +93,8 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
         {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
         {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
     ]
+    if spec.idle_timeout_seconds is not None:
+        env.append({"name": contract.ENV_IDLE_TIMEOUT, "value": str(spec.idle_timeout_seconds)})
     env += [{"name": e.name, "value": e.value} for e in actor.env or []]
     labels = runner_labels(spec.session_name, spec.session_id) | {LABEL_EPOCH: str(spec.epoch)}
     return {

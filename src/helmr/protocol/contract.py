@@ -28,6 +28,11 @@ ENV_PROCESS_EPOCH = "HELMR_PROCESS_EPOCH"
 ENV_ENTRYPOINT = "HELMR_ENTRYPOINT"
 """The actor to run, ``module:attr`` (``attr`` may be dotted), naming an ``Actor``."""
 
+ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"
+"""Seconds (a positive number) this process waits warm for its next turn before it
+ends itself (managed suspension; new work starts a new process): the Session's
+``idleTimeoutSeconds``, else its Actor's. Optional."""
+
 
 class ExitCode(IntEnum):
     """How a runner process ended, as its exit code tells the control plane."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -43,6 +44,8 @@ class Config:
     token: str
     epoch: int
     entrypoint: str
+    idle_timeout: float | None = None
+    """The control plane's warm wait (``HELMR_IDLE_TIMEOUT``), if it gave one."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Config:
@@ -62,13 +65,25 @@ class Config:
         epoch = need(contract.ENV_PROCESS_EPOCH)
         if not epoch.isdigit():
             raise InitError(f"{contract.ENV_PROCESS_EPOCH}={epoch!r} is not an integer")
+        idle = environ.get(contract.ENV_IDLE_TIMEOUT, "").strip()
         return cls(
             url=need(contract.ENV_URL),
             session_id=need(contract.ENV_SESSION_ID),
             token=token,
             epoch=int(epoch),
             entrypoint=need(contract.ENV_ENTRYPOINT),
+            idle_timeout=_seconds(contract.ENV_IDLE_TIMEOUT, idle) if idle else None,
         )
+
+
+def _seconds(name: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise InitError(f"{name}={value!r} is not a positive number of seconds")
+    return seconds
 
 
 def load_actor(entrypoint: str) -> Actor:
@@ -110,7 +125,10 @@ async def _serve(actor: Actor, config: Config) -> int:
         config.url, config.session_id, config.token, config.epoch, on_fenced=_exit_fenced
     )
     async with transport:
-        session = Session(transport, idle_timeout=actor.idle_timeout)
+        # The control plane's value (the Session's or Actor manifest's) is the one
+        # enforced; actor(idle_timeout=) applies where it gave none.
+        idle_timeout = config.idle_timeout or actor.idle_timeout
+        session = Session(transport, idle_timeout=idle_timeout)
         run = asyncio.get_running_loop().create_task(_run(actor, session))
         stopping = False
 

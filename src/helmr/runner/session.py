@@ -37,21 +37,32 @@ class Session:
         timeout: float | None = None,  # noqa: ASYNC109 (the SDK's documented signature)
         idle_timeout: float | None = None,
     ) -> Turn | None:
-        """The next turn, or None once the session is closing and has no more turns.
+        """The next turn, or None once this process gets no more turns: the session
+        is closing and has drained, or the process stayed idle (managed suspension).
 
         Waits up to ``timeout`` seconds (forever when None), then raises
-        ``ReceiveTimeout``. ``idle_timeout`` overrides the actor's: how long the
-        session may stay idle before Helmr suspends it. Receiving never settles
-        a turn: while this process holds an unsettled turn, ``receive`` waits
-        until it is settled.
+        ``ReceiveTimeout``. ``idle_timeout`` overrides the process's (the control
+        plane's, else the actor's): when no turn comes for that long, ``receive``
+        returns None so that ``run`` returns and the process ends; the session
+        stays open and its next turn starts a new process. Receiving never
+        settles a turn: while this process holds an unsettled turn, ``receive``
+        waits until it is settled.
         """
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         idle = self._idle_timeout if idle_timeout is None else idle_timeout
+        idle_end = None if idle is None else loop.time() + idle
         while True:
-            window = POLL_WINDOW if deadline is None else min(deadline - loop.time(), POLL_WINDOW)
+            now = loop.time()
+            if idle_end is not None and idle_end <= now:
+                # The server answered "no turn" for a wait that lasted until the
+                # idle end, so no turn was given to this process: it may end.
+                return None
+            window = POLL_WINDOW if deadline is None else min(deadline - now, POLL_WINDOW)
             if window <= 0:
                 raise ReceiveTimeout(f"no turn arrived within {timeout} s")
+            if idle_end is not None:
+                window = min(window, idle_end - now)
             try:
                 reply = await self._transport.call(
                     routes.receive(self.id),
@@ -69,6 +80,8 @@ class Session:
                 # settle it, asking again now and then in case the server ends it.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(current._wait_settled(), min(RECHECK, window))
+                if idle is not None:
+                    idle_end = loop.time() + idle  # holding a turn is not being idle
                 continue
             if current is not None:
                 # A new turn means the server ended the one this process held.
