@@ -12,6 +12,7 @@ from pydantic import JsonValue
 from helmr.control import ControlConfig
 from helmr.errors import Conflict, InvalidInput, SessionNotOpen, StaleEpoch
 from helmr.events import EventKind
+from helmr.protocol import ExitCode
 
 from .test_control_harness import Clock, Harness
 
@@ -288,3 +289,34 @@ async def test_reported_facts_are_recorded_once_per_subject(h: Harness) -> None:
     assert first.id == f"{session.id}:session.recovery_gap:loss-1"
     with pytest.raises(InvalidInput):
         await h.control.record_event(session.id, EventKind.TURN_COMPLETED, {}, subject="t")
+
+
+async def test_a_process_that_cannot_load_its_actor_fails_the_session(h: Harness) -> None:
+    session = await h.session()
+    queued = await h.control.enqueue(session.id, "never runs")
+    epoch = await h.control.process_started(session.id)
+
+    outcome = await h.control.process_exited(session.id, epoch, ExitCode.INIT_FAILED)
+
+    assert (outcome.outcome, outcome.session_status) == ("failed", "failed")
+    state = await h.control.get_session(session.id)
+    assert (state.status, state.failure_reason, state.hold) == (
+        "failed",
+        "actor_init_failed",
+        None,
+    )
+    cancelled = await h.control.get_turn(session.id, queued.id)
+    assert (cancelled.status, cancelled.reason) == ("cancelled", "session_failed")
+    assert await h.control.sessions_needing_runner() == []
+    last = (await h.events(session.id))[-2:]
+    assert [e.kind for e in last] == [EventKind.SESSION_PROCESS_FAILED, EventKind.TURN_CANCELLED]
+
+
+async def test_an_init_failure_after_a_requested_stop_is_only_a_stop(h: Harness) -> None:
+    session = await h.session()
+    await h.control.enqueue(session.id, "work")
+    epoch = await h.control.process_started(session.id)
+    await h.control.close(session.id)
+    await h.control.cancel(session.id)  # asks the process to stop
+    outcome = await h.control.process_exited(session.id, epoch, ExitCode.INIT_FAILED)
+    assert (outcome.outcome, outcome.session_status) == ("stopped", "closed")

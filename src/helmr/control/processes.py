@@ -28,6 +28,7 @@ from helmr.control.views import (
 )
 from helmr.errors import Conflict, SessionNotOpen
 from helmr.events import EventKind
+from helmr.protocol import ExitCode
 from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
 
 
@@ -63,7 +64,10 @@ def exited(
 
     A failure interrupts the running Turn (``reason``, by default
     ``process_failed``) and counts; the count reaching the limit holds the
-    Session (``process_failures``). Reports for another epoch are ignored.
+    Session (``process_failures``). A process that could not load its actor
+    (``ExitCode.INIT_FAILED``) is a known initialization failure: it fails
+    the Session (``actor_init_failed``) instead of starting another process.
+    Reports for another epoch are ignored.
     """
     session = sessions.require(tx, session_id)
     if not _is_live(session, epoch):
@@ -94,6 +98,9 @@ def exited(
             epoch=epoch,
         )
     finish_closing(tx, session_id)
+    ended = sessions.require(tx, session_id).status in ("closed", "failed")
+    if failed and exit_code == ExitCode.INIT_FAILED and not ended:
+        fail_session(tx, session_id, "actor_init_failed")
     return _outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
 
 
