@@ -271,3 +271,39 @@ async def test_a_throwing_handler_fails_its_turn_and_the_next_turn_runs(
     assert [e.data for e in events if e.kind == "turn.failed" and e.turn_id == boom.id] == [
         {"error": {"code": "actor_error", "message": "boom"}}
     ]
+
+
+async def test_an_actor_that_cannot_initialize_fails_the_session(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    # The module exists, the attribute does not: the runner exits 78 (INIT_FAILED).
+    create_actor(api_client, namespace, runner_image, entrypoint="echo.echo:no_such_actor")
+    session = await start_session(helmr, namespace)
+    turns = [await session.enqueue(f"never runs {i}") for i in range(2)]
+
+    async def failed() -> Session | None:
+        state = await session.retrieve()
+        return state if state.status == "failed" else None
+
+    state = await eventually(failed, what="the session to fail")
+    assert state.failure_reason == "actor_init_failed"
+    assert state.hold is None
+    # A known initialization failure is not retried: one process, one counted failure.
+    assert state.process_epoch == 1
+    for turn in turns:
+        never = await turn.retrieve()
+        assert (never.status, never.reason, never.started_at) == (
+            "cancelled",
+            "session_failed",
+            None,
+        )
+    events = await all_events(session)
+    assert of_kind(events, "session.process_failed") == [
+        {"processEpoch": 1, "reason": "process_failed", "holdId": None}
+    ]
+    assert of_kind(events, "turn.running") == []
+    await eventually(lambda: not runner_pods(core, namespace), what="no runner pod left")
