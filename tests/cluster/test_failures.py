@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from helmr.client import Client, Event, Session, SessionRef, TurnRef
-from helmr.errors import SessionNotOpen
+from helmr.errors import SessionHeld, SessionNotOpen
 from helmr.resources import GROUP, SESSIONS, VERSION
 
 from .conftest import Operator
@@ -118,7 +118,9 @@ async def test_three_crashes_in_a_row_hold_the_session_until_resumed(
     cr = session_cr(api_client, namespace, state.name)["status"]
     assert cr["consecutiveProcessFailures"] == 3
 
-    # Held: enqueue still admits, but nothing runs and no process starts.
+    # Held: send is refused, enqueue still admits, but nothing runs and no process starts.
+    with pytest.raises(SessionHeld):
+        await session.send("hello?")
     after = await session.enqueue("after the hold")
     assert after.state is not None
     assert after.state.status == "queued"
@@ -173,8 +175,12 @@ async def test_a_deleted_runner_pod_is_an_execution_loss_not_a_process_failure(
         e.data for e in events if e.kind == "turn.interrupted" and e.turn_id == stuck.id
     )
     assert isinstance(interrupted, dict)
-    assert interrupted["reason"] == "computer_execution_lost"
-    assert interrupted["leaseEpoch"] == epoch
+    assert interrupted == {
+        "reason": "computer_execution_lost",
+        "computerId": None,
+        "leaseEpoch": epoch,
+        "recoveryGap": False,
+    }
 
     # The loss neither counted nor reset the count: two more crashes make three.
     await crash(session)
