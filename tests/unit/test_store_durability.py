@@ -1,0 +1,97 @@
+"""No acknowledged write is lost when the process is SIGKILLed mid-load.
+
+The writer runs in a child process (this file run as a script): four tasks
+append events as fast as they can and print each one once its write is
+acknowledged. The test kills the child with SIGKILL while it is writing,
+reopens the database and looks for every acknowledged event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from helmr.events import EventKind
+from helmr.store import Store, sessions
+
+ACKS_BEFORE_KILL = 3000
+
+
+async def _write_until_killed(path: Path) -> None:
+    async with await Store.open(path) as store:
+        session = await store.write(
+            lambda tx: sessions.insert(
+                tx,
+                namespace="team",
+                name="durable",
+                actor="a",
+                workspace="w",
+                key=None,
+                idempotency_key=None,
+                max_turn_duration=None,
+            )
+        )
+        print(f"session {session.id}", flush=True)
+
+        async def writer(number: int) -> None:
+            while True:
+                event = await store.append_event(session.id, EventKind.TURN_OUTPUT, number)
+                print(f"ack {event.sequence} {event.id}", flush=True)
+
+        await asyncio.gather(*(writer(n) for n in range(4)))
+
+
+def _acknowledged(lines: list[str]) -> dict[int, str]:
+    acks = {}
+    for line in lines:
+        if line.startswith("ack ") and line.endswith("\n"):  # a line cut by the kill is no ack
+            _, sequence, event_id = line.split()
+            acks[int(sequence)] = event_id
+    return acks
+
+
+def _kill_mid_load(path: Path) -> tuple[str, dict[int, str]]:
+    """Runs the writer, SIGKILLs it after enough acks; returns its session and acks."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    lines = [child.stdout.readline()]
+    while len(lines) <= ACKS_BEFORE_KILL:
+        line = child.stdout.readline()
+        assert line, f"the writer ended early with {child.poll()}"
+        lines.append(line)
+    os.kill(child.pid, signal.SIGKILL)
+    lines.extend(child.stdout.readlines())  # printed before the kill: acknowledged too
+    assert child.wait() == -signal.SIGKILL
+    return lines[0].split()[1], _acknowledged(lines)
+
+
+async def _stored(path: Path, session_id: str) -> dict[int, str]:
+    stored: dict[int, str] = {}
+    async with await Store.open(path) as store:
+        after = 0
+        while True:
+            page = await store.page(session_id, after, 1000)
+            stored.update((event.sequence, event.id) for event in page.records)
+            after = page.next_after
+            if not page.has_more:
+                return stored
+
+
+def test_sigkill_loses_no_acknowledged_event(tmp_path: Path) -> None:
+    path = tmp_path / "helmr.db"
+    session_id, acks = _kill_mid_load(path)
+    assert len(acks) >= ACKS_BEFORE_KILL
+    stored = asyncio.run(_stored(path, session_id))
+    assert list(stored) == list(range(1, len(stored) + 1))
+    missing = {seq: event_id for seq, event_id in acks.items() if stored.get(seq) != event_id}
+    assert missing == {}
+
+
+if __name__ == "__main__":
+    asyncio.run(_write_until_killed(Path(sys.argv[1])))
