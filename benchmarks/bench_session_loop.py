@@ -1,0 +1,544 @@
+"""Session-loop latency against a real cluster, beside what Kubernetes itself costs.
+
+Starts a real control plane (``kopf run -m helmr.operator``, as the cluster
+tests do) on this host and measures, in one run:
+
+warm (the session's runner pod is up and idle, long-polling ``receive``):
+  - the apiserver's own create-to-watch latency: a ConfigMap is created and
+    timed until a watch already open sees it;
+  - enqueue → handler start over the REST API (``POST .../turns``): until the
+    ``turn.running`` record (the dispatch the runner's ``receive`` answers
+    with), and until the turn's first ``turn.output`` (written by the echo
+    handler, so an upper bound on the handler having started);
+  - the same for a ``Turn`` applied to the apiserver (the kubectl path: apiserver
+    → the operator's watch → admission → dispatch);
+
+cold:
+  - a bare pod from the runner image on the same node, created → ``Running``
+    and → its first log line (timestamped by the container runtime), and the
+    same pod printing only after importing what a runner imports first;
+  - a Helmr session started and a turn enqueued → its runner pod created →
+    ``Running`` → the first ``turn.running``.
+
+The two kinds alternate, one pod at a time, so they share the node's load.
+
+Every timestamp is this host's wall clock (the control plane runs here; the
+node's containerd shares the clock), so differences across them are valid.
+Figures are printed, never asserted.
+
+    KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
+        .venv/bin/python benchmarks/bench_session_loop.py [--turns 100] [--cold 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kubernetes import client, config, watch  # noqa: E402
+from tests.cluster import conftest  # noqa: E402
+from tests.cluster.pods import restricted_container  # noqa: E402
+from tests.cluster.sessions import create_actor, start_session  # noqa: E402
+
+from helmr.client import Client, Event, SessionRef  # noqa: E402
+from helmr.resources import API_VERSION, GROUP, TURNS, VERSION  # noqa: E402
+
+RUNNER_LABEL = "helmr.dev/component=runner"
+BARE_LABEL = "bench=bare-pod"
+CM_LABEL = "bench=configmap"
+
+
+# --- statistics and the table -----------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between closest ranks."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+class Table:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str, str]] = []
+
+    def section(self, title: str) -> None:
+        self.rows.append((title, "", "", "", ""))
+
+    def latency(self, name: str, seconds: list[float]) -> tuple[float, float]:
+        ms = [s * 1000 for s in seconds]
+        p50, p99 = percentile(ms, 50), percentile(ms, 99)
+        mean = statistics.fmean(ms)
+        self.rows.append((f"  {name}", str(len(ms)), f"{p50:.1f}", f"{p99:.1f}", f"{mean:.1f}"))
+        return p50, p99
+
+    def ratio(self, name: str, top: tuple[float, float], bottom: tuple[float, float]) -> None:
+        self.rows.append(
+            (f"  {name}", "", f"{top[0] / bottom[0]:.2f}x", f"{top[1] / bottom[1]:.2f}x", "")
+        )
+
+    def print(self) -> None:
+        header = ("measurement", "n", "p50 ms", "p99 ms", "mean ms")
+        width = max(len(r[0]) for r in [*self.rows, header])
+        line = f"{{:<{width}}}  {{:>4}}  {{:>9}}  {{:>9}}  {{:>9}}"
+        print(line.format(*header))
+        print("-" * (width + 40))
+        for row in self.rows:
+            print(line.format(*row))
+
+
+# --- the cluster side ---------------------------------------------------------------------
+
+
+def list_version(listed: Any) -> str:
+    """The resource version of a list, to watch from."""
+    return str(listed.metadata.resource_version)
+
+
+class PodTimes(threading.Thread):
+    """Watches pods of a namespace; records when each was first seen, and ``Running``."""
+
+    def __init__(self, kubeconfig: str, namespace: str) -> None:
+        super().__init__(daemon=True)
+        api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.running: dict[str, float] = {}
+        self.added: dict[str, float] = {}
+        self.nodes: dict[str, str] = {}
+        self.done = threading.Event()
+        self.changed = threading.Condition()
+
+    def run(self) -> None:
+        version = list_version(self.core.list_namespaced_pod(self.namespace))
+        while not self.done.is_set():
+            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                self.core.list_namespaced_pod,
+                self.namespace,
+                resource_version=version,
+                timeout_seconds=2,
+            )
+            for event in stream:
+                seen = time.time()
+                pod = event["object"]
+                version = pod.metadata.resource_version
+                name = pod.metadata.name
+                self.added.setdefault(name, seen)
+                if pod.spec.node_name:
+                    self.nodes[name] = pod.spec.node_name
+                if pod.status.phase == "Running" and name not in self.running:
+                    with self.changed:
+                        self.running[name] = seen
+                        self.changed.notify_all()
+
+    def wait_running(self, name: str, timeout: float = 120) -> float:
+        with self.changed:
+            if not self.changed.wait_for(lambda: name in self.running, timeout):
+                raise TimeoutError(f"pod {name} not Running within {timeout}s")
+            return self.running[name]
+
+
+def configmap_latencies(kubeconfig: str, namespace: str, n: int) -> list[float]:
+    """Create → seen by an already open watch, one ConfigMap at a time."""
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    core = client.CoreV1Api(api)
+    seen: dict[str, float] = {}
+    cond = threading.Condition()
+    version = list_version(core.list_namespaced_config_map(namespace, label_selector=CM_LABEL))
+    stop = threading.Event()
+
+    def follow() -> None:
+        nonlocal version
+        while not stop.is_set():
+            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                core.list_namespaced_config_map,
+                namespace,
+                label_selector=CM_LABEL,
+                resource_version=version,
+                timeout_seconds=2,
+            )
+            for event in stream:
+                at = time.time()
+                version = event["object"].metadata.resource_version
+                if event["type"] == "ADDED":
+                    with cond:
+                        seen[event["object"].metadata.name] = at
+                        cond.notify_all()
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    time.sleep(0.5)  # the watch is open
+    latencies = []
+    for i in range(n):
+        name = f"bench-{i}"
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=name, labels={"bench": "configmap"}),
+            data={"i": str(i)},
+        )
+        started = time.time()
+        core.create_namespaced_config_map(namespace, body)
+        with cond:
+            if not cond.wait_for(lambda name=name: name in seen, 30):  # type: ignore[misc]
+                raise TimeoutError(f"the watch never saw {name}")
+            latencies.append(seen[name] - started)
+        time.sleep(0.05)
+    stop.set()
+    return latencies
+
+
+def log_line_time(core: client.CoreV1Api, namespace: str, name: str) -> float:
+    """When the container runtime stamped the pod's first log line."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            text = core.read_namespaced_pod_log(name, namespace, timestamps=True)
+        except client.ApiException:
+            text = ""
+        if text.strip():
+            stamp = text.split(" ", 1)[0]
+            return parse_rfc3339(stamp)
+        time.sleep(0.1)
+    raise TimeoutError(f"pod {name} logged nothing")
+
+
+def parse_rfc3339(stamp: str) -> float:
+    # 2024-01-01T00:00:00.123456789Z: trim the nanoseconds Python cannot parse.
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    micro = (frac + "000000")[:6]
+    return datetime.fromisoformat(f"{head}.{micro}+00:00").timestamp()
+
+
+BARE = "print('up', flush=True); import time; time.sleep(3600)"
+"""A bare pod: Python prints a line at once."""
+IMPORTS = "import helmr.runner.entrypoint, echo.echo; " + BARE
+"""The same after importing what a runner process imports before its first call."""
+
+
+def bare_pod(name: str, image: str, node: str, code: str) -> client.V1Pod:
+    container = restricted_container(name, ["python3", "-c", code], image=image)
+    # As the runner pods get them (the Actor's resources, a read-only root).
+    container.resources = client.V1ResourceRequirements(
+        requests={"cpu": "10m"}, limits={"memory": "128Mi"}
+    )
+    assert container.security_context is not None
+    container.security_context.read_only_root_filesystem = True
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"bench": "bare-pod"}),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            automount_service_account_token=False,
+            termination_grace_period_seconds=0,
+            node_selector={"kubernetes.io/hostname": node},
+            containers=[container],
+        ),
+    )
+
+
+# --- the Helmr side -----------------------------------------------------------------------
+
+
+class Timeline:
+    """Follows a session's timeline (SSE) so the benchmark can wait on it."""
+
+    def __init__(self, session: SessionRef) -> None:
+        self.session = session
+        self.events: list[Event] = []
+        self._changed = asyncio.Condition()
+        self._task = asyncio.create_task(self._follow())
+
+    async def _follow(self) -> None:
+        async for event in self.session.events.stream(after=0):
+            async with self._changed:
+                self.events.append(event)
+                self._changed.notify_all()
+
+    async def until(self, done: Callable[[list[Event]], bool], timeout: float = 120) -> None:  # noqa: ASYNC109
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: done(self.events))
+
+    def count(self, kind: str) -> int:
+        return sum(1 for e in self.events if e.kind == kind)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with suppress(asyncio.CancelledError):
+            await self._task
+
+
+def first(events: list[Event], kind: str, turn_id: str) -> float:
+    for event in events:
+        if event.kind == kind and event.turn_id == turn_id:
+            return event.created_at.timestamp()
+    raise LookupError(f"no {kind} for {turn_id}")
+
+
+def turn_cr(name: str, session_name: str, input: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Turn",
+        "metadata": {"name": name},
+        "spec": {"sessionRef": {"name": session_name}, "input": input},
+    }
+
+
+async def warm_turns(
+    helmr: Client, api: client.ApiClient, namespace: str, turns: int
+) -> dict[str, list[float]]:
+    session = await start_session(helmr, namespace)
+    timeline = Timeline(session)
+    custom = client.CustomObjectsApi(api)
+    try:
+        warmup = await session.enqueue("warm up")
+        await timeline.until(lambda ev: any(e.kind == "turn.completed" for e in ev), 180)
+        assert (await warmup.retrieve()).status == "completed"
+        rest_started: dict[str, float] = {}
+        for i in range(turns):
+            await asyncio.sleep(0.1)  # the runner is back in its receive long poll
+            started = time.time()
+            ref = await session.enqueue(f"rest {i}")
+            rest_started[ref.id] = started
+            done = i + 2
+            await timeline.until(lambda ev, done=done: _completed(ev) >= done)  # type: ignore[misc]
+        name = (await session.retrieve()).name
+        cr_started: list[float] = []
+        for i in range(turns):
+            await asyncio.sleep(0.1)
+            started = time.time()
+            await asyncio.to_thread(
+                custom.create_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                TURNS,
+                turn_cr(f"bench-{i}", name, f"cr {i}"),
+            )
+            cr_started.append(started)
+            done = turns + i + 2
+            await timeline.until(lambda ev, done=done: _completed(ev) >= done)  # type: ignore[misc]
+        events = timeline.events
+    finally:
+        await timeline.close()
+    running = [e for e in events if e.kind == "turn.running"]
+    assert len(running) == 2 * turns + 1, len(running)
+    out: dict[str, list[float]] = {"rest_running": [], "rest_output": [], "cr_running": []}
+    for turn_id, started in rest_started.items():
+        out["rest_running"].append(first(events, "turn.running", turn_id) - started)
+        out["rest_output"].append(first(events, "turn.output", turn_id) - started)
+    cr_running = running[1 + turns :]
+    for event, started in zip(cr_running, cr_started, strict=True):
+        out["cr_running"].append(event.created_at.timestamp() - started)
+    await session.cancel()
+    return out
+
+
+def _completed(events: list[Event]) -> int:
+    return sum(1 for e in events if e.kind == "turn.completed")
+
+
+async def cold_starts(
+    helmr: Client,
+    core: client.CoreV1Api,
+    pods: PodTimes,
+    namespace: str,
+    image: str,
+    samples: int,
+) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {
+        "helmr_pod_created": [],
+        "helmr_pod_running": [],
+        "helmr_turn_running": [],
+        "bare_running": [],
+        "bare_log": [],
+        "imports_running": [],
+        "imports_log": [],
+    }
+    for i in range(samples):
+        # A Helmr session: started, one turn enqueued, until that turn runs.
+        started = time.time()
+        session, _ = await helmr.actors.start("echo", namespace=namespace, workspace=f"cold-{i}")
+        turn = await session.enqueue(f"cold {i}")
+        done = await turn.wait(timeout=180)
+        assert done.status == "completed", done
+        view = await session.retrieve()
+        pod = f"{view.name}-runner-{view.process_epoch}"
+        events = await _all(session)
+        out["helmr_turn_running"].append(first(events, "turn.running", turn.id) - started)
+        out["helmr_pod_running"].append(await asyncio.to_thread(pods.wait_running, pod) - started)
+        out["helmr_pod_created"].append(pods.added[pod] - started)
+        node = pods.nodes[pod]
+        await session.cancel()
+        await _gone(core, namespace, RUNNER_LABEL)
+        # Bare pods of the same image on the same node: Python alone, then with the
+        # runner's imports (what a runner process does before its first call).
+        for kind, code in (("bare", BARE), ("imports", IMPORTS)):
+            name = f"{kind}-{i}"
+            pod_body = bare_pod(name, image, node, code)
+            started = time.time()
+            await asyncio.to_thread(core.create_namespaced_pod, namespace, pod_body)
+            running = await asyncio.to_thread(pods.wait_running, name)
+            logged = await asyncio.to_thread(log_line_time, core, namespace, name)
+            out[f"{kind}_running"].append(running - started)
+            out[f"{kind}_log"].append(logged - started)
+            await asyncio.to_thread(
+                core.delete_namespaced_pod, name, namespace, grace_period_seconds=0
+            )
+            await _gone(core, namespace, BARE_LABEL)
+    return out
+
+
+async def _all(session: SessionRef) -> list[Event]:
+    records: list[Event] = []
+    after = 0
+    while True:
+        page = await session.events.list(after=after, limit=1000)
+        records += page.records
+        after = page.next_after
+        if not page.has_more:
+            return records
+
+
+async def _gone(core: client.CoreV1Api, namespace: str, selector: str) -> None:
+    """Waits until no pod of ``selector`` is left, so samples never overlap."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        listed = await asyncio.to_thread(
+            core.list_namespaced_pod, namespace, label_selector=selector
+        )
+        if not listed.items:
+            return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"pods {selector} still there")
+
+
+# --- setup and main -----------------------------------------------------------------------
+
+
+@contextmanager
+def control_plane(kubeconfig: str) -> Iterator[conftest.Operator]:
+    data = Path(tempfile.mkdtemp(prefix="helmr-bench-"))
+    port = conftest._free_port()
+    token = uuid.uuid4().hex
+    env = dict(os.environ) | {
+        "KUBECONFIG": kubeconfig,
+        "HELMR_STORE_PATH": str(data / "helmr.db"),
+        "HELMR_API_PORT": str(port),
+        "HELMR_RUNNER_URL": f"http://{conftest._node_ip()}:{port}",
+        "HELMR_AUTH": f"static:{token}",
+    }
+    op = conftest.Operator(
+        url=f"http://127.0.0.1:{port}", token=token, env=env, log=data / "operator.log"
+    )
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        print(f"operator log: {op.log}")
+
+
+@contextmanager
+def bench_namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"{conftest.RUN_PREFIX}bench-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(
+                name=name, labels={"pod-security.kubernetes.io/enforce": "restricted"}
+            )
+        )
+    )
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name, propagation_policy="Background")
+
+
+def prepare(kubeconfig: str, build: bool) -> None:
+    for args in (
+        ["apply", "--server-side", "-f", str(REPO / "crds")],
+        ["wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "crds")],
+    ):
+        done = conftest.kubectl(kubeconfig, *args)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr)
+    if build:
+        subprocess.run(["bash", str(REPO / "hack" / "build-images.sh"), "--import"], check=True)
+
+
+async def bench(args: argparse.Namespace) -> None:
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        raise SystemExit("set KUBECONFIG to the cluster to measure")
+    prepare(kubeconfig, args.build)
+    image = conftest.RUNNER_IMAGE
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    core = client.CoreV1Api(api)
+    table = Table()
+    with control_plane(kubeconfig) as op, bench_namespace(core) as namespace:
+        create_actor(api, namespace, image)
+        pods = PodTimes(kubeconfig, namespace)
+        pods.start()
+        async with Client(op.url, op.token) as helmr:
+            print(f"warm: {args.turns} turns per path ...", flush=True)
+            warm = await warm_turns(helmr, api, namespace, args.turns)
+            print(f"apiserver: {args.turns} ConfigMaps ...", flush=True)
+            apiserver = await asyncio.to_thread(
+                configmap_latencies, kubeconfig, namespace, args.turns
+            )
+            print(f"cold: {args.cold} sessions and {args.cold} bare pods ...", flush=True)
+            cold = await cold_starts(helmr, core, pods, namespace, image, args.cold)
+        pods.done.set()
+
+    table.section("warm runner: enqueue -> handler start")
+    base = table.latency("apiserver: ConfigMap create -> watch event", apiserver)
+    rest = table.latency("helmr: REST enqueue -> turn.running", warm["rest_running"])
+    table.latency("helmr: REST enqueue -> first turn.output", warm["rest_output"])
+    cr = table.latency("helmr: Turn CR create -> turn.running", warm["cr_running"])
+    table.ratio("ratio REST enqueue->running / create->watch", rest, base)
+    table.ratio("ratio Turn CR->running / create->watch", cr, base)
+    table.section("cold start (same image, same node)")
+    bare_run = table.latency("bare pod: create -> Running", cold["bare_running"])
+    bare_log = table.latency("bare pod: create -> first log line", cold["bare_log"])
+    table.latency("bare pod + runner imports: create -> first log line", cold["imports_log"])
+    table.latency("helmr: session start -> runner pod created", cold["helmr_pod_created"])
+    table.latency("helmr: session start -> runner pod Running", cold["helmr_pod_running"])
+    helmr_cold = table.latency(
+        "helmr: session start -> first turn.running", cold["helmr_turn_running"]
+    )
+    table.ratio("ratio helmr first turn.running / bare Running", helmr_cold, bare_run)
+    table.ratio("ratio helmr first turn.running / bare first log", helmr_cold, bare_log)
+    print()
+    table.print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=100, help="warm turns per path")
+    parser.add_argument("--cold", type=int, default=10, help="cold starts of each kind")
+    parser.add_argument(
+        "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
+    )
+    asyncio.run(bench(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
