@@ -9,11 +9,11 @@ never sees sequence n+1 without n, and ``after`` is an exact cursor.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Any, cast
+from operator import attrgetter
+from typing import cast
 
-from pydantic import JsonValue
+from pydantic import JsonValue, TypeAdapter
 
 from helmr.errors import InvalidInput, NotFound
 from helmr.events import Event, EventKind, EventPage, normalize_content
@@ -24,6 +24,11 @@ MAX_SAFE_INTEGER = 2**53 - 1
 MAX_PAGE = 1000
 
 _COLUMNS = "id, session_id, turn_id, sequence, created_at, kind, data, epoch"
+_EVENT_JSON = (
+    "json_object('id', id, 'session_id', session_id, 'turn_id', turn_id, 'sequence', sequence,"
+    " 'created_at', created_at, 'kind', kind, 'data', json(data), 'process_epoch', epoch)"
+)
+_EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 
 def append(
@@ -62,7 +67,7 @@ def append(
         (event_id, session_id, turn_id, taken[0], created_at, kind, encoded, process_epoch),
     )
     tx.touch(session_id)
-    return Event.model_construct(
+    return Event(
         id=event_id,
         session_id=session_id,
         turn_id=turn_id,
@@ -118,10 +123,8 @@ def append_output(
 
 
 def get(rt: ReadTx, event_id: str) -> Event | None:
-    cursor = rt.conn.cursor()
-    cursor.row_factory = None
-    row = cursor.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
-    return None if row is None else _event(row)
+    found = _events(rt, "SELECT * FROM events WHERE id = ?", (event_id,))
+    return found[0] if found else None
 
 
 def page(rt: ReadTx, session_id: str, after: int, limit: int) -> EventPage:
@@ -132,19 +135,16 @@ def page(rt: ReadTx, session_id: str, after: int, limit: int) -> EventPage:
     ).fetchone()
     if session is None:
         raise NotFound(f"no session {session_id}", session_id=session_id)
-    cursor = rt.conn.cursor()
-    # Plain tuples: this is the hot read path.
-    cursor.row_factory = None
-    rows = cursor.execute(
-        f"SELECT {_COLUMNS} FROM events WHERE session_id = ? AND sequence > ?"
-        " ORDER BY sequence LIMIT ?",
+    found = _events(
+        rt,
+        "SELECT * FROM events WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
         (session_id, after, limit + 1),
-    ).fetchall()
-    records = [_event(row) for row in rows[:limit]]
+    )
+    records = found[:limit]
     return EventPage(
         records=records,
         next_after=records[-1].sequence if records else after,
-        has_more=len(rows) > limit,
+        has_more=len(found) > limit,
         retained_after=session["retained_after"],
     )
 
@@ -156,16 +156,17 @@ def check_page(after: int, limit: int) -> None:
         raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", limit=limit)
 
 
-def _event(row: tuple[Any, ...]) -> Event:
-    # Rows come from our own writes, so validation would only cost time.
-    event_id, session_id, turn_id, sequence, created_at, kind, data, epoch = row
-    return Event.model_construct(
-        id=event_id,
-        session_id=session_id,
-        turn_id=turn_id,
-        sequence=sequence,
-        created_at=datetime.fromisoformat(created_at),
-        kind=EventKind(kind),
-        data=json.loads(data),
-        process_epoch=epoch,
-    )
+def _events(rt: ReadTx, select: str, args: tuple[object, ...]) -> list[Event]:
+    """The selected events, decoded in one pass.
+
+    SQLite renders the rows as one JSON array that pydantic validates in
+    Rust: this is the hot read path, and it is several times faster than
+    decoding each row's data and building each model in Python.
+    """
+    aggregate = f"SELECT json_group_array({_EVENT_JSON}) FROM ({select})"
+    (text,) = rt.conn.execute(aggregate, args).fetchone()
+    events = _EVENT_LIST.validate_json(text)
+    # SQLite does not promise that an aggregate keeps its input's order; the
+    # list is sorted already, so this costs one pass.
+    events.sort(key=attrgetter("sequence"))
+    return events
