@@ -122,12 +122,17 @@ async def test_leaving_a_turn_running_is_a_failure_even_with_exit_code_zero(h: H
     assert (await h.control.get_turn(session.id, turn.id)).status == "interrupted"
 
 
-async def test_a_failure_reason_is_reported_as_given(h: Harness) -> None:
+async def test_a_forced_stop_is_a_failure_with_the_reason_given(h: Harness) -> None:
     session = await h.session()
     epoch = await h.control.process_started(session.id)
-    await h.control.process_exited(session.id, epoch, 1, reason="stop_deadline_elapsed")
-    last = (await h.events(session.id))[-1]
-    assert last.data == {"processEpoch": epoch, "reason": "stop_deadline_elapsed", "holdId": None}
+    await h.control.close(session.id)  # asks the idle process to stop
+    outcome = await h.control.process_exited(session.id, epoch, -9, failure="stop_deadline_elapsed")
+    assert outcome.outcome == "failed"
+    failed = [e for e in await h.events(session.id) if e.kind == "session.process_failed"]
+    assert [e.data for e in failed] == [
+        {"processEpoch": epoch, "reason": "stop_deadline_elapsed", "holdId": None}
+    ]
+    assert (await h.control.get_session(session.id)).status == "closed"
 
 
 async def test_repeated_or_stale_process_reports_are_ignored(h: Harness) -> None:

@@ -169,11 +169,23 @@ async def test_acknowledged_writes_survive_reopening(tmp_path: Path) -> None:
 
 async def test_a_commit_wakes_the_watchers_of_its_session_only(store: Store) -> None:
     one, two = await new_session(store, "w1"), await new_session(store, "w2")
-    watch_one, watch_two = store.watch(one), store.watch(two)
-    await store.append_event(one, OUTPUT, "x")
-    assert watch_one.is_set()
-    assert not watch_two.is_set()
-    assert not store.watch(one).is_set()  # a fresh signal for the next commit
+    with store.watching(one) as watch_one, store.watching(two) as watch_two:
+        await store.append_event(one, OUTPUT, "x")
+        assert watch_one.is_set()
+        assert not watch_two.is_set()
+        with store.watching(one) as fresh:
+            assert not fresh.is_set()  # a new signal for the next commit
+    assert not store._signals._watches  # nobody waits: nothing is kept
+
+
+async def test_the_change_feed_lists_each_touched_session_once(store: Store) -> None:
+    one, two = await new_session(store, "w1"), await new_session(store, "w2")
+    await store.changed_sessions(timeout=0)
+    for _ in range(3):
+        await store.append_event(one, OUTPUT, "x")
+    await store.append_event(two, OUTPUT, "y")
+    assert await store.changed_sessions(timeout=0) == {one, two}
+    assert await store.changed_sessions(timeout=0) == set()
 
 
 async def test_a_database_of_another_schema_version_is_refused(tmp_path: Path) -> None:

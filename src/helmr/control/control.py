@@ -286,9 +286,11 @@ class Control:
         )
 
     async def process_exited(
-        self, session_id: str, epoch: int, exit_code: int, *, reason: str = "process_failed"
+        self, session_id: str, epoch: int, exit_code: int, *, failure: str | None = None
     ) -> ProcessOutcome:
-        """``reason`` names a failure's cause: ``process_failed`` or ``stop_deadline_elapsed``."""
+        """The process ended with ``exit_code``. Pass ``failure`` (the reason, e.g.
+        ``stop_deadline_elapsed``) when the operator knows it was a failure;
+        otherwise the exit code and the Session's state decide."""
         return await self._store.write(
             partial(
                 processes.exited,
@@ -296,7 +298,7 @@ class Control:
                 session_id=session_id,
                 epoch=epoch,
                 exit_code=exit_code,
-                reason=reason,
+                failure=failure,
             )
         )
 
@@ -418,10 +420,10 @@ class Control:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            signal = self._store.watch(session_id)
-            value = await attempt()
-            remaining = deadline - loop.time()
-            if ready(value) or remaining <= 0:
-                return value
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(signal.wait(), remaining)
+            with self._store.watching(session_id) as signal:
+                value = await attempt()
+                remaining = deadline - loop.time()
+                if ready(value) or remaining <= 0:
+                    return value
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(signal.wait(), remaining)

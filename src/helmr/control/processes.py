@@ -57,14 +57,23 @@ def started(tx: Tx, session_id: str, max_turn_duration: timedelta | None) -> int
 
 
 def exited(
-    tx: Tx, config: ControlConfig, session_id: str, epoch: int, exit_code: int, reason: str
+    tx: Tx,
+    config: ControlConfig,
+    session_id: str,
+    epoch: int,
+    exit_code: int,
+    failure: str | None,
 ) -> ProcessOutcome:
-    """The process ended. It failed if it ended on its own with a nonzero code,
-    or left a Turn running; a stop that was asked for is ``process_stopped``.
+    """The process ended: a failure, or a stop (``process_stopped``).
 
-    A failure interrupts the running Turn (``reason``, by default
-    ``process_failed``) and counts; the count reaching the limit holds the
-    Session (``process_failures``). A process that could not load its actor
+    ``failure`` is the operator's verdict when it knows the end was a failure
+    and why (``stop_deadline_elapsed``: a requested stop had to be forced).
+    Otherwise the exit decides: the process failed (``process_failed``) if it
+    ended on its own with a nonzero code, or left a Turn running; a stop that
+    was asked for, or a clean exit, is a stop.
+
+    A failure interrupts the running Turn and counts; the count reaching the
+    limit holds the Session (``process_failures``). A process that could not load its actor
     (``ExitCode.INIT_FAILED``) is a known initialization failure: it fails
     the Session (``actor_init_failed``) instead of starting another process.
     Reports for another epoch are ignored.
@@ -73,7 +82,10 @@ def exited(
     if not _is_live(session, epoch):
         return _outcome(tx, session_id, epoch, "ignored", None)
     turn = active_turn(tx, session)
-    failed = turn is not None or (session.stop_reason is None and exit_code != 0)
+    failed = (
+        failure is not None or turn is not None or (session.stop_reason is None and exit_code != 0)
+    )
+    reason = failure or "process_failed"
     _end_process(tx, session)
     if turn is not None:
         interrupt_turn(tx, turn, reason, processEpoch=epoch)
@@ -124,7 +136,7 @@ def execution_lost(
     if session.stop_reason is not None:
         # The pod went away because a stop was asked for: that is the stop
         # converging, not a loss (its exit code may never be seen).
-        return exited(tx, config, session_id, epoch, 0, "process_failed")
+        return exited(tx, config, session_id, epoch, 0, None)
     turn = active_turn(tx, session)
     _end_process(tx, session)
     if turn is not None:

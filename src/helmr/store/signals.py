@@ -1,32 +1,50 @@
-"""Wake-ups for coroutines waiting on a Session (long polls, SSE, ``receive``).
+"""Wake-ups after commits: per-Session signals for waiters, and a change feed.
 
-Take the signal *before* reading the state you wait on, then wait on it if
-the state is not there yet: a commit that lands after the signal was taken
-sets it, and one that landed before it is already visible to the read, so no
-wake-up is lost.
+Waiters (long polls, SSE, ``receive``) take a Session's signal *before*
+reading the state they wait on, then wait on it if the state is not there
+yet: a commit that lands after the signal was taken sets it, and one that
+landed before it is already visible to the read, so no wake-up is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+
+class _Watch:
+    __slots__ = ("event", "watchers")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.watchers = 0
 
 
 class Signals:
     def __init__(self) -> None:
-        # One event per watched Session; publishing retires it so that every
-        # event is set at most once and later watchers get a fresh one.
-        self._events: dict[str, asyncio.Event] = {}
+        # One entry per Session someone is waiting on. Publishing retires it,
+        # so each event is set at most once and later watchers get a fresh
+        # one; the last watcher to leave removes it, so idle Sessions cost nothing.
+        self._watches: dict[str, _Watch] = {}
         # The change feed: every Session touched since the last drain, for the
         # one consumer that mirrors all Sessions (the operator's status sync).
         self._changed: set[str] = set()
         self._any = asyncio.Event()
 
-    def watch(self, session_id: str) -> asyncio.Event:
-        event = self._events.get(session_id)
-        if event is None:
-            event = self._events[session_id] = asyncio.Event()
-        return event
+    @contextmanager
+    def watching(self, session_id: str) -> Iterator[asyncio.Event]:
+        """The signal the next commit touching the Session sets."""
+        watch = self._watches.get(session_id)
+        if watch is None:
+            watch = self._watches[session_id] = _Watch()
+        watch.watchers += 1
+        try:
+            yield watch.event
+        finally:
+            watch.watchers -= 1
+            if not watch.watchers and self._watches.get(session_id) is watch:
+                del self._watches[session_id]
 
     async def changed(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """The Sessions touched since the previous call, waiting up to ``timeout``
@@ -46,6 +64,6 @@ class Signals:
             self._changed.update(session_ids)
             self._any.set()
         for session_id in session_ids:
-            event = self._events.pop(session_id, None)
-            if event is not None:
-                event.set()
+            watch = self._watches.pop(session_id, None)
+            if watch is not None:
+                watch.event.set()

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -122,9 +123,10 @@ class Store:
         """Runs ``fn`` on a consistent snapshot that includes every acknowledged write."""
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._read, fn)
 
-    def watch(self, session_id: str) -> asyncio.Event:
-        """A signal set by the next commit that touches the Session (see :mod:`.signals`)."""
-        return self._signals.watch(session_id)
+    def watching(self, session_id: str) -> AbstractContextManager[asyncio.Event]:
+        """``with store.watching(sid) as signal``: set by the next commit that touches
+        the Session (see :mod:`.signals` for the order of watch and read)."""
+        return self._signals.watching(session_id)
 
     async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """The change feed: Sessions touched by commits since the previous call
@@ -191,5 +193,9 @@ class Store:
 
 def _open_writer(path: str, synchronous: Synchronous) -> sqlite3.Connection:
     conn = connect(path, synchronous=synchronous, read_only=False)
-    migrate(conn)
+    try:
+        migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
     return conn

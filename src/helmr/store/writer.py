@@ -93,9 +93,9 @@ class Writer:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             for job in batch:
-                tx = Tx(self._conn, self._clock())
                 self._conn.execute("SAVEPOINT job")
                 try:
+                    tx = Tx(self._conn, self._clock())
                     value = job.fn(tx)
                 except Exception as exc:
                     self._conn.execute("ROLLBACK TO job")
