@@ -35,7 +35,6 @@ from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import Event, EventKind, EventPage
 from helmr.protocol import ErrorInfo
 from helmr.store import Expired, Store
-from helmr.store import sessions as session_rows
 from helmr.store import turns as turn_rows
 
 T = TypeVar("T")
@@ -335,9 +334,7 @@ class Control:
 
     async def live_processes(self) -> list[SessionView]:
         """Sessions whose runner process is live (to check against pods after a restart)."""
-        return await self._store.read(
-            lambda rt: [load_session(rt, s.id) for s in session_rows.live(rt)]
-        )
+        return await self._store.read(processes.live)
 
     async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """Sessions changed since the previous call (one consumer: the status mirror)."""

@@ -198,6 +198,10 @@ def needing_runner(rt: ReadTx) -> list[SessionView]:
     return [load_session(rt, session.id) for session in sessions.needing_runner(rt)]
 
 
+def live(rt: ReadTx) -> list[SessionView]:
+    return [load_session(rt, session.id) for session in sessions.live(rt)]
+
+
 def _is_live(session: SessionRow, epoch: int | None) -> bool:
     return session.process_live and session.process_epoch == epoch
 
