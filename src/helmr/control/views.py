@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from helmr.protocol import ErrorInfo
 from helmr.store import (
+    TERMINAL_TURN_STATUSES,
     CloseHow,
     HoldRow,
     HoldScope,
@@ -148,7 +149,7 @@ class TurnView(_View):
 
     @property
     def terminal(self) -> bool:
-        return self.status in {"completed", "failed", "interrupted", "cancelled"}
+        return self.status in TERMINAL_TURN_STATUSES
 
     @classmethod
     def of(cls, row: TurnRow) -> TurnView:

@@ -134,10 +134,6 @@ class TurnRow:
     messages_ready_at: datetime | None
     payload_expired: bool
 
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL_TURN_STATUSES
-
     @classmethod
     def load(cls, row: sqlite3.Row) -> TurnRow:
         return cls(
