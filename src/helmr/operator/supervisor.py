@@ -45,6 +45,8 @@ class Supervisor:
         self.tokens = tokens
         self.settings = settings
         self._wake = asyncio.Event()
+        # Sessions already logged as waiting for their Actor (log once, not every pass).
+        self._waiting_for_actor: set[str] = set()
 
     def wake(self) -> None:
         """Asks for a pass now (a turn was admitted, a pod ended)."""
@@ -106,10 +108,20 @@ class Supervisor:
                     await self.kube.delete_pod(pod.namespace, pod.name)
             return
         owner = await self.kube.get_custom(session.namespace, SESSIONS, session.name)
-        manifest = await self.kube.get_custom(session.namespace, ACTORS, session.actor)
-        if owner is None or manifest is None:
-            log.warning("session %s waits for its Session and Actor %s", session.id, session.actor)
+        if owner is None:
+            # Its Session resource was deleted while no operator watched (the
+            # delete handler is best-effort: a finalizer would wedge namespace
+            # deletion whenever the operator is down). Deleting it cancels it.
+            log.warning("session %s: its Session resource is gone; cancelling", session.id)
+            await self.control.cancel(session.id)
             return
+        manifest = await self.kube.get_custom(session.namespace, ACTORS, session.actor)
+        if manifest is None:
+            if session.id not in self._waiting_for_actor:
+                log.warning("session %s waits for Actor %s", session.id, session.actor)
+                self._waiting_for_actor.add(session.id)
+            return
+        self._waiting_for_actor.discard(session.id)
         actor = Actor.from_manifest(manifest)
         limit = owner["spec"].get("maxTurnDurationSeconds") or actor.spec.max_turn_duration_seconds
         idle = owner["spec"].get("idleTimeoutSeconds") or actor.spec.idle_timeout_seconds
