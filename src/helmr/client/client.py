@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from helmr.client._http import Transport
-from helmr.client.models import Run, _StartReply
+from helmr.client.models import Run, StartResult
 from helmr.client.sessions import SessionRef, Sessions
 
 
@@ -38,7 +38,7 @@ class Actors:
             body["key"] = key
         if idempotency_key is not None:
             body["idempotency_key"] = idempotency_key
-        reply = _StartReply.model_validate(
+        reply = StartResult.model_validate(
             await self._http.request(
                 "POST", f"/v1/namespaces/{namespace}/actors/{actor}/sessions", body=body
             )

@@ -1,137 +1,45 @@
-"""What the client returns: the REST API's snake-case views as pydantic models.
+"""What the client returns: the REST API's views, ``helmr.protocol.api``'s models.
 
-The client talks HTTP only and cannot import the control plane, so these read
-the wire format of ``docs/api.md``. They ignore fields they do not know, so a
-client keeps working against a newer server. Events and pages are
-``helmr.events``' own models.
+The server sends exactly these models, so the client parses them as they are,
+under its own short names. They ignore fields they do not know, so a client
+keeps working against a newer server; a turn's ``error`` is the runner
+protocol's ``ErrorInfo``, which does not. ``Turn`` adds the one client-side
+convenience: every turn the client returns, read or waited for, has
+``timeout``. Events and pages are ``helmr.events``' own models.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Literal
+from helmr.protocol import ErrorInfo
+from helmr.protocol.api import (
+    HoldView,
+    MessageView,
+    RunView,
+    SendResult,
+    SessionView,
+    StartResult,
+    StopReceipt,
+    TurnWaitView,
+)
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+Session = SessionView
+Hold = HoldView
+Message = MessageView
+Run = RunView
+TurnError = ErrorInfo
 
-SessionStatus = Literal["open", "closing", "closed", "failed"]
-TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
-TERMINAL: frozenset[str] = frozenset({"completed", "failed", "interrupted", "cancelled"})
-
-
-class _View(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class Hold(_View):
-    hold_id: str
-    reason: str
-    """``interrupt`` or ``process_failures``."""
-    scope: Literal["session", "turn"]
-    turn_id: str | None
-    created_at: datetime
+__all__ = ["Hold", "Message", "Run", "Session", "StartResult", "StopReceipt", "Turn", "TurnError"]
 
 
-class Session(_View):
-    """A session's state; poll it for ``status == "closed"`` after cancel or close."""
+class Turn(TurnWaitView):
+    """A turn's status and outcome, as read or waited for.
 
-    id: str
-    namespace: str
-    name: str
-    actor: str
-    workspace: str
-    key: str | None
-    status: SessionStatus
-    hold: Hold | None
-    consecutive_failures: int
-    process_epoch: int
-    process_live: bool
-    active_turn_id: str | None
-    queued_turns: int
-    cancel_requested_at: datetime | None
-    closed_how: Literal["close", "cancel", "idle"] | None
-    closed_at: datetime | None
-    failure_reason: str | None = None
-    """Why a ``failed`` session failed."""
-    max_turn_duration: timedelta | None
-    created_at: datetime
-    retained_after: int
-
-
-class TurnError(_View):
-    code: str
-    message: str
-
-
-class Turn(_View):
-    """A turn's status and outcome.
-
-    ``has_result`` tells "completed without a result" from a JSON null result.
-    After retention ``payload_expired`` is true and the payloads are null.
-    ``timeout`` is true when ``wait`` returned because its timeout elapsed:
-    that ends the wait, not the turn.
+    ``timeout`` is true only when ``wait`` returned because its timeout
+    elapsed: that ends the wait, not the turn. A read has no timeout (false).
     """
 
-    id: str
-    session_id: str
-    sequence: int
-    status: TurnStatus
-    input: JsonValue
-    has_result: bool
-    result: JsonValue
-    has_response: bool
-    response: JsonValue
-    error: TurnError | None
-    reason: str | None
-    source: str
-    idempotency_key: str | None
-    created_at: datetime
-    started_at: datetime | None
-    ended_at: datetime | None
-    epoch: int | None
-    settling: bool
-    payload_expired: bool
     timeout: bool = False
 
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
 
-
-class Message(_View):
-    """A message receipt: accepted for that exact turn, not proof of handling."""
-
-    id: str
-    session_id: str
-    turn_id: str
-    data: JsonValue
-    status: Literal["admitted", "started", "delivered", "rejected", "unknown"]
-    reason: str | None
-    created_at: datetime
-    payload_expired: bool
-
-
-class StopReceipt(_View):
-    """An accepted interrupt; the process may still be converging. Resume with ``hold_id``."""
-
-    session_id: str
-    hold_id: str
-    scope: Literal["session", "turn"]
-    turn_id: str | None
-    accepted_at: datetime
-
-
-class Run(_View):
-    """The session's current execution: one runner process."""
-
-    process_epoch: int
-
-
-class _SendReply(_View):
-    kind: Literal["enqueued", "messaged"]
+class _SendReply(SendResult):
     turn: Turn
-    message: Message | None
-
-
-class _StartReply(_View):
-    session: Session
-    run: Run | None

@@ -5,7 +5,9 @@
 thread), so a state change commits together with the events that record it.
 Every method takes the ``session_id`` first (docs/architecture.md leaves it
 implicit). Errors are ``helmr.errors`` classes. Timeouts are seconds; a long
-poll's timeout shapes its answer, it does not cancel anything.
+poll's timeout shapes its answer, it does not cancel anything. The views it
+returns are the REST API's models (``helmr.protocol.api``), which the server
+sends as they are; ``ProcessStop`` and ``ProcessOutcome`` are the operator's.
 
 Public side (the REST API)::
 
@@ -114,13 +116,10 @@ when the Session failed.
 
 from helmr.control.config import ControlConfig
 from helmr.control.control import REPORTED_KINDS, Control
-from helmr.control.views import (
-    NO_RESULT,
+from helmr.control.views import NO_RESULT, NoResult, ProcessOutcome, ProcessStop
+from helmr.protocol.api import (
     HoldView,
     MessageView,
-    NoResult,
-    ProcessOutcome,
-    ProcessStop,
     SendResult,
     SessionView,
     StopReceipt,

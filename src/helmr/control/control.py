@@ -21,19 +21,16 @@ from helmr.control.config import ControlConfig
 from helmr.control.record import record
 from helmr.control.views import (
     NO_RESULT,
-    MessageView,
     NoResult,
     ProcessOutcome,
     ProcessStop,
-    SendResult,
-    SessionView,
-    StopReceipt,
-    TurnView,
     load_session,
+    turn_view,
 )
 from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import Event, EventKind, EventPage
 from helmr.protocol import ErrorInfo
+from helmr.protocol.api import MessageView, SendResult, SessionView, StopReceipt, TurnView
 from helmr.store import Expired, Store
 from helmr.store import turns as turn_rows
 
@@ -104,7 +101,7 @@ class Control:
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnView:
         return await self._store.read(
-            lambda rt: TurnView.of(turn_rows.require(rt, session_id, turn_id))
+            lambda rt: turn_view(turn_rows.require(rt, session_id, turn_id))
         )
 
     async def wait_turn(

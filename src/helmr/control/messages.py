@@ -14,10 +14,11 @@ from helmr.control import guards
 from helmr.control.lifecycle import settle_if_drained
 from helmr.control.record import record
 from helmr.control.turns import admit
-from helmr.control.views import MessageView, SendResult, TurnView
+from helmr.control.views import message_view, turn_view
 from helmr.errors import Conflict, SessionHeld, TurnNotActive, TurnSettling
 from helmr.events import EventKind
-from helmr.store import MessageStatus, ReadTx, Tx, messages, sessions, turns
+from helmr.protocol.api import MessageStatus, MessageView, SendResult, TurnView
+from helmr.store import ReadTx, Tx, messages, sessions, turns
 
 # For each reportable outcome: the statuses it may follow, and the event it records.
 # "unknown" (the handler failed unexpectedly) is neither a delivery nor a
@@ -49,7 +50,7 @@ def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None) -> SendR
     if target_id is None:
         guards.admitting(session)
         turn = admit(tx, session_id, data, idempotency_key=None, source="send")
-        return SendResult(kind="enqueued", turn=TurnView.of(turn), message=None)
+        return SendResult(kind="enqueued", turn=turn_view(turn), message=None)
     target = turns.require(tx, session_id, target_id)
     if target.status != "running":
         raise TurnNotActive(f"turn {target.id} is {target.status}, not active", turn_id=target.id)
@@ -63,7 +64,7 @@ def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None) -> SendR
         subject=message.id,
         turn_id=target.id,
     )
-    return SendResult(kind="messaged", turn=TurnView.of(target), message=MessageView.of(message))
+    return SendResult(kind="messaged", turn=turn_view(target), message=message_view(message))
 
 
 def ready(tx: Tx, session_id: str, epoch: int, turn_id: str) -> TurnView:
@@ -72,7 +73,7 @@ def ready(tx: Tx, session_id: str, epoch: int, turn_id: str) -> TurnView:
     turn = guards.active(tx, session, turn_id)
     if turn.messages_ready_at is None:
         turn = turns.update(tx, turn, messages_ready_at=tx.now)
-    return TurnView.of(turn)
+    return turn_view(turn)
 
 
 def next_waiting(rt: ReadTx, session_id: str, epoch: int, turn_id: str) -> MessageView | None:
@@ -80,7 +81,7 @@ def next_waiting(rt: ReadTx, session_id: str, epoch: int, turn_id: str) -> Messa
     session = guards.runner(rt, session_id, epoch)
     guards.unsettled(guards.active(rt, session, turn_id))
     waiting = messages.with_status(rt, turn_id, "admitted")
-    return MessageView.of(waiting[0]) if waiting else None
+    return message_view(waiting[0]) if waiting else None
 
 
 def report(
@@ -100,7 +101,7 @@ def report(
     turn = guards.active(tx, session, turn_id)
     message = messages.require(tx, turn_id, message_id)
     if message.status == outcome:
-        return MessageView.of(message)
+        return message_view(message)
     follows, kind = _OUTCOMES[outcome]
     if message.status not in follows:
         error = TurnSettling if turn.settling is not None else Conflict
@@ -116,4 +117,4 @@ def report(
         record(tx, session_id, kind, data, subject=message_id, turn_id=turn_id, epoch=epoch)
     if outcome != "started":
         settle_if_drained(tx, turn)
-    return MessageView.of(message)
+    return message_view(message)

@@ -19,16 +19,11 @@ from helmr.control.lifecycle import (
     release_converged_hold,
 )
 from helmr.control.record import record
-from helmr.control.views import (
-    ProcessEnd,
-    ProcessOutcome,
-    ProcessStop,
-    SessionView,
-    load_session,
-)
+from helmr.control.views import ProcessEnd, ProcessOutcome, ProcessStop, load_session
 from helmr.errors import Conflict, SessionNotOpen
 from helmr.events import EventKind
 from helmr.protocol import ExitCode
+from helmr.protocol.api import SessionView
 from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
 
 

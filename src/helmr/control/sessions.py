@@ -18,10 +18,11 @@ from helmr.control.lifecycle import (
     interrupt_turn,
 )
 from helmr.control.record import record
-from helmr.control.views import SessionView, StopReceipt, load_session
+from helmr.control.views import load_session, stop_receipt
 from helmr.errors import Conflict, HoldMismatch, SessionNotOpen, TurnNotActive
 from helmr.events import EventKind
-from helmr.store import HoldRow, Tx, holds, sessions, turns
+from helmr.protocol.api import SessionView, StopReceipt
+from helmr.store import Tx, holds, sessions, turns
 
 
 def open_session(
@@ -75,7 +76,7 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None) -> StopReceipt:
     if turn_id is None:
         turn = active_turn(tx, session)
         if session.hold is not None and session.hold.scope == "session":
-            return _receipt(session.hold)
+            return stop_receipt(session.hold)
     else:
         turn = turns.require(tx, session_id, turn_id)
         if turn.status != "running":
@@ -99,7 +100,7 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None) -> StopReceipt:
     if turn is not None:
         interrupt_turn(tx, turn, "interrupt", holdId=hold.id)
     finish_closing(tx, session_id)
-    return _receipt(hold)
+    return stop_receipt(hold)
 
 
 def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
@@ -188,13 +189,3 @@ def fail(tx: Tx, session_id: str, reason: str) -> SessionView:
         return load_session(tx, session_id)
     fail_session(tx, session_id, reason)
     return load_session(tx, session_id)
-
-
-def _receipt(hold: HoldRow) -> StopReceipt:
-    return StopReceipt(
-        session_id=hold.session_id,
-        hold_id=hold.id,
-        scope=hold.scope,
-        turn_id=hold.turn_id,
-        accepted_at=hold.created_at,
-    )

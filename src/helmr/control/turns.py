@@ -20,9 +20,10 @@ from helmr.control.lifecycle import (
     settle_if_drained,
 )
 from helmr.control.record import record
-from helmr.control.views import NO_RESULT, NoResult, TurnView
+from helmr.control.views import NO_RESULT, NoResult, turn_view
 from helmr.events import Event, EventKind
 from helmr.protocol import ErrorInfo
+from helmr.protocol.api import TurnView
 from helmr.store import Outcome, TurnRow, Tx, sessions, timeline, turns
 from helmr.store.codec import dump_json
 
@@ -42,9 +43,9 @@ def enqueue(
     if idempotency_key is not None:
         existing = turns.by_idempotency_key(tx, session_id, idempotency_key)
         if existing is not None:
-            return TurnView.of(existing)
+            return turn_view(existing)
     guards.admitting(sessions.require(tx, session_id))
-    return TurnView.of(admit(tx, session_id, input, idempotency_key=idempotency_key, source=source))
+    return turn_view(admit(tx, session_id, input, idempotency_key=idempotency_key, source=source))
 
 
 def admit(
@@ -75,7 +76,7 @@ def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
         return "drained"
     current = active_turn(tx, session)
     if current is not None:
-        return None if current.settling is not None else TurnView.of(current)
+        return None if current.settling is not None else turn_view(current)
     # The runner asks for work, so an interrupted Turn's processing has stopped.
     release_converged_hold(tx, session)
     session = sessions.require(tx, session_id)
@@ -101,7 +102,7 @@ def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
         turn_id=turn.id,
         epoch=epoch,
     )
-    return TurnView.of(turn)
+    return turn_view(turn)
 
 
 def output(
@@ -129,7 +130,7 @@ def respond(tx: Tx, session_id: str, epoch: int, turn_id: str, value: JsonValue)
     """Sets (or replaces) the response delivered with a successful outcome."""
     session = guards.runner(tx, session_id, epoch)
     turn = guards.unsettled(guards.active(tx, session, turn_id))
-    return TurnView.of(turns.update(tx, turn, has_response=True, response=dump_json(value)))
+    return turn_view(turns.update(tx, turn, has_response=True, response=dump_json(value)))
 
 
 def complete(
@@ -158,8 +159,8 @@ def _settle(
     session = guards.runner(tx, session_id, epoch)
     turn = turns.require(tx, session_id, turn_id)
     if outcome in (turn.status, turn.settling):
-        return TurnView.of(turn)
+        return turn_view(turn)
     turn = guards.unsettled(guards.active(tx, session, turn_id))
     turn = turns.update(tx, turn, settling=outcome, **changes)
     reject_waiting_messages(tx, turn, reason="turn_settling")
-    return TurnView.of(settle_if_drained(tx, turn))
+    return turn_view(settle_if_drained(tx, turn))

@@ -9,6 +9,9 @@ format has exactly one definition. It holds three small things:
   (for the runner), e.g. ``routes.receive(session_id)``;
 - ``contract``: the header, the environment a runner pod gets, its exit codes.
 
+Beside it, ``helmr.protocol.api`` holds the public REST API's views, which the
+server returns and the client parses: the same one definition for both ends.
+
 The rules of the conversation, which both sides rely on:
 
 - Every call is ``POST`` with a JSON body (``{}`` when a model has no fields

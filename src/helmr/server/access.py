@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from pydantic import BaseModel
 
-from helmr.control.views import SessionView
 from helmr.errors import Forbidden, Unauthenticated
+from helmr.protocol.api import SessionView
 from helmr.server.auth import Authenticator, RunnerTokens, bearer_token
 from helmr.server.routing import RouteSpec
 

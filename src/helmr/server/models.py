@@ -1,6 +1,6 @@
 """The public API's own wire models: paths, queries, headers, bodies, envelopes.
 
-Views of sessions, turns and events are ``helmr.control``'s and
+Views of sessions, turns and events are ``helmr.protocol.api``'s and
 ``helmr.events``' models, served as they are (snake case). Requests forbid
 unknown fields, so a misspelt (or camelCase) field is a 400, not a silently
 dropped idempotency key.
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+
+from helmr.resources.fields import DnsLabel, Key
 
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_PAGE = 1000
@@ -34,14 +36,9 @@ Cursor = Annotated[
 ]
 PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(_digits)]
 Id = Annotated[str, Field(min_length=1, max_length=128)]
-# Names that become Kubernetes object names (namespace, actor, workspace):
-# the DNS-1123 label rule the Session CRD also enforces. Kept here because the
-# server may not import helmr.resources (docs/architecture.md).
-DnsLabel = Annotated[
-    str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-]
-# An application's own key (idempotency keys, session keys).
-Key = Annotated[str, Field(min_length=1, max_length=256)]
+# Names that become Kubernetes object names (namespace, actor, workspace) are a
+# DnsLabel, an application's own keys (idempotency, session) a Key: the rules the
+# CRDs enforce too.
 
 
 class _Input(BaseModel):

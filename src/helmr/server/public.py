@@ -14,12 +14,19 @@ from functools import partial
 from typing import Protocol
 
 from aiohttp import web
-from pydantic import BaseModel
 from ulid import ULID
 
 from helmr.control import Control
-from helmr.control.views import SendResult, SessionView, StopReceipt, TurnView
 from helmr.events import Event, EventPage
+from helmr.protocol.api import (
+    RunView,
+    SendResult,
+    SessionView,
+    StartResult,
+    StopReceipt,
+    TurnView,
+    TurnWaitView,
+)
 from helmr.server import sse
 from helmr.server.models import (
     MAX_PAGE,
@@ -60,22 +67,6 @@ class Mirror(Protocol):
     async def session_started(self, session: SessionView) -> None: ...
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None: ...
-
-
-class RunView(BaseModel):
-    """The session's current execution (one runner process)."""
-
-    process_epoch: int
-
-
-class StartResult(BaseModel):
-    session: SessionView
-    run: RunView | None
-
-
-class TurnWaitView(TurnView):
-    timeout: bool
-    """True when the wait ended by its timeout; the turn itself goes on."""
 
 
 class PublicApi:

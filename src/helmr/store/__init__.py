@@ -9,37 +9,19 @@ into the state machine, one transaction per control.
 """
 
 from helmr.store.retention import Expired
-from helmr.store.rows import (
-    TERMINAL_TURN_STATUSES,
-    CloseHow,
-    HoldRow,
-    HoldScope,
-    MessageRow,
-    MessageStatus,
-    Outcome,
-    SessionRow,
-    SessionStatus,
-    TurnRow,
-    TurnStatus,
-)
+from helmr.store.rows import HoldRow, MessageRow, Outcome, SessionRow, TurnRow
 from helmr.store.store import Store, utc_now
 from helmr.store.tx import ReadTx, Tx
 
 __all__ = [
-    "TERMINAL_TURN_STATUSES",
-    "CloseHow",
     "Expired",
     "HoldRow",
-    "HoldScope",
     "MessageRow",
-    "MessageStatus",
     "Outcome",
     "ReadTx",
     "SessionRow",
-    "SessionStatus",
     "Store",
     "TurnRow",
-    "TurnStatus",
     "Tx",
     "utc_now",
 ]

@@ -6,8 +6,9 @@ recognised rather than reported as a mismatch.
 
 from __future__ import annotations
 
+from helmr.protocol.api import HoldScope
 from helmr.store.codec import dump_time, new_id
-from helmr.store.rows import HoldRow, HoldScope
+from helmr.store.rows import HoldRow
 from helmr.store.tx import ReadTx, Tx
 
 

@@ -1,7 +1,8 @@
 """Immutable snapshots of store rows, decoded from SQLite.
 
 They are what store functions return and what ``helmr.control`` reasons on;
-``helmr.control.views`` turns them into the public models.
+``helmr.control.views`` turns them into the public models. The statuses are
+the public API's (``helmr.protocol.api``).
 """
 
 from __future__ import annotations
@@ -13,18 +14,10 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from helmr.protocol.api import CloseHow, HoldScope, MessageStatus, SessionStatus, TurnStatus
 from helmr.store.codec import load_json, load_time
 
-SessionStatus = Literal["open", "closing", "closed", "failed"]
-TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
-MessageStatus = Literal["admitted", "started", "delivered", "rejected", "unknown"]
-HoldScope = Literal["session", "turn"]
-CloseHow = Literal["close", "cancel", "idle"]
 Outcome = Literal["completed", "failed"]
-
-TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
-    {"completed", "failed", "interrupted", "cancelled"}
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,167 @@
+"""The public REST API's views (``/v1``): what the server returns and the client parses.
+
+One definition for both ends: ``helmr.control`` builds these models from
+store rows, ``helmr.server`` serializes them as they are (snake case, the
+wire format of ``docs/api.md``) and ``helmr.client`` parses them. Like the
+runner replies they ignore fields they do not know, so a client keeps working
+against a newer server. The public API's request models are the server's own
+(``helmr.server.models``); events and pages are ``helmr.events``' models.
+
+The status vocabularies below are the store's too (``helmr.store`` keeps
+these values in its rows).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from helmr.protocol.models import ErrorInfo
+
+SessionStatus = Literal["open", "closing", "closed", "failed"]
+TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
+MessageStatus = Literal["admitted", "started", "delivered", "rejected", "unknown"]
+HoldScope = Literal["session", "turn"]
+CloseHow = Literal["close", "cancel", "idle"]
+
+TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
+    {"completed", "failed", "interrupted", "cancelled"}
+)
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class HoldView(_View):
+    hold_id: str
+    reason: str
+    """``interrupt`` or ``process_failures``."""
+    scope: HoldScope
+    """``session``: held until resumed; ``turn``: an exact-Turn interrupt, held only
+    until the interrupted processing has stopped."""
+    turn_id: str | None
+    created_at: datetime
+
+
+class SessionView(_View):
+    """A Session's state; poll it for ``status == "closed"`` after cancel or close."""
+
+    id: str
+    namespace: str
+    name: str
+    actor: str
+    workspace: str
+    key: str | None
+    status: SessionStatus
+    hold: HoldView | None
+    consecutive_failures: int
+    process_epoch: int
+    process_live: bool
+    active_turn_id: str | None
+    queued_turns: int
+    cancel_requested_at: datetime | None
+    closed_how: CloseHow | None
+    """Set once ``status`` is ``closed``."""
+    closed_at: datetime | None
+    failure_reason: str | None
+    """Why a ``failed`` Session was terminated (e.g. ``execution_lost``)."""
+    max_turn_duration: timedelta | None
+    created_at: datetime
+    retained_after: int
+
+
+class TurnView(_View):
+    """A Turn's identity, status and (until retention expires them) payloads.
+
+    ``has_result`` distinguishes "completed without a result" (False) from a
+    JSON null result (True, ``result`` None). After the retention period
+    ``payload_expired`` is True and ``input``, ``result`` and ``response`` are
+    None while identity, status, timestamps and flags remain.
+    """
+
+    id: str
+    session_id: str
+    sequence: int
+    status: TurnStatus
+    input: JsonValue
+    has_result: bool
+    result: JsonValue
+    has_response: bool
+    response: JsonValue
+    error: ErrorInfo | None
+    """What the runner reported when the Turn failed."""
+    reason: str | None
+    """Why a Turn ended ``interrupted`` or ``cancelled`` (e.g. ``interrupt``,
+    ``turn_deadline_elapsed``, ``process_failed``, ``computer_execution_lost``)."""
+    source: str
+    idempotency_key: str | None
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    epoch: int | None
+    """The process epoch the Turn ran on."""
+    deadline_at: datetime | None
+    settling: bool
+    messages_ready: bool
+    payload_expired: bool
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_TURN_STATUSES
+
+
+class TurnWaitView(TurnView):
+    """``wait``'s reply: the Turn once terminal, or as it is when the wait timed out."""
+
+    timeout: bool
+    """True when the wait ended by its timeout; the turn itself goes on."""
+
+
+class MessageView(_View):
+    """A message receipt: accepted for that exact Turn, not proof of handling."""
+
+    id: str
+    session_id: str
+    turn_id: str
+    data: JsonValue
+    status: MessageStatus
+    reason: str | None
+    created_at: datetime
+    payload_expired: bool
+
+
+class SendResult(_View):
+    """``kind="messaged"``: ``message`` went to the active ``turn``; ``"enqueued"``:
+    the Session was idle and ``turn`` is a new queued Turn carrying the data."""
+
+    kind: Literal["enqueued", "messaged"]
+    turn: TurnView
+    message: MessageView | None
+
+
+class StopReceipt(_View):
+    """An accepted interrupt; the process may still be converging. Resume a
+    Session-scoped hold with ``hold_id``."""
+
+    session_id: str
+    hold_id: str
+    scope: HoldScope
+    turn_id: str | None
+    """The Turn that was interrupted, if one was running."""
+    accepted_at: datetime
+
+
+class RunView(_View):
+    """The session's current execution (one runner process)."""
+
+    process_epoch: int
+
+
+class StartResult(_View):
+    """``start``'s reply: the Session, and its live runner process if there is one."""
+
+    session: SessionView
+    run: RunView | None
