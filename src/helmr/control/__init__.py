@@ -3,11 +3,10 @@
 ``Control(store: Store, config: ControlConfig | None = None)``. Every method is
 ``async``; each control is one store transaction (run on the store's writer
 thread), so a state change commits together with the events that record it.
-Every method takes the ``session_id`` first (docs/architecture.md leaves it
-implicit). Errors are ``helmr.errors`` classes. Timeouts are seconds; a long
-poll's timeout shapes its answer, it does not cancel anything. The views it
-returns are the REST API's models (``helmr.protocol.api``), which the server
-sends as they are; ``ProcessStop`` and ``ProcessOutcome`` are the operator's.
+Errors are ``helmr.errors`` classes. Timeouts are seconds; a long poll's
+timeout shapes its answer, it does not cancel anything. The views it returns
+are the REST API's models (``helmr.protocol.api``), which the server sends as
+they are; ``ProcessStop`` and ``ProcessOutcome`` are the operator's.
 
 Public side (the REST API)::
 
@@ -106,12 +105,7 @@ Operator side::
         # operator-observed facts only (REPORTED_KINDS), once per subject
     expire_history(now) -> helmr.store.Expired   # the store's retention period
 
-Event data beyond docs/architecture.md: ``session.interrupt`` has ``scope``;
-``session.resume`` has ``how`` (``resume`` or ``converged``);
-``turn.interrupted`` has ``holdId`` (interrupt), ``processEpoch`` (process
-failure) or ``computerId``/``leaseEpoch``/``recoveryGap`` (execution loss);
-``turn.cancelled`` is ``{}`` for a cancel and ``{"reason": "session_failed"}``
-when the Session failed.
+The events each control records, and their data: docs/architecture.md.
 """
 
 from helmr.control.config import ControlConfig
