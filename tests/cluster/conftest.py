@@ -187,6 +187,7 @@ def operator(
         "HELMR_RUNNER_URL": f"http://{_node_ip()}:{port}",
         "HELMR_AUTH": f"static:{token}",
         "HELMR_RECONCILE_INTERVAL": "0.5",
+        "HELMR_STOP_GRACE_SECONDS": "3",
     }
     op = Operator(url=f"http://127.0.0.1:{port}", token=token, env=env, log=data / "operator.log")
     op.start()

@@ -197,6 +197,24 @@ async def test_a_database_of_another_schema_version_is_refused(tmp_path: Path) -
         await Store.open(path)
 
 
+async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "helmr.db"
+    async with await Store.open(path) as store:
+        session = await new_session(store)
+    # Version 1 had no sessions.stop_deadline_at.
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX sessions_stop_deadline")
+    conn.execute("ALTER TABLE sessions DROP COLUMN stop_deadline_at")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    async with await Store.open(path) as store:
+        row = await store.read(lambda rt: sessions.require(rt, session))
+        assert (row.id, row.stop_deadline_at) == (session, None)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+
+
 async def test_retention_removes_a_prefix_of_events_and_ended_payloads(tmp_path: Path) -> None:
     clock = Clock()
     async with await Store.open(tmp_path / "h.db", clock=clock, retention=timedelta(days=1)) as s:

@@ -34,14 +34,18 @@ Public side (the REST API)::
         # running, else TurnNotActive): a "turn"-scoped hold that ends by itself
         # (session.resume {holdId, how: "converged"}) once the processing has
         # stopped: the runner's next receive, or its process ending.
+        # Either way the process has ControlConfig.stop_grace to let go of the
+        # interrupted Turn (its next receive, or its end); past that it is
+        # stopped (expire_deadlines: stop_deadline_elapsed), a process failure.
     resume(session_id, hold_id) -> SessionView
         # releases exactly that hold (HoldMismatch otherwise; repeating the resume
         # of a released hold is accepted while not held again); never replays;
         # a process_failures hold also resets the failure count
     cancel(session_id) -> SessionView
         # cancel_requested_at set, status closing, queued -> cancelled, active ->
-        # interrupted (reason "cancel"); closed (how "cancel") once the process is
-        # gone; repeats are no-ops; escalates closing; SessionNotOpen if ended
+        # interrupted (reason "cancel"); the process is asked to stop at once;
+        # closed (how "cancel") once it is gone; repeats are no-ops; escalates
+        # closing; SessionNotOpen if ended
     close(session_id, *, how: "close" | "idle" = "close") -> SessionView
         # no new admission; drains the FIFO, then closed once the process is gone.
         # An idle close records only session.closed. how="idle" (the operator's
@@ -82,7 +86,9 @@ Operator side::
         # Conflict while the previous process is live; SessionNotOpen if ended
     process_exited(session_id, epoch, exit_code, *, failure=None) -> ProcessOutcome
         # failure: the operator's verdict and reason (e.g. "stop_deadline_elapsed");
-        # else it failed if it exited nonzero unasked or left a Turn running.
+        # a process stopped for stop_deadline_elapsed failed with that reason
+        # however it ended (execution_lost too); else it failed if it exited
+        # nonzero unasked or left a Turn running.
         # A failure interrupts the running Turn (reason "process_failed"),
         # records session.process_failed and counts; the third consecutive one
         # holds the Session (process_failures). ExitCode.INIT_FAILED fails the
@@ -94,8 +100,11 @@ Operator side::
         # losses fail the Session; after a requested stop it is that stop
     expire_deadlines(now) -> list[ProcessStop]
         # running Turns past deadline_at -> interrupted (turn_deadline_elapsed);
-        # their processes must stop (a stop, not a failure)
-    next_deadline() -> datetime | None
+        # their processes must stop (a stop, not a failure). Live processes past
+        # stop_deadline_at (an interrupted Turn not let go of within stop_grace,
+        # and no other stop asked) must stop too: stop_deadline_elapsed, whose
+        # end is a counted process failure
+    next_deadline() -> datetime | None    # the earliest of both kinds
     processes_to_stop() -> list[ProcessStop]     # every stop asked for and not yet done
     live_processes() -> list[SessionView]
     changed_sessions(timeout) -> set[str]        # change feed, one consumer

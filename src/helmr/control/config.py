@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,3 +16,7 @@ class ControlConfig:
     The spec says only that "repeated infrastructure loss terminates the
     Session"; losses never count as process failures.
     """
+    stop_grace: timedelta = timedelta(seconds=10)
+    """How long a process has to let go of a Turn interrupted on it (its next
+    ``receive``, or its end) before it is stopped (``stop_deadline_elapsed``) and
+    that counts as a process failure (spec: work that "cannot be stopped cleanly")."""

@@ -127,7 +127,12 @@ class Control:
 
     async def interrupt(self, session_id: str, turn_id: str | None = None) -> StopReceipt:
         return await self._store.write(
-            partial(sessions.interrupt, session_id=session_id, turn_id=turn_id)
+            partial(
+                sessions.interrupt,
+                session_id=session_id,
+                turn_id=turn_id,
+                stop_grace=self._config.stop_grace,
+            )
         )
 
     async def resume(self, session_id: str, hold_id: str) -> SessionView:
@@ -136,7 +141,9 @@ class Control:
         )
 
     async def cancel(self, session_id: str) -> SessionView:
-        return await self._store.write(partial(sessions.cancel, session_id=session_id))
+        return await self._store.write(
+            partial(sessions.cancel, session_id=session_id, stop_grace=self._config.stop_grace)
+        )
 
     async def close(
         self, session_id: str, *, how: Literal["close", "idle"] = "close"
@@ -318,15 +325,18 @@ class Control:
         )
 
     async def expire_deadlines(self, now: datetime) -> list[ProcessStop]:
-        """Interrupts overrunning Turns; returns the processes to stop for them."""
+        """Interrupts overrunning Turns, and gives up on processes that did not let go of
+        an interrupted Turn within ``ControlConfig.stop_grace``; returns the processes to
+        stop for both."""
         return await self._store.write(partial(processes.expire_deadlines, now=now))
 
     async def next_deadline(self) -> datetime | None:
-        """When ``expire_deadlines`` next has work: the earliest running Turn's deadline."""
-        return await self._store.read(turn_rows.next_deadline)
+        """When ``expire_deadlines`` next has work: the earliest running Turn's deadline or
+        stop grace period's end."""
+        return await self._store.read(processes.next_deadline)
 
     async def processes_to_stop(self) -> list[ProcessStop]:
-        """Every live process asked to stop (deadline, close, cancel, failure), until it ends."""
+        """Every live process asked to stop (deadlines, close, cancel, failure), until it ends."""
         return await self._store.read(processes.to_stop)
 
     async def live_processes(self) -> list[SessionView]:

@@ -6,6 +6,7 @@ and the events that record it commit together.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import JsonValue
@@ -69,6 +70,24 @@ def end_turn(
 
 def interrupt_turn(tx: Tx, turn: TurnRow, reason: str, **details: JsonValue) -> TurnRow:
     return end_turn(tx, turn, "interrupted", {"reason": reason, **details}, reason=reason)
+
+
+def await_release(tx: Tx, turn: TurnRow, grace: timedelta) -> None:
+    """Gives the live process ``grace`` to let go of ``turn``, just interrupted on it.
+
+    Letting go is the process's next ``receive`` or its end; either clears
+    ``stop_deadline_at``. Past it, ``expire_deadlines`` asks for the process to
+    stop (``stop_deadline_elapsed``), and its end counts as a process failure.
+    A stop asked for meanwhile (cancel, close) supersedes the deadline; an
+    earlier deadline stands.
+    """
+    session = sessions.require(tx, turn.session_id)
+    if (
+        session.process_live
+        and session.process_epoch == turn.epoch
+        and session.stop_deadline_at is None
+    ):
+        sessions.update(tx, session.id, stop_deadline_at=tx.now + grace)
 
 
 def cancel_queued(tx: Tx, session_id: str, *, reason: str | None) -> None:

@@ -1,9 +1,11 @@
 """The operator side: runner processes starting, ending, being lost, overrunning.
 
-A process failure (the process ended on its own while it should not have)
-counts toward the hold; a requested stop (deadline, close, cancel) and an
-execution loss (eviction, node loss) do not. Deadlines are read from the
-stored ``deadline_at``, so they hold across operator restarts.
+A process failure (the process ended on its own while it should not have,
+or had to be stopped because it did not let go of an interrupted Turn in
+time) counts toward the hold; a requested stop (deadline, close, cancel) and
+an execution loss (eviction, node loss) do not. Deadlines are read from the
+stored ``deadline_at`` and ``stop_deadline_at``, so they hold across operator
+restarts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from helmr.events import EventKind
 from helmr.protocol import ExitCode
 from helmr.protocol.api import SessionView
 from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
+
+STOP_DEADLINE_ELAPSED = "stop_deadline_elapsed"
+"""The stop reason, and the process failure reason, of a process that did not let
+go of an interrupted Turn within the stop grace period."""
 
 
 def started(tx: Tx, session_id: str, max_turn_duration: timedelta | None) -> int:
@@ -63,9 +69,11 @@ def exited(
 
     ``failure`` is the operator's verdict when it knows the end was a failure
     and why (``stop_deadline_elapsed``: a requested stop had to be forced).
-    Otherwise the exit decides: the process failed (``process_failed``) if it
-    ended on its own with a nonzero code, or left a Turn running; a stop that
-    was asked for, or a clean exit, is a stop.
+    A process stopped because it did not let go of an interrupted Turn in time
+    (stop reason ``stop_deadline_elapsed``) failed with that reason, however it
+    ended. Otherwise the exit decides: the process failed (``process_failed``)
+    if it ended on its own with a nonzero code, or left a Turn running; a stop
+    that was asked for, or a clean exit, is a stop.
 
     A failure interrupts the running Turn and counts; the count reaching the
     limit holds the Session (``process_failures``). A process that could not load its actor
@@ -77,6 +85,8 @@ def exited(
     if not _is_live(session, epoch):
         return _outcome(tx, session_id, epoch, "ignored", None)
     turn = active_turn(tx, session)
+    if failure is None and session.stop_reason == STOP_DEADLINE_ELAPSED:
+        failure = STOP_DEADLINE_ELAPSED
     failed = (
         failure is not None or turn is not None or (session.stop_reason is None and exit_code != 0)
     )
@@ -130,7 +140,8 @@ def execution_lost(
         return _outcome(tx, session_id, epoch, "ignored", None)
     if session.stop_reason is not None:
         # The pod went away because a stop was asked for: that is the stop
-        # converging, not a loss (its exit code may never be seen).
+        # converging, not a loss (its exit code may never be seen). A forced
+        # stop (stop_deadline_elapsed) stays a failure.
         return exited(tx, config, session_id, epoch, 0, None)
     turn = active_turn(tx, session)
     _end_process(tx, session)
@@ -163,7 +174,9 @@ def execution_lost(
 
 
 def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
-    """Interrupts running Turns past ``deadline_at`` and asks their processes to stop."""
+    """Interrupts running Turns past ``deadline_at`` and asks their processes to stop;
+    asks processes past ``stop_deadline_at`` (an interrupted Turn not let go of) to
+    stop too, with reason ``stop_deadline_elapsed``: their end is a process failure."""
     stops: list[ProcessStop] = []
     for turn in turns.past_deadline(tx, now):
         interrupt_turn(tx, turn, "turn_deadline_elapsed")
@@ -178,7 +191,20 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
                 )
             )
         finish_closing(tx, session.id)
+    for session in sessions.past_stop_deadline(tx, now):
+        sessions.update(tx, session.id, stop_reason=STOP_DEADLINE_ELAPSED, stop_deadline_at=None)
+        stops.append(
+            ProcessStop(
+                session_id=session.id, epoch=session.process_epoch, reason=STOP_DEADLINE_ELAPSED
+            )
+        )
     return stops
+
+
+def next_deadline(rt: ReadTx) -> datetime | None:
+    """The earliest running Turn's ``deadline_at`` or live process's ``stop_deadline_at``."""
+    due = [d for d in (turns.next_deadline(rt), sessions.next_stop_deadline(rt)) if d is not None]
+    return min(due, default=None)
 
 
 def to_stop(rt: ReadTx) -> list[ProcessStop]:
@@ -202,7 +228,7 @@ def _is_live(session: SessionRow, epoch: int | None) -> bool:
 
 
 def _end_process(tx: Tx, session: SessionRow) -> None:
-    sessions.update(tx, session.id, process_live=False, stop_reason=None)
+    sessions.update(tx, session.id, process_live=False, stop_reason=None, stop_deadline_at=None)
     # With the process gone, an interrupted Turn's processing has certainly stopped.
     release_converged_hold(tx, session)
 

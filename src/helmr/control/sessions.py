@@ -12,6 +12,7 @@ from typing import Literal
 from helmr.control import guards
 from helmr.control.lifecycle import (
     active_turn,
+    await_release,
     cancel_queued,
     fail_session,
     finish_closing,
@@ -61,7 +62,7 @@ def open_session(
     return load_session(tx, session.id)
 
 
-def interrupt(tx: Tx, session_id: str, turn_id: str | None) -> StopReceipt:
+def interrupt(tx: Tx, session_id: str, turn_id: str | None, stop_grace: timedelta) -> StopReceipt:
     """Stops the running Turn (``interrupted``, reason ``interrupt``) and holds the Session.
 
     Without ``turn_id`` the hold is Session-scoped: queued work waits until
@@ -70,6 +71,9 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None) -> StopReceipt:
     interrupted processing has stopped (the runner asks for its next Turn or
     its process ends), so the next queued Turn then runs. Interrupting a
     Session already held by a Session-scoped hold returns that hold.
+
+    The process then has ``stop_grace`` to let go of the interrupted Turn
+    (:func:`helmr.control.lifecycle.await_release`) before it is stopped.
     """
     session = sessions.require(tx, session_id)
     guards.accepting_controls(session)
@@ -98,7 +102,7 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None) -> StopReceipt:
         turn_id=None if turn is None else turn.id,
     )
     if turn is not None:
-        interrupt_turn(tx, turn, "interrupt", holdId=hold.id)
+        await_release(tx, interrupt_turn(tx, turn, "interrupt", holdId=hold.id), stop_grace)
     finish_closing(tx, session_id)
     return stop_receipt(hold)
 
@@ -137,12 +141,14 @@ def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
     )
 
 
-def cancel(tx: Tx, session_id: str) -> SessionView:
+def cancel(tx: Tx, session_id: str, stop_grace: timedelta) -> SessionView:
     """Rejects new input, cancels queued Turns, interrupts the active one, then closes.
 
     ``cancel_requested_at`` is set at once; the Session becomes ``closed``
     (how ``cancel``) when its process is gone. Cancelling again returns the
-    same state; a closing Session is escalated; it cannot be resumed.
+    same state; a closing Session is escalated; it cannot be resumed. The
+    process is asked to stop at once (``finish_closing``), which supersedes the
+    ``stop_grace`` an interrupted Turn is otherwise given.
     """
     session = sessions.require(tx, session_id)
     if session.cancel_requested_at is not None:
@@ -155,7 +161,7 @@ def cancel(tx: Tx, session_id: str) -> SessionView:
     cancel_queued(tx, session_id, reason=None)
     turn = active_turn(tx, session)
     if turn is not None:
-        interrupt_turn(tx, turn, "cancel")
+        await_release(tx, interrupt_turn(tx, turn, "cancel"), stop_grace)
     finish_closing(tx, session_id)
     return load_session(tx, session_id)
 

@@ -77,7 +77,10 @@ def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
     current = active_turn(tx, session)
     if current is not None:
         return None if current.settling is not None else turn_view(current)
-    # The runner asks for work, so an interrupted Turn's processing has stopped.
+    # The runner asks for work, so an interrupted Turn's processing has stopped:
+    # its process let go in time, and an exact-Turn interrupt's hold ends.
+    if session.stop_deadline_at is not None:
+        sessions.update(tx, session_id, stop_deadline_at=None)
     release_converged_hold(tx, session)
     session = sessions.require(tx, session_id)
     if session.hold is not None:

@@ -130,12 +130,14 @@ class _View(BaseModel):
 
 
 class ProcessStop(_View):
-    """A runner process the operator must stop (a stop, not a failure)."""
+    """A runner process the operator must stop."""
 
     session_id: str
     epoch: int
     reason: str
-    """``turn_deadline_elapsed``, ``close``, ``idle``, ``cancel`` or ``session_failed``."""
+    """``turn_deadline_elapsed``, ``close``, ``idle``, ``cancel`` or ``session_failed``
+    (its end is a stop, not a failure), or ``stop_deadline_elapsed`` (it did not let go
+    of an interrupted Turn in time: its end is a process failure)."""
 
 
 ProcessEnd = Literal["stopped", "failed", "lost", "ignored"]

@@ -67,7 +67,11 @@ class Runtime:
         self.settings = settings
         self.store = store
         self.control = Control(
-            store, ControlConfig(max_execution_losses=settings.max_execution_losses)
+            store,
+            ControlConfig(
+                max_execution_losses=settings.max_execution_losses,
+                stop_grace=settings.stop_grace,
+            ),
         )
         api = load_config()
         self.kube = Kube(api)

@@ -29,6 +29,9 @@ class Settings:
     history_retention: timedelta
     """The Environment's history retention: payloads and events older than this expire."""
     max_execution_losses: int
+    stop_grace: timedelta
+    """How long a runner process has to let go of an interrupted Turn before it is
+    stopped and that counts as a process failure (``stop_deadline_elapsed``)."""
     max_request_bytes: int
     auth: str
     """``kubernetes`` (TokenReview + SubjectAccessReview) or ``static:<token>`` for development."""
@@ -56,6 +59,7 @@ class Settings:
                 seconds=int(env.get("HELMR_HISTORY_RETENTION_SECONDS", str(30 * 24 * 3600)))
             ),
             max_execution_losses=int(env.get("HELMR_MAX_EXECUTION_LOSSES", "3")),
+            stop_grace=timedelta(seconds=float(env.get("HELMR_STOP_GRACE_SECONDS", "10"))),
             max_request_bytes=int(env.get("HELMR_MAX_REQUEST_BYTES", str(1 << 20))),
             auth=env.get("HELMR_AUTH", "kubernetes"),
             reconcile_interval=float(env.get("HELMR_RECONCILE_INTERVAL", "1.0")),

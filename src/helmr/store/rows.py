@@ -61,6 +61,8 @@ class SessionRow:
     process_epoch: int
     process_live: bool
     stop_reason: str | None
+    stop_deadline_at: datetime | None
+    """When the live process must have let go of the Turn interrupted on it, or be stopped."""
     active_turn_id: str | None
     cancel_requested_at: datetime | None
     close_how: CloseHow | None
@@ -90,6 +92,7 @@ class SessionRow:
             process_epoch=row["process_epoch"],
             process_live=bool(row["process_live"]),
             stop_reason=row["stop_reason"],
+            stop_deadline_at=load_time(row["stop_deadline_at"]),
             active_turn_id=row["active_turn_id"],
             cancel_requested_at=load_time(row["cancel_requested_at"]),
             close_how=row["close_how"],

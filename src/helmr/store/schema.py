@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -30,6 +30,7 @@ CREATE TABLE sessions (
     process_epoch        INTEGER NOT NULL DEFAULT 0,
     process_live         INTEGER NOT NULL DEFAULT 0,
     stop_reason          TEXT,
+    stop_deadline_at     TEXT,
     active_turn_id       TEXT,
     cancel_requested_at  TEXT,
     close_how            TEXT CHECK (close_how IN ('close', 'cancel', 'idle')),
@@ -47,6 +48,8 @@ CREATE UNIQUE INDEX sessions_idempotency ON sessions (namespace, idempotency_key
 -- and its process is gone.
 CREATE UNIQUE INDEX sessions_workspace_owner ON sessions (namespace, workspace)
     WHERE status IN ('open', 'closing') OR process_live = 1;
+CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
+    WHERE stop_deadline_at IS NOT NULL;
 
 CREATE TABLE holds (
     id           TEXT PRIMARY KEY,
@@ -128,6 +131,17 @@ CREATE TABLE output_keys (
 ) WITHOUT ROWID;
 """
 
+# The statements that bring a database of version N (the key) to N + 1. Only
+# additive changes, so a database keeps every row it had.
+_MIGRATIONS: dict[int, str] = {
+    # 2: when the live process must have let go of an interrupted Turn.
+    1: """
+ALTER TABLE sessions ADD COLUMN stop_deadline_at TEXT;
+CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
+    WHERE stop_deadline_at IS NOT NULL;
+""",
+}
+
 
 def connect(path: str, *, synchronous: Synchronous, read_only: bool) -> sqlite3.Connection:
     """A connection in autocommit mode: transactions are explicit ``BEGIN``s.
@@ -151,21 +165,24 @@ def connect(path: str, *, synchronous: Synchronous, read_only: bool) -> sqlite3.
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Creates the schema in a new database; refuses one from another version."""
+    """Creates the schema in a new database, or brings an older one up to date
+    (one transaction); refuses a database of a version it does not know."""
     conn.execute("PRAGMA journal_mode = WAL")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version != 0:
+    if version != 0 and version not in _MIGRATIONS:
         raise RuntimeError(
             f"timeline store schema version {version} is not {SCHEMA_VERSION}; "
             "use the Helmr release that wrote it"
         )
+    steps = [_DDL] if version == 0 else [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        for script in steps:
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")

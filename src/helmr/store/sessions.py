@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from helmr.errors import NotFound
 from helmr.store import holds
-from helmr.store.codec import db_value, dump_time, new_id
+from helmr.store.codec import db_value, dump_time, load_time, new_id
 from helmr.store.rows import SessionRow
 from helmr.store.tx import ReadTx, Tx
 
@@ -102,6 +102,29 @@ def stopping(rt: ReadTx) -> list[SessionRow]:
         "SELECT id FROM sessions WHERE process_live = 1 AND stop_reason IS NOT NULL"
         " ORDER BY created_at",
     )
+
+
+_AWAITING_RELEASE = (
+    "FROM sessions WHERE stop_deadline_at IS NOT NULL AND process_live = 1 AND stop_reason IS NULL"
+)
+"""Live processes given until ``stop_deadline_at`` to let go of an interrupted Turn,
+and not asked to stop for another reason."""
+
+
+def past_stop_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
+    """Sessions whose live process has not let go of an interrupted Turn in time."""
+    return [
+        require(rt, row["id"])
+        for row in rt.conn.execute(
+            f"SELECT id {_AWAITING_RELEASE} AND stop_deadline_at <= ? ORDER BY stop_deadline_at",
+            (dump_time(now),),
+        ).fetchall()
+    ]
+
+
+def next_stop_deadline(rt: ReadTx) -> datetime | None:
+    (deadline,) = rt.conn.execute(f"SELECT min(stop_deadline_at) {_AWAITING_RELEASE}").fetchone()
+    return load_time(deadline)
 
 
 def _one(rt: ReadTx, sql: str, args: tuple[object, ...]) -> SessionRow | None:

@@ -1,0 +1,147 @@
+"""Interrupted work that does not stop: the stop grace period, with real runner pods.
+
+After an interrupt ends a running Turn, its runner process has the stop grace
+period (``HELMR_STOP_GRACE_SECONDS``, 3 s for the test operator) to let go of
+it. Echo's ``{"sleep": s}`` ignores its signal and cancellation, so it never
+does: the operator then stops the process, and that is a counted process
+failure with reason ``stop_deadline_elapsed`` (spec/000 "After a failure",
+spec/002 ``session.process_failed``). The next Turn runs on a new process:
+after ``resume`` for a Session interrupt, at once for an exact-Turn interrupt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from helmr.client import Client, Event, SessionRef, TurnRef
+
+from .conftest import Operator
+from .sessions import all_events, create_actor, eventually, runner_pods, start_session
+
+GRACE = timedelta(seconds=3)
+"""``HELMR_STOP_GRACE_SECONDS`` of the test operator (conftest)."""
+
+
+@pytest.fixture
+async def helmr(operator: Operator) -> AsyncIterator[Client]:
+    async with Client(operator.url, operator.token) as c:
+        yield c
+
+
+def of_kind(events: list[Event], kind: str) -> list[Event]:
+    return [e for e in events if e.kind == kind]
+
+
+def data(event: Event) -> dict[str, Any]:
+    assert isinstance(event.data, dict)
+    return event.data
+
+
+async def stuck_turn(session: SessionRef) -> tuple[TurnRef, TurnRef, int]:
+    """A running Turn whose handler ignores interruption, with a Turn queued behind it;
+    returns both and the epoch of the process running the first."""
+    stuck = await session.enqueue({"sleep": 120})
+    queued = await session.enqueue("after the stuck turn")
+
+    async def running() -> int | None:
+        turn = await stuck.retrieve()
+        return turn.epoch if turn.status == "running" else None
+
+    epoch: int = await eventually(running, what=f"{stuck.id} to run")
+    return stuck, queued, epoch
+
+
+async def process_failed(session: SessionRef) -> Event | None:
+    """The Session's ``session.process_failed`` event once its process is gone."""
+    if (await session.retrieve()).process_live:
+        return None
+    failed = of_kind(await all_events(session), "session.process_failed")
+    return failed[0] if failed else None
+
+
+async def test_a_session_interrupt_of_a_turn_that_ignores_it_stops_the_process_after_the_grace(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    create_actor(api_client, namespace, runner_image)
+    session = await start_session(helmr, namespace)
+    stuck, queued, epoch = await stuck_turn(session)
+
+    receipt = await session.interrupt()
+
+    # The Turn is interrupted at once; its process is still there, still busy.
+    interrupted = await stuck.retrieve()
+    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
+    state = await session.retrieve()
+    assert (state.process_live, state.process_epoch) == (True, epoch)
+
+    failure = await eventually(partial(process_failed, session), what="the process to stop")
+
+    assert data(failure) == {
+        "processEpoch": epoch,
+        "reason": "stop_deadline_elapsed",
+        "holdId": None,
+    }
+    assert failure.created_at - receipt.accepted_at >= GRACE
+    state = await session.retrieve()
+    assert state.consecutive_failures == 1
+    assert state.hold is not None
+    assert (state.hold.hold_id, state.hold.reason) == (receipt.hold_id, "interrupt")
+    events = await all_events(session)
+    assert not of_kind(events, "session.execution_lost")
+    assert not of_kind(events, "session.process_stopped")
+    # Still held by the interrupt: nothing runs the queued Turn, no pod starts.
+    assert (await queued.retrieve()).status == "queued"
+    await eventually(lambda: not runner_pods(core, namespace), what="the runner pod to go")
+    assert (await session.retrieve()).process_epoch == epoch
+
+    await session.resume(hold_id=receipt.hold_id)
+
+    done = await queued.wait(timeout=90)
+    assert done.status == "completed"
+    assert done.epoch == epoch + 1
+    after = await stuck.retrieve()
+    assert (after.status, after.reason, after.epoch) == ("interrupted", "interrupt", epoch)
+    assert (await session.retrieve()).consecutive_failures == 0  # a completed Turn resets it
+
+
+async def test_an_exact_turn_interrupt_of_a_turn_that_ignores_it_runs_the_next_on_a_new_process(
+    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+) -> None:
+    create_actor(api_client, namespace, runner_image)
+    session = await start_session(helmr, namespace)
+    stuck, following, epoch = await stuck_turn(session)
+
+    receipt = await stuck.interrupt()
+
+    interrupted = await stuck.retrieve()
+    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
+    # The stuck process cannot take the next Turn; no resume is needed for it.
+    assert (await following.retrieve()).status == "queued"
+    done = await following.wait(timeout=90)
+    assert done.status == "completed"
+    assert done.epoch == epoch + 1
+    events = await all_events(session)
+    [failure] = of_kind(events, "session.process_failed")
+    assert data(failure) == {
+        "processEpoch": epoch,
+        "reason": "stop_deadline_elapsed",
+        "holdId": None,
+    }
+    assert failure.created_at - receipt.accepted_at >= GRACE
+    # The Turn hold ended with the process, just before its failure was recorded.
+    assert [data(e) for e in of_kind(events, "session.resume")] == [
+        {"holdId": receipt.hold_id, "how": "converged"}
+    ]
+    assert of_kind(events, "session.resume")[0].sequence < failure.sequence
+    state = await session.retrieve()
+    assert (state.hold, state.status) == (None, "open")
