@@ -4,6 +4,8 @@ The tree, which the REST API maps to status codes and ``code`` strings::
 
     HelmrError                  500 internal           never raised for bad input
     ├── InvalidInput            400 invalid_input      a request field is wrong
+    │   ├── MethodNotAllowed    405 method_not_allowed
+    │   └── UnsupportedMediaType 415 unsupported_media_type  a body that is not JSON
     ├── Unauthenticated         401 unauthenticated    no or unknown bearer token
     ├── Forbidden               403 forbidden          no access to the namespace
     ├── NotFound                404 not_found          unknown session, turn, hold
@@ -47,6 +49,16 @@ class HelmrError(Exception):
 class InvalidInput(HelmrError):
     code = "invalid_input"
     status = 400
+
+
+class MethodNotAllowed(InvalidInput):
+    code = "method_not_allowed"
+    status = 405
+
+
+class UnsupportedMediaType(InvalidInput):
+    code = "unsupported_media_type"
+    status = 415
 
 
 class Unauthenticated(HelmrError):

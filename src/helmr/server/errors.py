@@ -14,20 +14,16 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from helmr.errors import HelmrError, InvalidInput, NotFound, PayloadTooLarge
+from helmr.errors import (
+    HelmrError,
+    InvalidInput,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+)
 
 log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
-
-
-class MethodNotAllowed(InvalidInput):
-    code = "method_not_allowed"
-    status = 405
-
-
-class UnsupportedMediaType(InvalidInput):
-    code = "unsupported_media_type"
-    status = 415
 
 
 def invalid(error: ValidationError, where: str) -> InvalidInput:

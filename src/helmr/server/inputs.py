@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from helmr.errors import InvalidInput
-from helmr.server.errors import UnsupportedMediaType, invalid
+from helmr.errors import InvalidInput, UnsupportedMediaType
+from helmr.server.errors import invalid
 
 M = TypeVar("M", bound=BaseModel)
 
