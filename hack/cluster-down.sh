@@ -34,7 +34,7 @@ ip link delete "$BRIDGE" 2>/dev/null || true
 rm -rf "$HELMR_CLUSTER_DIR/cni/ipam"
 # kube-proxy's and the CNI plugins' iptables chains, and only those.
 for table in filter nat mangle; do
-  iptables-save -t "$table" 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' | sed 's/^-A/-D/' \
+  { iptables-save -t "$table" 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' || true; } | sed 's/^-A/-D/' \
     | while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
   for chain in $(iptables-save -t "$table" 2>/dev/null | sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\).*/\1/p'); do
     iptables -t "$table" -F "$chain" 2>/dev/null || true
