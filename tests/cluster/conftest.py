@@ -14,12 +14,16 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from kubernetes import client, config
+
+from helmr.client import Client, SessionRef
+
+from .sessions import create_actor, start_session
 
 REPO = Path(__file__).resolve().parents[2]
 # Namespaces of this test run share a prefix, so the operator a run starts
@@ -193,3 +197,19 @@ def operator(
     op.start()
     yield op
     op.stop()
+
+
+@pytest.fixture
+async def helmr(operator: Operator) -> AsyncIterator[Client]:
+    """The Python client, talking to the operator under test."""
+    async with Client(operator.url, operator.token) as c:
+        yield c
+
+
+@pytest.fixture
+async def session(
+    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+) -> SessionRef:
+    """A session of the default echo Actor in the test's namespace."""
+    create_actor(api_client, namespace, runner_image)
+    return await start_session(helmr, namespace)

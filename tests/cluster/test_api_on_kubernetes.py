@@ -157,5 +157,7 @@ spec:
     session_cr = custom.get_namespaced_custom_object(
         GROUP, VERSION, namespace, SESSIONS, state.name
     )
+    owners = [(o["kind"], o["uid"]) for o in api_cr[0]["metadata"]["ownerReferences"]]
+    assert owners == [("Session", session_cr["metadata"]["uid"])]
     assert session_cr["status"]["sessionId"] == session.id
     assert session_cr["status"]["phase"] == "open"

@@ -9,7 +9,6 @@ active. The readings of the spec these tests pin down are in docs/semantics.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,17 +17,10 @@ from kubernetes import client
 from helmr.client import Client, Event, Message, SessionRef, TurnRef
 from helmr.errors import HoldMismatch, SessionHeld, SessionNotOpen, TurnNotActive, TurnSettling
 
-from .conftest import Operator
 from .sessions import all_events, create_actor, eventually, runner_pods, start_session
 
 QUIET = 5.0
 """Seconds (ten reconcile passes of the test operator) in which nothing may happen."""
-
-
-@pytest.fixture
-async def helmr(operator: Operator) -> AsyncIterator[Client]:
-    async with Client(operator.url, operator.token) as c:
-        yield c
 
 
 def words(count: int) -> str:
@@ -84,10 +76,8 @@ def message_outputs(events: list[Event], turn: TurnRef) -> list[Any]:
 
 
 async def test_session_interrupt_holds_queued_work_until_resumed_and_never_replays(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     long = await session.enqueue(words(600))  # ~30 s unless interrupted
     first = await session.enqueue("first after resume")
     await streaming(session, long)
@@ -134,10 +124,8 @@ async def test_session_interrupt_holds_queued_work_until_resumed_and_never_repla
 
 
 async def test_turn_interrupt_stops_only_that_turn_and_the_next_runs_without_resume(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     long = await session.enqueue(words(600))
     following = await session.enqueue("next")
     await streaming(session, long)
@@ -166,14 +154,10 @@ async def test_turn_interrupt_stops_only_that_turn_and_the_next_runs_without_res
 
 
 async def test_cancel_cancels_queued_interrupts_active_and_closes(
-    helmr: Client,
-    api_client: client.ApiClient,
+    session: SessionRef,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     done = await session.enqueue("done before the cancel")
     assert (await done.wait(timeout=60)).status == "completed"
     long = await session.enqueue(words(600))
@@ -216,10 +200,8 @@ async def test_cancel_cancels_queued_interrupts_active_and_closes(
 
 
 async def test_close_drains_the_queue_then_closes(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     turns = [await session.enqueue(words(10) + f" #{i}") for i in range(5)]
 
     accepted = await session.close()
@@ -252,10 +234,8 @@ async def test_close_drains_the_queue_then_closes(
 
 
 async def test_closing_an_idle_session_records_only_session_closed(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     done = await (await session.enqueue("only")).wait(timeout=120)
     assert done.status == "completed"
     assert (await session.retrieve()).process_live  # warm, waiting for work
@@ -281,10 +261,8 @@ async def test_closing_an_idle_session_records_only_session_closed(
 
 
 async def test_messages_are_delivered_to_the_active_turn_in_order(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     turn = await session.enqueue(words(200))  # ~10 s
     await streaming(session, turn)
 
@@ -326,10 +304,8 @@ async def test_messages_are_delivered_to_the_active_turn_in_order(
 
 
 async def test_messages_accepted_as_the_turn_settles_are_rejected_turn_settling(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     turn = await session.enqueue(words(40))  # ~2 s
     behind = await session.enqueue("behind")
     await streaming(session, turn)

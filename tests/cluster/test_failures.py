@@ -9,7 +9,6 @@ fails its Turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
@@ -20,17 +19,10 @@ from helmr.client import Client, Event, Session, SessionRef, TurnRef
 from helmr.errors import SessionHeld, SessionNotOpen
 from helmr.resources import GROUP, SESSIONS, VERSION
 
-from .conftest import Operator
 from .sessions import all_events, create_actor, eventually, runner_pods, start_session
 
 QUIET = 5.0
 """Seconds (ten reconcile passes of the test operator) in which nothing may happen."""
-
-
-@pytest.fixture
-async def helmr(operator: Operator) -> AsyncIterator[Client]:
-    async with Client(operator.url, operator.token) as c:
-        yield c
 
 
 def of_kind(events: list[Event], kind: str) -> list[dict[str, Any]]:
@@ -80,15 +72,11 @@ async def stays_queued(session: SessionRef, turn: TurnRef, core: client.CoreV1Ap
 
 
 async def test_three_crashes_in_a_row_hold_the_session_until_resumed(
-    helmr: Client,
+    session: SessionRef,
     api_client: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
-
     epochs = []
     for expected_failures in (1, 2, 3):
         _, epoch = await crash(session)
@@ -143,14 +131,10 @@ async def test_three_crashes_in_a_row_hold_the_session_until_resumed(
 
 
 async def test_a_deleted_runner_pod_is_an_execution_loss_not_a_process_failure(
-    helmr: Client,
-    api_client: client.ApiClient,
+    session: SessionRef,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     await crash(session)
     await counted(session, 1)
 
@@ -208,14 +192,10 @@ async def delete_pod_running(turn: TurnRef, core: client.CoreV1Api, namespace: s
 
 
 async def test_repeated_execution_loss_fails_the_session(
-    helmr: Client,
-    api_client: client.ApiClient,
+    session: SessionRef,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     stuck = [await session.enqueue({"sleep": 600}) for _ in range(3)]
     tail = await session.enqueue("never runs")
 
@@ -249,11 +229,8 @@ async def _ended(session: SessionRef, epoch: int) -> Any:
 
 
 async def test_a_throwing_handler_fails_its_turn_and_the_next_turn_runs(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
-
     boom = await session.enqueue({"raise": "boom"})
     after = await session.enqueue("after the failure")
     failed = await boom.wait(timeout=120)

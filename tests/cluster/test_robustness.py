@@ -22,7 +22,7 @@ import json
 import random
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -31,7 +31,7 @@ import aiohttp
 import pytest
 from kubernetes import client, config, watch
 
-from helmr.client import Client, Event, TurnRef
+from helmr.client import Client, Event, SessionRef, TurnRef
 from helmr.operator import pods
 from helmr.protocol import EPOCH_HEADER, MessageOutcome, routes
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
@@ -128,12 +128,6 @@ def pod_history(kubeconfig: str, namespace: str) -> Iterator[PodHistory]:
     history.start()
     yield history
     history._stop.set()
-
-
-@pytest.fixture
-async def helmr(operator: Operator) -> AsyncIterator[Client]:
-    async with Client(operator.url, operator.token) as c:
-        yield c
 
 
 def operator_log_tail(operator: Operator, lines: int = 60) -> str:
@@ -362,15 +356,11 @@ def zombie_marks(events: list[Event]) -> list[Event]:
 
 
 async def test_zombie_runner_of_an_older_epoch_is_fenced_from_every_write(
-    helmr: Client,
+    session: SessionRef,
     operator: Operator,
-    api_client: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     # Epoch 1 runs a turn that will still be running when its execution is lost.
     lost = await session.enqueue({"sleep": 600})
     await eventually(lambda: _is_running(lost), timeout=120, what="the first turn running")

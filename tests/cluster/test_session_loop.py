@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
 from kubernetes import client
 
-from helmr.client import Client
+from helmr.client import Client, SessionRef
 
-from .conftest import Operator
 from .sessions import all_events, create_actor, eventually, start_session
 
 
-@pytest.fixture
-async def helmr(operator: Operator) -> AsyncIterator[Client]:
-    async with Client(operator.url, operator.token) as c:
-        yield c
-
-
 async def test_fifty_turns_run_in_fifo_order_with_gap_free_sequences(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
-
     refs = [await session.enqueue(f"turn {i}") for i in range(50)]
     last = await refs[-1].wait(timeout=300)
 
@@ -43,10 +30,8 @@ async def test_fifty_turns_run_in_fifo_order_with_gap_free_sequences(
 
 
 async def test_output_is_readable_while_the_turn_runs(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     words = " ".join(f"w{i}" for i in range(60))  # ~3 s of streamed fragments
 
     turn = await session.enqueue(words)

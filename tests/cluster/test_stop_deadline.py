@@ -11,27 +11,18 @@ after ``resume`` for a Session interrupt, at once for an exact-Turn interrupt.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
-import pytest
 from kubernetes import client
 
-from helmr.client import Client, Event, SessionRef, TurnRef
+from helmr.client import Event, SessionRef, TurnRef
 
-from .conftest import Operator
-from .sessions import all_events, create_actor, eventually, runner_pods, start_session
+from .sessions import all_events, eventually, runner_pods
 
 GRACE = timedelta(seconds=3)
 """``HELMR_STOP_GRACE_SECONDS`` of the test operator (conftest)."""
-
-
-@pytest.fixture
-async def helmr(operator: Operator) -> AsyncIterator[Client]:
-    async with Client(operator.url, operator.token) as c:
-        yield c
 
 
 def of_kind(events: list[Event], kind: str) -> list[Event]:
@@ -66,14 +57,10 @@ async def process_failed(session: SessionRef) -> Event | None:
 
 
 async def test_a_session_interrupt_of_a_turn_that_ignores_it_stops_the_process_after_the_grace(
-    helmr: Client,
-    api_client: client.ApiClient,
+    session: SessionRef,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     stuck, queued, epoch = await stuck_turn(session)
 
     receipt = await session.interrupt()
@@ -115,10 +102,8 @@ async def test_a_session_interrupt_of_a_turn_that_ignores_it_stops_the_process_a
 
 
 async def test_an_exact_turn_interrupt_of_a_turn_that_ignores_it_runs_the_next_on_a_new_process(
-    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+    session: SessionRef,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    session = await start_session(helmr, namespace)
     stuck, following, epoch = await stuck_turn(session)
 
     receipt = await stuck.interrupt()
