@@ -80,6 +80,10 @@ class CustomResourceMirror:
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
         self.turn_names: dict[str, tuple[str, str]] = {}
+        # Session CR uids, for the owner references of the Turns the API creates.
+        self._session_uids: dict[str, str] = {}
+        # The last status written per session, to skip patches that change nothing.
+        self._session_statuses: dict[str, dict[str, Any]] = {}
 
     # --- the server's Mirror: objects for what the API admitted
 
@@ -98,7 +102,9 @@ class CustomResourceMirror:
                 **({"key": session.key} if session.key else {}),
             },
         }
-        await self._create_if_absent(session.namespace, SESSIONS, body)
+        created = await self._create_if_absent(session.namespace, SESSIONS, body)
+        if created is not None:
+            self._session_uids[session.id] = created["metadata"]["uid"]
         await self.sync_session(session, runner_pod=None)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
@@ -109,6 +115,8 @@ class CustomResourceMirror:
                 "name": turn_cr_name(turn.id),
                 "namespace": session.namespace,
                 "labels": {LABEL_SESSION_ID: session.id, LABEL_TURN_ID: turn.id},
+                # Owned by its Session: deleting the Session collects its Turns.
+                "ownerReferences": await self._owner(session),
             },
             "spec": {
                 "sessionRef": {"name": session.name},
@@ -120,18 +128,35 @@ class CustomResourceMirror:
         await self._create_if_absent(session.namespace, TURNS, body)
         await self.sync_turn(session, turn)
 
-    async def _create_if_absent(self, namespace: str, plural: str, body: dict[str, Any]) -> None:
+    async def _create_if_absent(
+        self, namespace: str, plural: str, body: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The created object, or None when it existed already."""
         try:
-            await self.kube.create_custom(namespace, plural, body)
+            return await self.kube.create_custom(namespace, plural, body)
         except ApiException as e:
             if e.status != 409:
                 raise
+        return None
+
+    async def _owner(self, session: SessionView) -> list[dict[str, Any]]:
+        uid = self._session_uids.get(session.id)
+        if uid is None:
+            cr = await self.kube.get_custom(session.namespace, SESSIONS, session.name)
+            if cr is None:
+                return []
+            uid = self._session_uids[session.id] = cr["metadata"]["uid"]
+        return [{"apiVersion": API_VERSION, "kind": "Session", "name": session.name, "uid": uid}]
 
     # --- status
 
     async def sync_session(self, view: SessionView, runner_pod: str | None) -> None:
-        patch = {"status": session_status(view, runner_pod)}
-        await self.kube.patch_status(view.namespace, SESSIONS, view.name, patch)
+        status = session_status(view, runner_pod)
+        # Output streams touch the session on every write; its status rarely changes.
+        if self._session_statuses.get(view.id) == status:
+            return
+        if await self.kube.patch_status(view.namespace, SESSIONS, view.name, {"status": status}):
+            self._session_statuses[view.id] = status
 
     async def sync_turn(self, session: SessionView, view: TurnView) -> None:
         namespace, name = self.turn_names.get(view.id, (session.namespace, turn_cr_name(view.id)))

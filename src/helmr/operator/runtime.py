@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from kubernetes.client import ApiClient
 
 from helmr.control import Control, ControlConfig
 from helmr.events import EventKind
@@ -28,24 +29,20 @@ from helmr.store import Store
 
 log = logging.getLogger(__name__)
 
-# Kinds worth a Kubernetes Event on the CR (`kubectl describe`); output and
-# message facts stay in the timeline only.
-_K8S_EVENT_KINDS = {
-    EventKind.TURN_COMPLETED,
-    EventKind.TURN_FAILED,
-    EventKind.TURN_INTERRUPTED,
-    EventKind.TURN_CANCELLED,
-    EventKind.SESSION_INTERRUPT,
-    EventKind.SESSION_RESUME,
-    EventKind.SESSION_CLOSED,
-    EventKind.SESSION_PROCESS_FAILED,
-    EventKind.SESSION_EXECUTION_LOST,
-}
 _TERMINAL = {
     EventKind.TURN_COMPLETED,
     EventKind.TURN_FAILED,
     EventKind.TURN_INTERRUPTED,
     EventKind.TURN_CANCELLED,
+}
+# Kinds worth a Kubernetes Event on the CR (`kubectl describe`); output and
+# message facts stay in the timeline only.
+_K8S_EVENT_KINDS = _TERMINAL | {
+    EventKind.SESSION_INTERRUPT,
+    EventKind.SESSION_RESUME,
+    EventKind.SESSION_CLOSED,
+    EventKind.SESSION_PROCESS_FAILED,
+    EventKind.SESSION_EXECUTION_LOST,
 }
 _WARNINGS = {
     EventKind.TURN_FAILED,
@@ -54,7 +51,7 @@ _WARNINGS = {
 }
 
 
-def _authenticator(settings: Settings, kube_api: Any) -> Authenticator:
+def _authenticator(settings: Settings, kube_api: ApiClient) -> Authenticator:
     if settings.auth.startswith("static:"):
         token = settings.auth.removeprefix("static:")
         return StaticAuthenticator({token: Grant(user=User(name="static", groups=()))})
