@@ -26,7 +26,7 @@ build: ## Build the pinned Kubernetes components, etcd, helm, CoreDNS (cached)
 	hack/build.sh
 
 .PHONY: images
-images: ## Build the local images (pause, python, runner, coredns; cached)
+images: ## Build the local images (pause, python, runner, operator, coredns; cached)
 	hack/build-images.sh
 
 .PHONY: cluster-up
@@ -62,5 +62,5 @@ test: venv lint ## Every test, cluster tests included (brings the local cluster 
 	$(VENV)/bin/pytest
 
 .PHONY: demo
-demo: venv ## The demo on the local cluster
+demo: venv ## Helm-install Helmr on the local cluster and drive a demo session
 	hack/demo.sh
