@@ -7,8 +7,7 @@
 source "$(dirname "$0")/lib/cluster.sh"
 
 # The kubelet first, so nothing restarts pods while they are stopped.
-stop_daemon kube-proxy
-stop_daemon kubelet
+stop_daemons kube-proxy kubelet
 if pid_of containerd >/dev/null; then
   for sandbox in $(ctr_k8s tasks ls -q 2>/dev/null); do
     ctr_k8s tasks kill -s SIGKILL "$sandbox" >/dev/null 2>&1 || true
@@ -18,12 +17,13 @@ if pid_of containerd >/dev/null; then
     ctr_k8s tasks delete -f "$sandbox" >/dev/null 2>&1 || true
   done
 fi
-stop_daemon containerd
+stop_daemons containerd
 # containerd's shims outlive it; ours are the ones that name our socket.
 for pid in $(pgrep -f "containerd-shim.*-address $CONTAINERD_SOCK" || true); do
   kill -9 "$pid" 2>/dev/null || true
 done
-for ((i = ${#DAEMONS[@]} - 1; i >= 0; i--)); do stop_daemon "${DAEMONS[$i]}"; done
+stop_daemons kube-scheduler kube-controller-manager kube-apiserver
+stop_daemons etcd
 
 # Mounts (container rootfs, shm, kubelet volumes), deepest first.
 awk -v dir="$HELMR_CLUSTER_DIR" '$5 ~ "^"dir {print $5}' /proc/self/mountinfo | sort -r \

@@ -176,6 +176,10 @@ evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.availa
 imageGCHighThresholdPercent: 95
 imageGCLowThresholdPercent: 90
 EOF
+# A Ready condition older than this kubelet may be a stale one from before a
+# restart (the node keeps it until its lease expires): wait for a fresh one.
+KUBELET_SINCE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+pid_of kubelet >/dev/null && KUBELET_SINCE="1970-01-01T00:00:00Z"
 start_daemon kubelet kubelet --config "$CONF/kubelet.yaml" --kubeconfig "$CONF/kubelet.kubeconfig" \
   --root-dir "$HELMR_CLUSTER_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 
@@ -195,7 +199,15 @@ EOF
 start_daemon kube-proxy kube-proxy --config "$CONF/kube-proxy.yaml"
 
 wait_for 120 "node $NODE_NAME to register" kubectl_admin get node "$NODE_NAME"
-kubectl_admin wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >&2
+node_ready_since() {
+  local ready
+  ready="$(kubectl_admin get node "$NODE_NAME" -o \
+    jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.lastHeartbeatTime}{end}')"
+  # ISO-8601 UTC timestamps compare as strings.
+  [[ "${ready%% *}" == True && ! "${ready#* }" < "$KUBELET_SINCE" ]]
+}
+wait_for 120 "node $NODE_NAME to be Ready" node_ready_since
+log "node $NODE_NAME is Ready"
 wait_for 60 "the default service account" kubectl_admin get serviceaccount default -n default
 "$HACK_DIR/coredns.sh" >&2
 log "cluster up: node $NODE_NAME ($NODE_IP), kubeconfig below"

@@ -17,7 +17,7 @@ LOGS="$HELMR_CLUSTER_DIR/logs"
 CONF="$HELMR_CLUSTER_DIR/conf"
 KUBECONFIG_ADMIN="$HELMR_CLUSTER_DIR/kubeconfig"
 CONTAINERD_SOCK="$HELMR_CLUSTER_DIR/containerd/containerd.sock"
-# Order matters: up starts left to right, down stops right to left.
+# What cluster-up starts (in this order) and cluster-status reports.
 DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
 
 export PATH="$HELMR_BIN/current:$PATH"
@@ -37,20 +37,30 @@ start_daemon() {
   local name="$1"; shift
   if pid_of "$name" >/dev/null; then return 0; fi
   mkdir -p "$RUN" "$LOGS"
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
+  # 8>&-: the daemon must not inherit cluster-up's lock, or the next up waits forever.
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null 8>&- &
   echo $! >"$RUN/$name.pid"
   log "started $name (pid $!)"
 }
 
-# stop_daemon NAME: SIGTERM, then SIGKILL after 10 s; only the PID it recorded.
-stop_daemon() {
-  local name="$1" pid i
-  pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid"; return 0; }
-  kill "$pid" 2>/dev/null || true
-  for i in $(seq 100); do [[ -d "/proc/$pid" ]] || break; sleep 0.1; done
-  [[ -d "/proc/$pid" ]] && kill -9 "$pid" 2>/dev/null
-  rm -f "$RUN/$name.pid"
-  log "stopped $name"
+# stop_daemons NAME...: SIGTERM to each together, SIGKILL to any still there
+# after 10 s; only the PIDs cluster-up recorded.
+stop_daemons() {
+  local name pid i pids=()
+  for name in "$@"; do
+    if pid=$(pid_of "$name"); then
+      kill "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  for i in $(seq 100); do
+    for pid in "${pids[@]}"; do [[ -d "/proc/$pid" ]] && break; pid=""; done
+    [[ -z "${pid:-}" ]] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do [[ -d "/proc/$pid" ]] && kill -9 "$pid" 2>/dev/null; done
+  for name in "$@"; do rm -f "$RUN/$name.pid"; done
+  log "stopped $*"
 }
 
 # wait_for SECONDS WHAT CMD...: polls CMD until it succeeds.
