@@ -54,7 +54,7 @@ sys.path.insert(0, str(REPO))
 from kubernetes import client, config, watch  # noqa: E402
 from tests.cluster import conftest  # noqa: E402
 from tests.cluster.pods import restricted_container  # noqa: E402
-from tests.cluster.sessions import create_actor, start_session  # noqa: E402
+from tests.cluster.sessions import all_events, create_actor, start_session  # noqa: E402
 
 from helmr.client import Client, Event, SessionRef  # noqa: E402
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION  # noqa: E402
@@ -381,7 +381,7 @@ async def cold_starts(
         assert done.status == "completed", done
         view = await session.retrieve()
         pod = f"{view.name}-runner-{view.process_epoch}"
-        events = await _all(session)
+        events = await all_events(session)
         out["helmr_turn_running"].append(first(events, "turn.running", turn.id) - started)
         out["helmr_pod_running"].append(await asyncio.to_thread(pods.wait_running, pod) - started)
         out["helmr_pod_created"].append(pods.added[pod] - started)
@@ -404,17 +404,6 @@ async def cold_starts(
             )
             await _gone(core, namespace, BARE_LABEL)
     return out
-
-
-async def _all(session: SessionRef) -> list[Event]:
-    records: list[Event] = []
-    after = 0
-    while True:
-        page = await session.events.list(after=after, limit=1000)
-        records += page.records
-        after = page.next_after
-        if not page.has_more:
-            return records
 
 
 async def _gone(core: client.CoreV1Api, namespace: str, selector: str) -> None:
