@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from kubernetes import client
 
-from helmr.client import Client
+from helmr.client import Client, SessionRef
 from helmr.control import Control
 from helmr.resources import GROUP, SESSIONS, TURNS, VERSION
 from helmr.server import StaticRunnerTokens, build_app
@@ -161,3 +161,31 @@ spec:
     assert owners == [("Session", session_cr["metadata"]["uid"])]
     assert session_cr["status"]["sessionId"] == session.id
     assert session_cr["status"]["phase"] == "open"
+
+
+async def test_deleting_the_session_resource_cancels_the_session(
+    session: SessionRef, api_client: client.ApiClient, namespace: str
+) -> None:
+    running = await session.enqueue({"sleep": 120})
+    queued = await session.enqueue("never runs")
+
+    async def is_running() -> bool:
+        return (await running.retrieve()).status == "running"
+
+    await eventually(is_running, what="the first turn to run")
+    name = (await session.retrieve()).name
+    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+        GROUP, VERSION, namespace, SESSIONS, name
+    )
+
+    async def closed() -> bool:
+        return (await session.retrieve()).status == "closed"
+
+    await eventually(closed, timeout=60, what="the session to close")
+    state = await session.retrieve()
+    assert state.closed_how == "cancel"
+    interrupted = await running.retrieve()
+    assert interrupted.status == "interrupted"
+    # Cancelled by the deletion itself, not found later as a lost execution.
+    assert interrupted.reason == "cancel"
+    assert (await queued.retrieve()).status == "cancelled"

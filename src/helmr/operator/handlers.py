@@ -3,12 +3,14 @@ to one Control call. All state lives in the store; these stay thin."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import timedelta
 from typing import Any
 
 import kopf
 
+from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator import pods
 from helmr.operator.mirror import LABEL_SESSION_ID, LABEL_TURN_ID
 from helmr.operator.runtime import Runtime
@@ -76,12 +78,21 @@ async def session_admit(
     await runtime.mirror.sync_session(view, runner_pod=None)
 
 
-@kopf.on.delete(GROUP, VERSION, SESSIONS, optional=True)
-async def session_delete(status: kopf.Status, memo: Any, **_: Any) -> None:
-    """Deleting the CR cancels the session; its pods go with it (owner references)."""
+@kopf.on.event(GROUP, VERSION, SESSIONS)
+async def session_deleted(type: str, status: kopf.Status, memo: Any, **_: Any) -> None:
+    """Deleting the CR cancels the session; its pods go with it (owner references).
+
+    A watch event, not a delete handler: those run only under a finalizer, and
+    a finalizer would wedge namespace deletion whenever no operator runs. A
+    deletion missed while the operator was down is caught by the supervisor.
+    """
+    if type != "DELETED":
+        return
     session_id = status.get("sessionId")
     if session_id:
-        await _runtime(memo).control.cancel(session_id)
+        # An ended session has nothing left to cancel; an unknown one, nothing at all.
+        with contextlib.suppress(SessionNotOpen, NotFound):
+            await _runtime(memo).control.cancel(session_id)
 
 
 @kopf.on.resume(GROUP, VERSION, TURNS)
