@@ -424,19 +424,7 @@ async def _gone(core: client.CoreV1Api, namespace: str, selector: str) -> None:
 
 @contextmanager
 def control_plane(kubeconfig: str) -> Iterator[conftest.Operator]:
-    data = Path(tempfile.mkdtemp(prefix="helmr-bench-"))
-    port = conftest._free_port()
-    token = uuid.uuid4().hex
-    env = dict(os.environ) | {
-        "KUBECONFIG": kubeconfig,
-        "HELMR_STORE_PATH": str(data / "helmr.db"),
-        "HELMR_API_PORT": str(port),
-        "HELMR_RUNNER_URL": f"http://{conftest._node_ip()}:{port}",
-        "HELMR_AUTH": f"static:{token}",
-    }
-    op = conftest.Operator(
-        url=f"http://127.0.0.1:{port}", token=token, env=env, log=data / "operator.log"
-    )
+    op = conftest.Operator.for_cluster(kubeconfig, Path(tempfile.mkdtemp(prefix="helmr-bench-")))
     op.start()
     try:
         yield op

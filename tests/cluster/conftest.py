@@ -134,6 +134,26 @@ class Operator:
     log: Path
     process: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def for_cluster(cls, kubeconfig: str, data: Path, **settings: str) -> Operator:
+        """An operator (not started) against ``kubeconfig`` that keeps its store in
+        ``data``, on a free port, with a static token; ``settings`` add env vars."""
+        port = _free_port()
+        token = uuid.uuid4().hex
+        env = dict(os.environ) | {
+            "KUBECONFIG": kubeconfig,
+            "HELMR_STORE_PATH": str(data / "helmr.db"),
+            "HELMR_API_PORT": str(port),
+            "HELMR_RUNNER_URL": f"http://{_node_ip()}:{port}",
+            "HELMR_AUTH": f"static:{token}",
+        }
+        return cls(
+            url=f"http://127.0.0.1:{port}",
+            token=token,
+            env=env | settings,
+            log=data / "operator.log",
+        )
+
     def start(self) -> None:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
@@ -181,19 +201,12 @@ class Operator:
 def operator(
     kubeconfig: str, crds: None, runner_image: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
-    data = tmp_path_factory.mktemp("operator")
-    port = _free_port()
-    token = uuid.uuid4().hex
-    env = dict(os.environ) | {
-        "KUBECONFIG": kubeconfig,
-        "HELMR_STORE_PATH": str(data / "helmr.db"),
-        "HELMR_API_PORT": str(port),
-        "HELMR_RUNNER_URL": f"http://{_node_ip()}:{port}",
-        "HELMR_AUTH": f"static:{token}",
-        "HELMR_RECONCILE_INTERVAL": "0.5",
-        "HELMR_STOP_GRACE_SECONDS": "3",
-    }
-    op = Operator(url=f"http://127.0.0.1:{port}", token=token, env=env, log=data / "operator.log")
+    op = Operator.for_cluster(
+        kubeconfig,
+        tmp_path_factory.mktemp("operator"),
+        HELMR_RECONCILE_INTERVAL="0.5",
+        HELMR_STOP_GRACE_SECONDS="3",
+    )
     op.start()
     yield op
     op.stop()
