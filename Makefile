@@ -18,6 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
+.PHONY: deps
+deps: ## Install the Debian packages the build and cluster need (as root; cached), check Go
+	hack/install-deps.sh
+
 .PHONY: venv
 venv: $(VENV)/.installed ## Create the virtualenv with every extra
 
@@ -46,21 +50,23 @@ crds: venv ## Regenerate crds/ from the pydantic models
 	$(PY) -m helmr.resources
 
 .PHONY: lint
-lint: venv ## ruff, mypy --strict, import-linter, CRDs in step with the models
+lint: venv ## ruff, mypy --strict, import-linter, shellcheck, CRDs in step with the models
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m helmr.resources --check
+	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: run hack/install-deps.sh as root"; exit 1; }
+	shellcheck -x hack/*.sh hack/lib/*.sh .ci/run
 
 .PHONY: unit
 unit: venv ## Unit tests only (no cluster)
 	$(VENV)/bin/pytest -m "not cluster"
 
 .PHONY: test
-test: venv lint ## Every test, cluster tests included (brings the local cluster up)
+test: deps venv lint ## Every test, cluster tests included (brings the local cluster up)
 	$(VENV)/bin/pytest
 
 .PHONY: demo
-demo: venv ## Helm-install Helmr on the local cluster and drive a demo session
+demo: deps venv ## Helm-install Helmr on the local cluster and drive a demo session
 	hack/demo.sh

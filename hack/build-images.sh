@@ -10,6 +10,7 @@
 #   hack/build-images.sh              build all
 #   hack/build-images.sh --import     build all, import the changed ones into the cluster
 #   hack/build-images.sh --name NAME  print NAME's image reference
+# shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
 IMAGES="$HELMR_CACHE/images"
@@ -22,6 +23,11 @@ declare -A REF=(
   [coredns]="helmr.local/coredns:$COREDNS_VERSION"
 )
 if [[ "${1:-}" == --name ]]; then echo "${REF[$2]}"; exit 0; fi
+
+# The images run this machine's architecture: Go's name for it (the OCI
+# platform name) and the machine's, which manylinux wheel tags use.
+ARCH="$(go env GOARCH)"
+WHEEL_PLATFORM="manylinux2014_$(uname -m)"
 
 # One build at a time: parallel test runs share the cache.
 mkdir -p "$IMAGES"
@@ -46,7 +52,8 @@ image() {
   [[ -f "$out" ]] || {
     log "building image ${REF[$name]}"
     mkdir -p "$IMAGES/$name"
-    python3 "$HACK_DIR/oci_image.py" image "$out.tmp" "${REF[$name]}" "$@" >"$IMAGES/$name/$key.digest"
+    python3 "$HACK_DIR/oci_image.py" image "$out.tmp" "${REF[$name]}" --architecture "$ARCH" "$@" \
+      >"$IMAGES/$name/$key.digest"
     mv "$out.tmp" "$out"
   }
   ln -sfn "$out" "$IMAGES/$name/current.tar"
@@ -99,9 +106,10 @@ build_python() {
 helmr_image() {
   local name="$1" requirement="$2" entrypoint="$3"
   # The recipe (this script) is part of the key: changing how an image is made rebuilds it.
-  local key; key="$(key_of "$IMAGES/python/current.digest" "$REPO_DIR/pyproject.toml" \
-    "$HACK_DIR/build-images.sh" <(echo "$requirement $entrypoint") \
-    $(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples | sort))"
+  local sources key
+  mapfile -t sources < <(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples | sort)
+  key="$(key_of "$IMAGES/python/current.digest" "$REPO_DIR/pyproject.toml" \
+    "$HACK_DIR/build-images.sh" <(echo "$requirement $entrypoint") "${sources[@]/#/$REPO_DIR/}")"
   local root="$IMAGES/$name/rootfs-$key"
   if [[ ! -d "$root" ]]; then
     rm -rf "$root.tmp"; mkdir -p "$root.tmp/opt/helmr/lib" "$root.tmp/app"
@@ -110,7 +118,7 @@ helmr_image() {
     local wheel; wheel="$(ls "$root.tmp"/wheel/*.whl)"
     python3 -m pip install --quiet --no-compile --disable-pip-version-check \
       --target "$root.tmp/opt/helmr/lib" --only-binary=:all: --python-version 3.11 \
-      --platform manylinux2014_x86_64 --implementation cp "${requirement/helmr/$wheel}" >&2 \
+      --platform "$WHEEL_PLATFORM" --implementation cp "${requirement/helmr/$wheel}" >&2 \
       || die "pip could not install $requirement into the $name layer"
     rm -rf "$root.tmp/wheel"
     # Compiled once here: the root filesystem is read-only at run time, so an

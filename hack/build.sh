@@ -6,6 +6,7 @@
 # pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
 #
 #   hack/build.sh [module...]     (default: all; modules are hack/go/*)
+# shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 
 # check_pin MODULE PATH VERSION: go.mod must require what versions.env pins.
@@ -19,7 +20,8 @@ check_pin() {
 build_module() {
   local mod="$1" ldflags="$2"; shift 2
   local dir="$HACK_DIR/go/$mod"
-  local out; out="$HELMR_BIN/$mod-$(key_of "$dir"/go.* $(find "$dir" -name '*.go' | sort))"
+  local sources out; mapfile -t sources < <(find "$dir" -name '*.go' | sort)
+  out="$HELMR_BIN/$mod-$(key_of "$dir"/go.* "${sources[@]}")"
   if [[ ! -f "$out/.done" ]]; then
     log "building $mod into $out"
     rm -rf "$out"; mkdir -p "$out"

@@ -4,6 +4,7 @@
 # under the cluster directory, pod network namespaces, the CNI bridge and the
 # iptables chains of kube-proxy and CNI. State (etcd, PKI, images) is kept so
 # the next `up` is fast; `--purge` removes it too.
+# shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
 # The kubelet first, so nothing restarts pods while they are stopped.
@@ -32,20 +33,38 @@ awk -v dir="$HELMR_CLUSTER_DIR" '$5 ~ "^"dir {print $5}' /proc/self/mountinfo | 
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$ns" 2>/dev/null || true; done
 ip link delete "$BRIDGE" 2>/dev/null || true
 rm -rf "$HELMR_CLUSTER_DIR/cni/ipam"
-# kube-proxy's and the CNI plugins' iptables chains, and only those.
+# remove_chains TABLE PREFIX: deletes the rules that jump to TABLE's chains
+# named PREFIX*, then flushes and deletes those chains, in one
+# iptables-restore (it parses the rules' quoted comments: nothing is eval'd).
+remove_chains() {
+  local table="$1" prefix="$2" saved chains
+  saved="$(iptables-save -t "$table" 2>/dev/null)" || return 0
+  mapfile -t chains < <(sed -n "s/^:\(${prefix}[^ ]*\) .*/\1/p" <<<"$saved")
+  [[ ${#chains[@]} -gt 0 ]] || return 0
+  {
+    echo "*$table"
+    # Jumps from other chains; those inside ours go with the flush.
+    grep -E -- "^-A .* -[jg] $prefix" <<<"$saved" | grep -v -- "^-A $prefix" | sed 's/^-A/-D/' || true
+    printf -- '-F %s\n' "${chains[@]}"
+    printf -- '-X %s\n' "${chains[@]}"
+    echo COMMIT
+  } | iptables-restore --noflush || log "could not remove the $prefix* chains of table $table"
+}
+# kube-proxy removes its own rules (iptables, and nftables or IPVS if a mode left any).
+if command -v kube-proxy >/dev/null; then
+  mkdir -p "$LOGS"
+  kube-proxy --cleanup >>"$LOGS/kube-proxy-cleanup.log" 2>&1 \
+    || log "kube-proxy --cleanup reported errors (see $LOGS/kube-proxy-cleanup.log)"
+fi
+# What has no cleanup command: the kubelet's chains (KUBE-FIREWALL, canaries)
+# and the CNI plugins' (pods were killed without a CNI DEL).
 for table in filter nat mangle; do
-  { iptables-save -t "$table" 2>/dev/null | grep -E '^-A .*(KUBE-|CNI-)' || true; } | sed 's/^-A/-D/' \
-    | while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
-  for chain in $(iptables-save -t "$table" 2>/dev/null | sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\).*/\1/p'); do
-    iptables -t "$table" -F "$chain" 2>/dev/null || true
-  done
-  for chain in $(iptables-save -t "$table" 2>/dev/null | sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\).*/\1/p'); do
-    iptables -t "$table" -X "$chain" 2>/dev/null || true
-  done
+  remove_chains "$table" KUBE-
+  remove_chains "$table" CNI-
 done
 # The kubelet's pod cgroups.
 for ctl in /sys/fs/cgroup/*/kubepods; do
-  [[ -d "$ctl" ]] && find "$ctl" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  if [[ -d "$ctl" ]]; then find "$ctl" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
 done
 
 if [[ "${1:-}" == --purge ]]; then

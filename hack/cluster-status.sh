@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Says what of the local cluster runs: each daemon's PID, the node, the pods.
+# shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
 running=0

@@ -6,12 +6,15 @@
 # kube-proxy (iptables) and CoreDNS. Idempotent: what runs is left alone.
 # Waits until the node is Ready and the default service account exists, then
 # prints the admin kubeconfig's path as its last line.
+# shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
 [[ $EUID -eq 0 ]] || die "the cluster needs root (kubelet, containerd, iptables)"
 NODE_IP="$(node_ip)"
 [[ -n "$NODE_IP" ]] || die "no node IP: no default route"
 
+# Before the long build: stop now if a program the cluster runs is missing.
+"$HACK_DIR/install-deps.sh" >&2
 "$HACK_DIR/build.sh" >&2
 mkdir -p "$PKI" "$RUN" "$LOGS" "$CONF"
 exec 8>"$HELMR_CLUSTER_DIR/.lock"
@@ -76,6 +79,8 @@ cert kubelet "system:node:$NODE_NAME" system:nodes "DNS:$NODE_NAME,IP:$NODE_IP,I
 for k in admin controller-manager scheduler kube-proxy kubelet; do kubeconfig "$k"; done
 
 # --- etcd and the control plane
+# --unsafe-no-fsync: disposable test state; an fsync per write makes every API call wait on the disk.
+# --quota-backend-bytes 4 GiB (default 2): nothing defragments, so the file grows across test runs.
 start_daemon etcd etcd --name helmr --data-dir "$HELMR_CLUSTER_DIR/etcd" \
   --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
   --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
@@ -83,6 +88,9 @@ start_daemon etcd etcd --name helmr --data-dir "$HELMR_CLUSTER_DIR/etcd" \
   --listen-metrics-urls http://127.0.0.1:2381
 wait_for 60 etcd curl -fsS http://127.0.0.1:2381/health
 
+# --api-audiences ...,helmr: also accept tokens minted for the audience "helmr" (Helmr API clients).
+# --allow-privileged: a CSI node plugin's Bidirectional mounts need it; workload namespaces enforce restricted.
+# --kubelet-preferred-address-types InternalIP first: the node's name (helmr-node) resolves nowhere.
 start_daemon kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:2379 \
   --bind-address 0.0.0.0 --secure-port "$APISERVER_PORT" --advertise-address "$NODE_IP" \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction,PodSecurity \
@@ -96,6 +104,8 @@ start_daemon kube-apiserver kube-apiserver --etcd-servers http://127.0.0.1:2379 
   --kubelet-preferred-address-types InternalIP,Hostname --profiling=false --event-ttl 1h
 wait_for 120 kube-apiserver kubectl_admin get --raw /readyz
 
+# --allocate-node-cidrs=false: the one node's pod range is fixed in the CNI config (host-local IPAM).
+# --leader-elect=false (here and in the scheduler): a single instance, no lease renewals to pay for.
 start_daemon kube-controller-manager kube-controller-manager \
   --kubeconfig "$CONF/controller-manager.kubeconfig" \
   --authentication-kubeconfig "$CONF/controller-manager.kubeconfig" \
@@ -153,6 +163,9 @@ start_daemon containerd containerd --config "$CONF/containerd.toml"
 wait_for 60 containerd ctr_k8s version
 "$HACK_DIR/build-images.sh" --import >&2
 
+# failSwapOn: false: a developer's machine may have swap; the node's pods are small.
+# evictionHard nodefs/imagefs 2%: a small VM disk would otherwise evict pods under test.
+# imageGC 95/90 %: images are built here and can never be pulled again, so GC them late.
 write_config "$CONF/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -183,6 +196,7 @@ pid_of kubelet >/dev/null && KUBELET_SINCE="1970-01-01T00:00:00Z"
 start_daemon kubelet kubelet --config "$CONF/kubelet.yaml" --kubeconfig "$CONF/kubelet.kubeconfig" \
   --root-dir "$HELMR_CLUSTER_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 
+# nodePortAddresses [primary]: NodePorts on the node's own address only, not the pod bridge.
 write_config "$CONF/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Deploys CoreDNS (built by hack/build.sh, imaged by hack/build-images.sh) as
 # the cluster's DNS at the kubelet's clusterDNS address. Idempotent.
+# shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
 image="$("$HACK_DIR/build-images.sh" --name coredns)"

@@ -3,6 +3,7 @@
 # control plane runs in the cluster, as in production), declares the echo
 # actor, and drives a session from outside with the Python client,
 # authenticated by a Kubernetes service-account token scoped to one namespace.
+# shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
 KUBECONFIG="$("$HACK_DIR/cluster-up.sh")"

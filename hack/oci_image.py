@@ -6,8 +6,8 @@ uncompressed and deterministic (sorted entries, zero mtimes), so the same
 inputs always give the same digests and unchanged images are not re-imported.
 
     python3 hack/oci_image.py layer DIR OUT.tar
-    python3 hack/oci_image.py image OUT.tar NAME --layer LAYER.tar [--layer ...]
-        [--entrypoint JSON] [--env K=V ...] [--user UID] [--workdir DIR]
+    python3 hack/oci_image.py image OUT.tar NAME --architecture GOARCH --layer LAYER.tar
+        [--layer ...] [--entrypoint JSON] [--env K=V ...] [--user UID] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -60,12 +60,14 @@ def _add_blob(tar: tarfile.TarFile, data: bytes) -> tuple[str, int]:
     return digest, len(data)
 
 
-def build(out: Path, name: str, layers: list[Path], config: dict[str, object]) -> str:
+def build(
+    out: Path, name: str, architecture: str, layers: list[Path], config: dict[str, object]
+) -> str:
     """Writes the image; returns the manifest digest (the image's identity)."""
     layer_files = [(sha256_file(path), path) for path in layers]
 
     image_config = {
-        "architecture": "amd64",
+        "architecture": architecture,
         "os": "linux",
         "config": config,
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d, _ in layer_files]},
@@ -129,6 +131,8 @@ def main() -> None:
     image = verbs.add_parser("image")
     image.add_argument("out", type=Path)
     image.add_argument("name")
+    # The OCI platform name, which is Go's GOARCH (amd64, arm64, ...).
+    image.add_argument("--architecture", required=True)
     image.add_argument("--layer", type=Path, action="append", required=True)
     image.add_argument("--entrypoint", type=json.loads)
     image.add_argument("--env", action="append", default=[])
@@ -147,7 +151,7 @@ def main() -> None:
         config["User"] = args.user
     if args.workdir:
         config["WorkingDir"] = args.workdir
-    print(build(args.out, args.name, args.layer, config))
+    print(build(args.out, args.name, args.architecture, args.layer, config))
 
 
 if __name__ == "__main__":

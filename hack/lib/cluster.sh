@@ -1,6 +1,9 @@
 # The local single-node cluster's layout and process handling, shared by
 # cluster-up, cluster-down and cluster-status.
 # shellcheck shell=bash
+# Its variables are read by the scripts that source it, not here.
+# shellcheck disable=SC2034
+# shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 NODE_NAME="${HELMR_NODE_NAME:-helmr-node}"
@@ -36,6 +39,7 @@ pid_of() {
 start_daemon() {
   local name="$1"; shift
   if pid_of "$name" >/dev/null; then return 0; fi
+  command -v "$1" >/dev/null || die "$1 is not installed: run $HACK_DIR/install-deps.sh as root"
   mkdir -p "$RUN" "$LOGS"
   # 8>&-: the daemon must not inherit cluster-up's lock, or the next up waits forever.
   setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null 8>&- &
@@ -46,14 +50,14 @@ start_daemon() {
 # stop_daemons NAME...: SIGTERM to each together, SIGKILL to any still there
 # after 10 s; only the PIDs cluster-up recorded.
 stop_daemons() {
-  local name pid i pids=()
+  local name pid pids=()
   for name in "$@"; do
     if pid=$(pid_of "$name"); then
       kill "$pid" 2>/dev/null || true
       pids+=("$pid")
     fi
   done
-  for i in $(seq 100); do
+  for _ in $(seq 100); do
     for pid in "${pids[@]}"; do [[ -d "/proc/$pid" ]] && break; pid=""; done
     [[ -z "${pid:-}" ]] && break
     sleep 0.1
@@ -63,11 +67,13 @@ stop_daemons() {
   log "stopped $*"
 }
 
-# wait_for SECONDS WHAT CMD...: polls CMD until it succeeds.
+# wait_for SECONDS WHAT CMD...: polls CMD until it succeeds; a command that
+# is not installed (status 127) fails at once instead of after SECONDS.
 wait_for() {
   local limit="$1" what="$2"; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
+  local deadline=$((SECONDS + limit)) status
+  until status=0; "$@" >/dev/null 2>&1 || status=$?; ((status == 0)); do
+    ((status != 127)) || die "waiting for $what: '$*' is not installed: run $HACK_DIR/install-deps.sh as root"
     ((SECONDS < deadline)) || die "timed out after ${limit}s waiting for $what (logs: $LOGS)"
     sleep 0.5
   done

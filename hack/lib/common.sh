@@ -1,5 +1,7 @@
 # Shared by every hack/ script: pins, cache locations, logging.
 # shellcheck shell=bash
+# Its variables are read by the scripts that source it, not here.
+# shellcheck disable=SC2034
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
