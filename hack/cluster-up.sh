@@ -156,7 +156,7 @@ oom_score = 0
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$CNI_BIN_DIR"
     conf_dir = "$HELMR_CLUSTER_DIR/cni/net.d"
 EOF
 start_daemon containerd containerd --config "$CONF/containerd.toml"

@@ -19,12 +19,14 @@ PACKAGES=(
   containerd runc containernetworking-plugins iptables iproute2 conntrack
   debootstrap openssl curl ca-certificates git make python3-venv python3-pip shellcheck
 )
-CNI_BIN_DIR=/usr/lib/cni
 
 # probe PACKAGE: succeeds when what the scripts use from PACKAGE is there.
 probe() {
   case "$1" in
-    containernetworking-plugins) [[ -x "$CNI_BIN_DIR/bridge" && -x "$CNI_BIN_DIR/host-local" && -x "$CNI_BIN_DIR/portmap" ]] ;;
+    # The plugins the cluster's CNI config names, and loopback, which containerd runs in every pod.
+    containernetworking-plugins)
+      local plugin
+      for plugin in bridge host-local portmap loopback; do [[ -x "$CNI_BIN_DIR/$plugin" ]] || return 1; done ;;
     ca-certificates) [[ -f /etc/ssl/certs/ca-certificates.crt ]] ;;
     iproute2) command -v ip >/dev/null ;;
     containerd) command -v containerd >/dev/null && command -v ctr >/dev/null ;;

@@ -20,6 +20,8 @@ export GOFLAGS="-buildvcs=false"
 # Where the running cluster keeps its state, and where the kubeconfig lands.
 HELMR_CLUSTER_DIR="${HELMR_CLUSTER_DIR:-/var/lib/helmr-cluster}"
 HELMR_BIN="$HELMR_CACHE/bin"
+# Where Debian's containernetworking-plugins installs the CNI plugins.
+CNI_BIN_DIR=/usr/lib/cni
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
