@@ -18,14 +18,46 @@ The tree, which the REST API maps to status codes and ``code`` strings::
     │   ├── HoldMismatch        409 hold_mismatch      resume with another holdId
     │   └── StaleEpoch          409 stale_epoch        a runner call from a fenced epoch
     ├── PayloadTooLarge         413 payload_too_large
+    ├── Unavailable             503 unavailable        the control plane cannot answer now
+    │   └── NotReady            503 not_ready          /readyz: not serving yet
     └── MessageRejected         409 message_rejected   a handler's known rejection
 
 Each carries a stable machine ``code`` and a message that says what to do.
+A client rebuilds the error a server sent by its code (``from_json``); the
+body's shape is ``ErrorBody``.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field, JsonValue
+
+__all__ = [
+    "UNAVAILABLE_STATUSES",
+    "Conflict",
+    "ErrorBody",
+    "ErrorDetail",
+    "Forbidden",
+    "HelmrError",
+    "HoldMismatch",
+    "InvalidInput",
+    "MessageRejected",
+    "MethodNotAllowed",
+    "NotFound",
+    "NotReady",
+    "PayloadTooLarge",
+    "ReceiveTimeout",
+    "SessionHeld",
+    "SessionNotOpen",
+    "StaleEpoch",
+    "TurnNotActive",
+    "TurnSettling",
+    "Unauthenticated",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "from_json",
+]
 
 
 class HelmrError(Exception):
@@ -115,11 +147,41 @@ class PayloadTooLarge(HelmrError):
     status = 413
 
 
+class Unavailable(HelmrError):
+    """The control plane cannot answer now (e.g. a proxy's 502/503/504 while it
+    restarts); a call that is safe to repeat may be retried."""
+
+    code = "unavailable"
+    status = 503
+
+
+UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+"""The HTTP statuses that mean ``Unavailable``, whoever answered them."""
+
+
+class NotReady(Unavailable):
+    """The server runs but cannot serve requests yet (``/readyz``)."""
+
+    code = "not_ready"
+
+
 class MessageRejected(HelmrError):
     """Raised by an actor's message handler for a known rejection of a message."""
 
     code = "message_rejected"
     status = 409
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine code, e.g. `turn_not_active`.")
+    message: str = Field(description="What went wrong and what to do.")
+    details: dict[str, JsonValue] | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error response's body: what ``HelmrError.to_json`` writes."""
+
+    error: ErrorDetail
 
 
 _BY_CODE: dict[str, type[HelmrError]] = {}

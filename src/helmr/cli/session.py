@@ -11,6 +11,7 @@ from pydantic import BaseModel, JsonValue
 from helmr.cli import render
 from helmr.cli.runtime import TIMED_OUT, parse_json, run, settings_of
 from helmr.client import Client, Sent
+from helmr.protocol.api_requests import DEFAULT_PAGE, MAX_PAGE, MAX_SAFE_INTEGER
 
 V = TypeVar("V", bound=BaseModel)
 
@@ -200,15 +201,15 @@ def close(ctx: click.Context, session_id: str) -> None:
 @session_arg
 @click.option(
     "--after",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_SAFE_INTEGER),
     default=0,
     show_default=True,
     help="Only records after this sequence.",
 )
 @click.option(
     "--limit",
-    type=click.IntRange(1, 1000),
-    default=100,
+    type=click.IntRange(1, MAX_PAGE),
+    default=DEFAULT_PAGE,
     show_default=True,
     help="Records per page.",
 )

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from pydantic import BaseModel
 
 from helmr import __version__
-from helmr.errors import HelmrError, from_json
+from helmr.errors import UNAVAILABLE_STATUSES, HelmrError, Unavailable, from_json
+from helmr.protocol.api_routes import STREAM_MEDIA_TYPE
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,12 @@ def _error(status: int, text: str) -> HelmrError:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return from_json(status, body)
     # Not Helmr's answer (a proxy, a wrong URL): say what came back.
-    return HelmrError(f"HTTP {status} from the server, not a Helmr error body: {text[:200]!r}")
+    cls = Unavailable if status in UNAVAILABLE_STATUSES else HelmrError
+    return cls(f"HTTP {status} from the server, not a Helmr error body: {text[:200]!r}")
+
+
+def _query_string(query: BaseModel) -> dict[str, str]:
+    return {k: str(v) for k, v in query.model_dump(mode="json", exclude_unset=True).items()}
 
 
 class _EventParser:
@@ -90,17 +97,23 @@ class Transport:
         method: str,
         path: str,
         *,
-        body: Mapping[str, Any] | None = None,
-        params: Mapping[str, str] | None = None,
+        body: BaseModel | None = None,
+        query: BaseModel | None = None,
         wait: float = 0.0,
     ) -> Any:
         """The decoded JSON reply; a Helmr error for any non-2xx. ``wait``: seconds
-        the server may legitimately hold the request (long polls) on top of the timeout."""
+        the server may legitimately hold the request (long polls) on top of the timeout.
+
+        ``body`` and ``query`` are ``helmr.protocol.api_requests`` models, made
+        with ``model_construct``: the server is the one judge of a request (a
+        wrong field is its 400 ``invalid_input``), the model fixes the names.
+        Only the fields given are sent.
+        """
         async with self._http().request(
             method,
             self.base_url + path,
-            json=body,
-            params=params,
+            json=None if body is None else body.model_dump(mode="json", exclude_unset=True),
+            params=None if query is None else _query_string(query),
             timeout=aiohttp.ClientTimeout(total=self._timeout + wait),
         ) as response:
             text = await response.text()
@@ -109,7 +122,7 @@ class Transport:
             return json.loads(text)
 
     async def events(
-        self, path: str, *, headers: Mapping[str, str], idle: float
+        self, path: str, *, query: BaseModel, headers: Mapping[str, str], idle: float
     ) -> AsyncIterator[ServerEvent]:
         """The server-sent events of one connection, until the server ends it.
 
@@ -117,7 +130,8 @@ class Transport:
         timeout = aiohttp.ClientTimeout(total=None, connect=self._timeout, sock_read=idle)
         async with self._http().get(
             self.base_url + path,
-            headers={"Accept": "text/event-stream", **headers},
+            params=_query_string(query),
+            headers={"Accept": STREAM_MEDIA_TYPE, **headers},
             timeout=timeout,
         ) as response:
             if response.status >= 300:

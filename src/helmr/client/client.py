@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from helmr.client._http import Transport
 from helmr.client.models import Run, StartResult
 from helmr.client.sessions import SessionRef, Sessions
+from helmr.protocol import api_routes as routes
+from helmr.protocol.api_requests import StartBody
 
 
 class Started(NamedTuple):
@@ -33,15 +35,11 @@ class Actors:
     ) -> Started:
         """Starts a session of ``actor`` owning ``workspace``. Start takes no input:
         enqueue work afterwards. A repeated ``idempotency_key`` returns the same session."""
-        body: dict[str, Any] = {"workspace": workspace}
-        if key is not None:
-            body["key"] = key
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
+        body = StartBody.model_construct(
+            workspace=workspace, key=key, idempotency_key=idempotency_key
+        )
         reply = StartResult.model_validate(
-            await self._http.request(
-                "POST", f"/v1/namespaces/{namespace}/actors/{actor}/sessions", body=body
-            )
+            await self._http.request("POST", routes.actor_sessions(namespace, actor), body=body)
         )
         return Started(SessionRef(self._http, reply.session.id, reply.session), reply.run)
 

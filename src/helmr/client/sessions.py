@@ -10,25 +10,31 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Literal
-from urllib.parse import quote
+from typing import Literal
 
 import aiohttp
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from helmr.client._http import Transport
 from helmr.client.models import Message, Session, StopReceipt, Turn, _SendReply
 from helmr.events import Event, EventPage
+from helmr.protocol import api_routes as routes
+from helmr.protocol.api_requests import (
+    DEFAULT_PAGE,
+    MAX_WAIT,
+    CancelBody,
+    EnqueueBody,
+    EventsQuery,
+    NoBody,
+    ResumeBody,
+    SendBody,
+    StreamQuery,
+    WaitQuery,
+)
 
-# The longest wait one request asks of the server (its limit); longer waits
-# are several requests.
-MAX_WAIT = 300.0
-STREAM_IDLE = 60.0  # the server sends a keepalive every 15 s; silence this long is a dead link
+STREAM_IDLE = 4 * routes.STREAM_KEEPALIVE
+"""Seconds of silence on a stream that mean a dead link (the server sends keepalives)."""
 RECONNECT_DELAY = (0.5, 1.0, 2.0, 4.0, 8.0)
-
-
-def _seg(value: str) -> str:
-    return quote(value, safe="")
 
 
 @dataclass(frozen=True)
@@ -50,25 +56,28 @@ class TurnRef:
         self.session_id = session_id
         self.id = turn_id
         self.state = state
-        self._path = f"/v1/sessions/{_seg(session_id)}/turns/{_seg(turn_id)}"
 
     def __repr__(self) -> str:
         return f"TurnRef({self.session_id!r}, {self.id!r})"
 
     async def retrieve(self) -> Turn:
-        return Turn.model_validate(await self._http.request("GET", self._path))
+        return Turn.model_validate(
+            await self._http.request("GET", routes.turn(self.session_id, self.id))
+        )
 
     # The spec names it timeout; it bounds the server-side wait, it cancels nothing.
     async def wait(self, *, timeout: float | None = None) -> Turn:  # noqa: ASYNC109
         """The turn once terminal; or, when ``timeout`` (seconds) elapses first, its
-        current view with ``timeout=True``: that ends the wait, not the turn."""
+        current view with ``timeout=True``: that ends the wait, not the turn. A wait
+        longer than the server holds one request (``MAX_WAIT``) is several requests."""
+        path = routes.turn_wait(self.session_id, self.id)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = MAX_WAIT if deadline is None else max(0.0, deadline - time.monotonic())
             chunk = min(left, MAX_WAIT)
             turn = Turn.model_validate(
                 await self._http.request(
-                    "GET", self._path + "/wait", params={"timeout": f"{chunk:.3f}"}, wait=chunk
+                    "GET", path, query=WaitQuery.model_construct(timeout=chunk), wait=chunk
                 )
             )
             if turn.terminal or (deadline is not None and chunk >= left):
@@ -78,7 +87,11 @@ class TurnRef:
         """Sends to exactly this turn while it is active (409 ``turn_not_active`` otherwise).
         The receipt is not proof of handling."""
         reply = _SendReply.model_validate(
-            await self._http.request("POST", self._path + "/send", body={"data": data})
+            await self._http.request(
+                "POST",
+                routes.turn_send(self.session_id, self.id),
+                body=SendBody.model_construct(data=data),
+            )
         )
         if reply.message is None:
             raise ValueError("the server answered an exact-turn send without a message")
@@ -87,7 +100,9 @@ class TurnRef:
     async def interrupt(self) -> StopReceipt:
         """Stops only this turn; the next queued turn runs once processing has stopped."""
         return StopReceipt.model_validate(
-            await self._http.request("POST", self._path + "/interrupt", body={})
+            await self._http.request(
+                "POST", routes.turn_interrupt(self.session_id, self.id), body=NoBody()
+            )
         )
 
 
@@ -96,13 +111,15 @@ class SessionEvents:
 
     def __init__(self, transport: Transport, session_id: str) -> None:
         self._http = transport
-        self._path = f"/v1/sessions/{_seg(session_id)}/events"
+        self.session_id = session_id
 
-    async def list(self, *, after: int = 0, limit: int = 100) -> EventPage:
+    async def list(self, *, after: int = 0, limit: int = DEFAULT_PAGE) -> EventPage:
         """A page of records after ``after``. A finite page is not a completion signal."""
         return EventPage.model_validate(
             await self._http.request(
-                "GET", self._path, params={"after": str(after), "limit": str(limit)}
+                "GET",
+                routes.events(self.session_id),
+                query=EventsQuery.model_construct(after=after, limit=limit),
             )
         )
 
@@ -117,9 +134,12 @@ class SessionEvents:
         while True:
             try:
                 async for message in self._http.events(
-                    f"{self._path}/stream?after={cursor}", headers={}, idle=STREAM_IDLE
+                    routes.events_stream(self.session_id),
+                    query=StreamQuery.model_construct(after=cursor),
+                    headers={},
+                    idle=STREAM_IDLE,
                 ):
-                    if message.event == "end":
+                    if message.event == routes.STREAM_END_EVENT:
                         return
                     record = Event.model_validate_json(message.data)
                     failures = 0
@@ -142,7 +162,6 @@ class SessionRef:
         self.id = session_id
         self.state = state
         self.events = SessionEvents(transport, session_id)
-        self._path = f"/v1/sessions/{_seg(session_id)}"
 
     def __repr__(self) -> str:
         return f"SessionRef({self.id!r})"
@@ -151,22 +170,22 @@ class SessionRef:
         return TurnRef(self._http, self.id, turn_id)
 
     async def retrieve(self) -> Session:
-        return Session.model_validate(await self._http.request("GET", self._path))
+        return Session.model_validate(await self._http.request("GET", routes.session(self.id)))
 
     async def enqueue(self, input: JsonValue, *, idempotency_key: str | None = None) -> TurnRef:
         """Admits FIFO work; a repeated ``idempotency_key`` returns the same turn."""
-        body: dict[str, Any] = {"input": input}
-        if idempotency_key is not None:
-            body["idempotency_key"] = idempotency_key
+        body = EnqueueBody.model_construct(input=input, idempotency_key=idempotency_key)
         turn = Turn.model_validate(
-            await self._http.request("POST", self._path + "/turns", body=body)
+            await self._http.request("POST", routes.session_turns(self.id), body=body)
         )
         return TurnRef(self._http, self.id, turn.id, turn)
 
     async def send(self, data: JsonValue) -> Sent:
         """Sends to the active turn before settlement, or enqueues when the session is idle."""
         reply = _SendReply.model_validate(
-            await self._http.request("POST", self._path + "/send", body={"data": data})
+            await self._http.request(
+                "POST", routes.session_send(self.id), body=SendBody.model_construct(data=data)
+            )
         )
         return Sent(
             reply.kind, TurnRef(self._http, self.id, reply.turn.id, reply.turn), reply.message
@@ -175,26 +194,28 @@ class SessionRef:
     async def interrupt(self) -> StopReceipt:
         """Stops the active turn and holds the session; queued work stays."""
         return StopReceipt.model_validate(
-            await self._http.request("POST", self._path + "/interrupt", body={})
+            await self._http.request("POST", routes.session_interrupt(self.id), body=NoBody())
         )
 
     async def resume(self, *, hold_id: str) -> Session:
         """Releases exactly that hold; never replays the interrupted turn."""
-        return await self._control("resume", {"hold_id": hold_id})
+        return await self._control(
+            routes.session_resume(self.id), ResumeBody.model_construct(hold_id=hold_id)
+        )
 
     async def cancel(self, *, idempotency_key: str | None = None) -> Session:
         """An acceptance: poll ``retrieve()`` for ``status == "closed"``."""
-        body = {} if idempotency_key is None else {"idempotency_key": idempotency_key}
-        return await self._control("cancel", body)
+        return await self._control(
+            routes.session_cancel(self.id),
+            CancelBody.model_construct(idempotency_key=idempotency_key),
+        )
 
     async def close(self) -> Session:
         """Stops admission; accepted FIFO work drains, then the session closes."""
-        return await self._control("close", {})
+        return await self._control(routes.session_close(self.id), NoBody())
 
-    async def _control(self, verb: str, body: dict[str, Any]) -> Session:
-        return Session.model_validate(
-            await self._http.request("POST", f"{self._path}/{verb}", body=body)
-        )
+    async def _control(self, path: str, body: BaseModel) -> Session:
+        return Session.model_validate(await self._http.request("POST", path, body=body))
 
 
 class Sessions:

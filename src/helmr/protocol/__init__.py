@@ -9,8 +9,10 @@ format has exactly one definition. It holds three small things:
   (for the runner), e.g. ``routes.receive(session_id)``;
 - ``contract``: the header, the environment a runner pod gets, its exit codes.
 
-Beside it, ``helmr.protocol.api`` holds the public REST API's views, which the
-server returns and the client parses: the same one definition for both ends.
+Beside it, the public REST API (``/v1``) has the same one definition for both
+of its ends, the server and ``helmr.client``: ``api`` holds the views the server
+returns, ``api_requests`` the requests and their limits (pages, long polls),
+``api_routes`` the route patterns and path builders.
 
 The rules of the conversation, which both sides rely on:
 

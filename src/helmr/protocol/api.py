@@ -4,8 +4,9 @@ One definition for both ends: ``helmr.control`` builds these models from
 store rows, ``helmr.server`` serializes them as they are (snake case, the
 wire format of ``docs/api.md``) and ``helmr.client`` parses them. Like the
 runner replies they ignore fields they do not know, so a client keeps working
-against a newer server. The public API's request models are the server's own
-(``helmr.server.models``); events and pages are ``helmr.events``' models.
+against a newer server. The requests are ``helmr.protocol.api_requests``',
+the paths ``helmr.protocol.api_routes``'; events and pages are
+``helmr.events``' models.
 
 The status vocabularies below are the store's too (``helmr.store`` keeps
 these values in its rows).

@@ -6,8 +6,7 @@ pattern, so the two can never disagree. All routes are ``POST``.
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
+from helmr.protocol.api_routes import fill
 from helmr.protocol.models import MessageOutcome
 
 PREFIX = "/runner/v1/sessions/{session_id}"
@@ -24,45 +23,40 @@ MESSAGES_NEXT = _TURN + "/messages/next"
 MESSAGE_OUTCOME = _TURN + "/messages/{message_id}/{outcome}"
 
 
-def _fill(pattern: str, **segments: str) -> str:
-    # Ids are opaque to the runner: quote them so none can change the path.
-    return pattern.format(**{k: quote(v, safe="") for k, v in segments.items()})
-
-
 def receive(session_id: str) -> str:
-    return _fill(RECEIVE, session_id=session_id)
+    return fill(RECEIVE, session_id=session_id)
 
 
 def session_output(session_id: str) -> str:
-    return _fill(SESSION_OUTPUT, session_id=session_id)
+    return fill(SESSION_OUTPUT, session_id=session_id)
 
 
 def turn_output(session_id: str, turn_id: str) -> str:
-    return _fill(TURN_OUTPUT, session_id=session_id, turn_id=turn_id)
+    return fill(TURN_OUTPUT, session_id=session_id, turn_id=turn_id)
 
 
 def respond(session_id: str, turn_id: str) -> str:
-    return _fill(RESPOND, session_id=session_id, turn_id=turn_id)
+    return fill(RESPOND, session_id=session_id, turn_id=turn_id)
 
 
 def complete(session_id: str, turn_id: str) -> str:
-    return _fill(COMPLETE, session_id=session_id, turn_id=turn_id)
+    return fill(COMPLETE, session_id=session_id, turn_id=turn_id)
 
 
 def fail(session_id: str, turn_id: str) -> str:
-    return _fill(FAIL, session_id=session_id, turn_id=turn_id)
+    return fill(FAIL, session_id=session_id, turn_id=turn_id)
 
 
 def messages_ready(session_id: str, turn_id: str) -> str:
-    return _fill(MESSAGES_READY, session_id=session_id, turn_id=turn_id)
+    return fill(MESSAGES_READY, session_id=session_id, turn_id=turn_id)
 
 
 def messages_next(session_id: str, turn_id: str) -> str:
-    return _fill(MESSAGES_NEXT, session_id=session_id, turn_id=turn_id)
+    return fill(MESSAGES_NEXT, session_id=session_id, turn_id=turn_id)
 
 
 def message_outcome(session_id: str, turn_id: str, message_id: str, outcome: MessageOutcome) -> str:
-    return _fill(
+    return fill(
         MESSAGE_OUTCOME,
         session_id=session_id,
         turn_id=turn_id,

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import aiohttp
 from pydantic import BaseModel
 
-from helmr.errors import HelmrError, StaleEpoch, from_json
+from helmr.errors import UNAVAILABLE_STATUSES, StaleEpoch, Unavailable, from_json
 from helmr.protocol import EPOCH_HEADER
 
 log = logging.getLogger(__name__)
@@ -27,21 +27,12 @@ log = logging.getLogger(__name__)
 REPLY_TIMEOUT = 30.0
 """Seconds a call may take beyond the time the server may hold it (long polls)."""
 
-_UNAVAILABLE = frozenset({502, 503, 504})
-
 
 class Call(Protocol):
     """One runner call: POST ``body`` (``{}`` when None) to ``path``; the decoded reply."""
 
     async def __call__(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
         """``wait`` is how long the server may hold the request (a long poll)."""
-
-
-class Unavailable(HelmrError):
-    """The control plane answered 502/503/504 (it may be restarting)."""
-
-    code = "unavailable"
-    status = 503
 
 
 class Transport:
@@ -104,7 +95,7 @@ class Transport:
         async with self._http.post(self._url + path, json=payload, timeout=timeout) as reply:
             raw = await reply.read()
             status = reply.status
-        if status in _UNAVAILABLE:
+        if status in UNAVAILABLE_STATUSES:
             raise Unavailable(f"HTTP {status} from the control plane")
         try:
             data = json.loads(raw) if raw else {}

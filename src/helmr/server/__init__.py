@@ -13,7 +13,7 @@ from helmr.server.app import build_app
 from helmr.server.auth import (
     Authenticator,
     Grant,
-    RunnerTokens,
+    RunnerTokenVerifier,
     StaticAuthenticator,
     StaticRunnerTokens,
     User,
@@ -24,7 +24,7 @@ __all__ = [
     "Authenticator",
     "Grant",
     "Mirror",
-    "RunnerTokens",
+    "RunnerTokenVerifier",
     "StaticAuthenticator",
     "StaticRunnerTokens",
     "User",

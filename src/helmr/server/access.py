@@ -15,15 +15,17 @@ from pydantic import BaseModel
 
 from helmr.errors import Forbidden, Unauthenticated
 from helmr.protocol.api import SessionView
-from helmr.server.auth import Authenticator, RunnerTokens, bearer_token
+from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
 from helmr.server.routing import RouteSpec
 
 
-class Access:
+class AccessGuard:
+    """The ``routing.Guard`` of every route: checks the caller per the route's ``access``."""
+
     def __init__(
         self,
         authenticator: Authenticator,
-        runner_tokens: RunnerTokens,
+        runner_tokens: RunnerTokenVerifier,
         session_of: Callable[[str], Awaitable[SessionView]],
     ) -> None:
         self._authenticator = authenticator

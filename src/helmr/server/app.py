@@ -9,20 +9,20 @@ from prometheus_client.registry import Collector
 
 from helmr import __version__
 from helmr.control import Control
-from helmr.server.access import Access
-from helmr.server.auth import Authenticator, RunnerTokens
+from helmr.errors import ErrorBody
+from helmr.protocol.api_routes import STREAM_KEEPALIVE
+from helmr.server.access import AccessGuard
+from helmr.server.auth import Authenticator, RunnerTokenVerifier
 from helmr.server.errors import error_middleware
 from helmr.server.metrics import Metrics
-from helmr.server.models import ErrorBody
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
-from helmr.server.runner import RunnerApi
+from helmr.server.runner_api import RunnerApi
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
 
 MAX_BODY = 1 << 20
-KEEPALIVE = 15.0
 
 
 async def _always_ready() -> bool:
@@ -32,11 +32,11 @@ async def _always_ready() -> bool:
 def build_app(
     control: Control,
     authenticator: Authenticator,
-    runner_tokens: RunnerTokens,
+    runner_tokens: RunnerTokenVerifier,
     *,
     mirror: Mirror | None = None,
     max_body: int = MAX_BODY,
-    keepalive: float = KEEPALIVE,
+    keepalive: float = STREAM_KEEPALIVE,
     collectors: Sequence[Collector] = (),
     ready: Callable[[], Awaitable[bool]] = _always_ready,
 ) -> web.Application:
@@ -60,5 +60,5 @@ def build_app(
     )
     app.on_shutdown.append(streams.close_all)
     app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)
-    register(app, ops, Access(authenticator, runner_tokens, control.get_session))
+    register(app, ops, AccessGuard(authenticator, runner_tokens, control.get_session))
     return app

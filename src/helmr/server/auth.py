@@ -3,8 +3,8 @@
 Public routes carry a Kubernetes bearer token; an ``Authenticator`` turns it
 into a ``User`` and decides per namespace and verb (the real one is
 ``kube_auth.KubeAuthenticator``). Runner routes carry a token scoped to one
-session, checked by ``RunnerTokens``, which the operator implements because it
-mints those tokens into the runner pods' Secrets.
+session, checked by a ``RunnerTokenVerifier``: the operator's ``RunnerTokens``,
+which mints those tokens into the runner pods' Secrets.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Authenticator(Protocol):
         """Whether ``user`` may ``verb`` sessions in ``namespace``."""
 
 
-class RunnerTokens(Protocol):
+class RunnerTokenVerifier(Protocol):
     async def verify(self, session_id: str, token: str) -> bool:
         """Whether ``token`` is the runner token of exactly ``session_id``."""
 

@@ -18,6 +18,7 @@ from ulid import ULID
 
 from helmr.control import Control
 from helmr.events import Event, EventPage
+from helmr.protocol import api_routes as routes
 from helmr.protocol.api import (
     RunView,
     SendResult,
@@ -27,8 +28,7 @@ from helmr.protocol.api import (
     TurnView,
     TurnWaitView,
 )
-from helmr.server import sse
-from helmr.server.models import (
+from helmr.protocol.api_requests import (
     MAX_PAGE,
     ActorPath,
     CancelBody,
@@ -44,6 +44,7 @@ from helmr.server.models import (
     TurnPath,
     WaitQuery,
 )
+from helmr.server import sse
 from helmr.server.routing import route
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/namespaces/{namespace}/actors/{actor}/sessions",
+        routes.ACTOR_SESSIONS,
         verb="create",
         summary="Start a session of an actor.",
     )
@@ -100,13 +101,13 @@ class PublicApi:
         run = RunView(process_epoch=session.process_epoch) if session.process_live else None
         return StartResult(session=session, run=run)
 
-    @public("GET", "/v1/sessions/{session_id}", verb="get", summary="Read a session.")
+    @public("GET", routes.SESSION, verb="get", summary="Read a session.")
     async def get_session(self, path: SessionPath, subject: SessionView) -> SessionView:
         return subject
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/turns",
+        routes.SESSION_TURNS,
         verb="update",
         summary="Enqueue a turn (always FIFO work).",
     )
@@ -118,13 +119,13 @@ class PublicApi:
         await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return turn
 
-    @public("GET", "/v1/sessions/{session_id}/turns/{turn_id}", verb="get", summary="Read a turn.")
+    @public("GET", routes.TURN, verb="get", summary="Read a turn.")
     async def get_turn(self, path: TurnPath) -> TurnView:
         return await self._control.get_turn(path.session_id, path.turn_id)
 
     @public(
         "GET",
-        "/v1/sessions/{session_id}/turns/{turn_id}/wait",
+        routes.TURN_WAIT,
         verb="get",
         summary="Wait for a turn's terminal status.",
     )
@@ -135,7 +136,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/send",
+        routes.SESSION_SEND,
         verb="update",
         summary="Send to the active turn, or enqueue when idle.",
     )
@@ -151,7 +152,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/turns/{turn_id}/send",
+        routes.TURN_SEND,
         verb="update",
         summary="Send a message to exactly this active turn.",
     )
@@ -162,7 +163,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/turns/{turn_id}/interrupt",
+        routes.TURN_INTERRUPT,
         verb="update",
         summary="Interrupt exactly this running turn.",
     )
@@ -172,7 +173,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/interrupt",
+        routes.SESSION_INTERRUPT,
         verb="update",
         summary="Interrupt the session: stop the active turn and hold.",
     )
@@ -183,7 +184,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/resume",
+        routes.SESSION_RESUME,
         verb="update",
         summary="Release exactly this hold.",
     )
@@ -191,9 +192,7 @@ class PublicApi:
         """Never replays the interrupted turn."""
         return await self._control.resume(path.session_id, body.hold_id)
 
-    @public(
-        "POST", "/v1/sessions/{session_id}/cancel", verb="update", summary="Cancel the session."
-    )
+    @public("POST", routes.SESSION_CANCEL, verb="update", summary="Cancel the session.")
     async def cancel(self, path: SessionPath, body: CancelBody) -> SessionView:
         """Rejects new input, cancels queued turns, interrupts the active one. An acceptance:
         poll the session for status closed. Cancelling is idempotent by state, so a repeat
@@ -202,7 +201,7 @@ class PublicApi:
 
     @public(
         "POST",
-        "/v1/sessions/{session_id}/close",
+        routes.SESSION_CLOSE,
         verb="update",
         summary="Close the session once its queued work drains.",
     )
@@ -211,7 +210,7 @@ class PublicApi:
 
     @public(
         "GET",
-        "/v1/sessions/{session_id}/events",
+        routes.EVENTS,
         verb="get",
         summary="Read a page of the session's timeline.",
     )
@@ -222,10 +221,10 @@ class PublicApi:
 
     @public(
         "GET",
-        "/v1/sessions/{session_id}/events/stream",
+        routes.EVENTS_STREAM,
         verb="get",
         summary="Follow the session's timeline (server-sent events).",
-        media_type=sse.MEDIA_TYPE,
+        media_type=routes.STREAM_MEDIA_TYPE,
         stream_item=Event,
     )
     async def stream_events(

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from aiohttp import web
 from pydantic import BaseModel
 
-MEDIA_TYPE = "text/event-stream"
+from helmr.protocol.api_routes import STREAM_END_EVENT, STREAM_MEDIA_TYPE
+
 KEEPALIVE = b": keepalive\n\n"
 
 
@@ -82,7 +83,8 @@ def frame(record: Record) -> bytes:
 
 
 def end_frame(status: str) -> bytes:
-    return f"event: end\ndata: {StreamEnd(status=status).model_dump_json()}\n\n".encode()
+    data = StreamEnd(status=status).model_dump_json()
+    return f"event: {STREAM_END_EVENT}\ndata: {data}\n\n".encode()
 
 
 async def follow(
@@ -90,7 +92,7 @@ async def follow(
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={
-            "Content-Type": MEDIA_TYPE,
+            "Content-Type": STREAM_MEDIA_TYPE,
             "Cache-Control": "no-cache",
             # Proxies (nginx ingress) would otherwise buffer the stream.
             "X-Accel-Buffering": "no",

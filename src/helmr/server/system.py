@@ -8,7 +8,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, RootModel
 
-from helmr.errors import HelmrError
+from helmr.errors import NotReady
 from helmr.server.metrics import CONTENT_TYPE, Metrics
 from helmr.server.routing import route
 
@@ -22,11 +22,6 @@ class OpenApiDocument(RootModel[dict[str, Any]]):
 
 
 OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi", dict)
-
-
-class NotReady(HelmrError):
-    code = "not_ready"
-    status = 503
 
 
 class SystemApi:

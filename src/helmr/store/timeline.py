@@ -17,11 +17,9 @@ from pydantic import JsonValue, TypeAdapter
 
 from helmr.errors import InvalidInput, NotFound
 from helmr.events import Event, EventKind, EventPage, normalize_content
+from helmr.protocol.api_requests import MAX_PAGE, MAX_SAFE_INTEGER
 from helmr.store.codec import dump_json, dump_time, new_id
 from helmr.store.tx import ReadTx, Tx
-
-MAX_SAFE_INTEGER = 2**53 - 1
-MAX_PAGE = 1000
 
 _COLUMNS = "id, session_id, turn_id, sequence, created_at, kind, data, epoch"
 _EVENT_JSON = (

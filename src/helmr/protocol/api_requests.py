@@ -1,9 +1,11 @@
-"""The public API's own wire models: paths, queries, headers, bodies, envelopes.
+"""The public REST API's requests (``/v1``): paths, queries, headers, bodies, and their limits.
 
-Views of sessions, turns and events are ``helmr.protocol.api``'s and
-``helmr.events``' models, served as they are (snake case). Requests forbid
-unknown fields, so a misspelt (or camelCase) field is a 400, not a silently
-dropped idempotency key.
+One definition for both ends: ``helmr.server`` parses every request into
+these models and ``helmr.client`` builds its requests from them (so a field
+name or a limit cannot differ between the two). Requests forbid unknown
+fields, so a misspelt (or camelCase) field is a 400, not a silently dropped
+idempotency key. The replies are ``helmr.protocol.api``'s views and
+``helmr.events``' pages; the route patterns are ``helmr.protocol.api_routes``'.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 from helmr.resources.fields import DnsLabel, Key
 
 MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest event sequence (``after``) a JSON reader anywhere can hold exactly."""
 MAX_PAGE = 1000
+"""The most records one page of a timeline holds (``limit``)."""
 DEFAULT_PAGE = 100
-MAX_WAIT = 300.0  # seconds; longer holds are cut by proxies and load balancers anyway
+MAX_WAIT = 300.0
+"""Seconds one long poll may last; longer holds are cut by proxies and load
+balancers anyway, so a client waits longer in several requests."""
 DEFAULT_WAIT = 30.0
 
 
@@ -81,7 +87,9 @@ class WaitQuery(_Input):
 
 class EventsQuery(_Input):
     after: Cursor = 0
-    limit: PageLimit = Field(default=DEFAULT_PAGE, description="Records per page, 1 to 1000.")
+    limit: PageLimit = Field(
+        default=DEFAULT_PAGE, description=f"Records per page, 1 to {MAX_PAGE}."
+    )
 
 
 class StreamQuery(_Input):
@@ -127,16 +135,3 @@ class ResumeBody(_Input):
 
 class CancelBody(_Input):
     idempotency_key: Key | None = None
-
-
-# Errors
-
-
-class ErrorDetail(BaseModel):
-    code: str = Field(description="Stable machine code, e.g. `turn_not_active`.")
-    message: str = Field(description="What went wrong and what to do.")
-    details: dict[str, JsonValue] | None = None
-
-
-class ErrorBody(BaseModel):
-    error: ErrorDetail

@@ -31,7 +31,7 @@ from helmr.protocol import (
     TurnAssignment,
     routes,
 )
-from helmr.server.models import MAX_WAIT, Id, NoBody, SessionPath, TurnPath
+from helmr.protocol.api_requests import MAX_WAIT, Id, NoBody, SessionPath, TurnPath
 from helmr.server.routing import route
 
 TAG = "runner"

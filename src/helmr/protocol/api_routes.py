@@ -1,0 +1,95 @@
+"""Public REST route patterns (for the server's router) and path builders (for the client).
+
+Patterns use aiohttp's ``{name}`` placeholders; each builder fills its
+pattern, so the server's routes and the client's requests cannot disagree.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+ACTOR_SESSIONS = "/v1/namespaces/{namespace}/actors/{actor}/sessions"
+SESSION = "/v1/sessions/{session_id}"
+SESSION_TURNS = SESSION + "/turns"
+SESSION_SEND = SESSION + "/send"
+SESSION_INTERRUPT = SESSION + "/interrupt"
+SESSION_RESUME = SESSION + "/resume"
+SESSION_CANCEL = SESSION + "/cancel"
+SESSION_CLOSE = SESSION + "/close"
+EVENTS = SESSION + "/events"
+EVENTS_STREAM = EVENTS + "/stream"
+TURN = SESSION_TURNS + "/{turn_id}"
+TURN_WAIT = TURN + "/wait"
+TURN_SEND = TURN + "/send"
+TURN_INTERRUPT = TURN + "/interrupt"
+
+STREAM_MEDIA_TYPE = "text/event-stream"
+"""What ``EVENTS_STREAM`` answers: server-sent events, one a record (its ``id`` the
+record's sequence), then ``STREAM_END_EVENT`` once the session has ended."""
+STREAM_END_EVENT = "end"
+STREAM_KEEPALIVE = 15.0
+"""Seconds between the stream's keepalive comments (the server's default)."""
+
+
+def fill(pattern: str, **segments: str) -> str:
+    """``pattern`` with each ``{name}`` replaced by its segment.
+
+    Ids are opaque to the caller: each is quoted, so none can change the path.
+    """
+    return pattern.format(**{k: quote(v, safe="") for k, v in segments.items()})
+
+
+def actor_sessions(namespace: str, actor: str) -> str:
+    return fill(ACTOR_SESSIONS, namespace=namespace, actor=actor)
+
+
+def session(session_id: str) -> str:
+    return fill(SESSION, session_id=session_id)
+
+
+def session_turns(session_id: str) -> str:
+    return fill(SESSION_TURNS, session_id=session_id)
+
+
+def session_send(session_id: str) -> str:
+    return fill(SESSION_SEND, session_id=session_id)
+
+
+def session_interrupt(session_id: str) -> str:
+    return fill(SESSION_INTERRUPT, session_id=session_id)
+
+
+def session_resume(session_id: str) -> str:
+    return fill(SESSION_RESUME, session_id=session_id)
+
+
+def session_cancel(session_id: str) -> str:
+    return fill(SESSION_CANCEL, session_id=session_id)
+
+
+def session_close(session_id: str) -> str:
+    return fill(SESSION_CLOSE, session_id=session_id)
+
+
+def events(session_id: str) -> str:
+    return fill(EVENTS, session_id=session_id)
+
+
+def events_stream(session_id: str) -> str:
+    return fill(EVENTS_STREAM, session_id=session_id)
+
+
+def turn(session_id: str, turn_id: str) -> str:
+    return fill(TURN, session_id=session_id, turn_id=turn_id)
+
+
+def turn_wait(session_id: str, turn_id: str) -> str:
+    return fill(TURN_WAIT, session_id=session_id, turn_id=turn_id)
+
+
+def turn_send(session_id: str, turn_id: str) -> str:
+    return fill(TURN_SEND, session_id=session_id, turn_id=turn_id)
+
+
+def turn_interrupt(session_id: str, turn_id: str) -> str:
+    return fill(TURN_INTERRUPT, session_id=session_id, turn_id=turn_id)

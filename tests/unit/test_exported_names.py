@@ -1,0 +1,69 @@
+"""The public facades export exactly the names they promise, and each resolves.
+
+A name added to or dropped from a facade is a change of the public API: this
+test makes it a deliberate one (as httpx's ``test_exported_members`` does).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+import helmr.client
+import helmr.errors
+
+EXPECTED = {
+    helmr.client: [
+        "Actors",
+        "Client",
+        "Event",
+        "EventKind",
+        "EventPage",
+        "Hold",
+        "Message",
+        "Run",
+        "Sent",
+        "Session",
+        "SessionEvents",
+        "SessionRef",
+        "Sessions",
+        "Started",
+        "StopReceipt",
+        "Turn",
+        "TurnError",
+        "TurnRef",
+    ],
+    helmr.errors: [
+        "UNAVAILABLE_STATUSES",
+        "Conflict",
+        "ErrorBody",
+        "ErrorDetail",
+        "Forbidden",
+        "HelmrError",
+        "HoldMismatch",
+        "InvalidInput",
+        "MessageRejected",
+        "MethodNotAllowed",
+        "NotFound",
+        "NotReady",
+        "PayloadTooLarge",
+        "ReceiveTimeout",
+        "SessionHeld",
+        "SessionNotOpen",
+        "StaleEpoch",
+        "TurnNotActive",
+        "TurnSettling",
+        "Unauthenticated",
+        "Unavailable",
+        "UnsupportedMediaType",
+        "from_json",
+    ],
+}
+
+
+@pytest.mark.parametrize("facade", list(EXPECTED), ids=lambda m: m.__name__)
+def test_a_facade_exports_exactly_its_names_and_each_resolves(facade: ModuleType) -> None:
+    assert facade.__all__ == EXPECTED[facade]
+    for name in facade.__all__:
+        assert getattr(facade, name) is not None, name
