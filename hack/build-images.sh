@@ -2,7 +2,7 @@
 # Builds the images the cluster runs, with no registry and no Docker engine:
 #   pause   the pod sandbox (hack/go/pause)
 #   python  Debian bookworm minbase + python3 (debootstrap from Debian's mirror)
-#   runner  python + helmr (runner side, no kopf) + examples/, user 65532
+#   runner  python + helmr (runner side, no kopf) + examples/ and the test actors, user 65532
 #   operator python + helmr[operator] (the control plane), user 65532
 #   coredns cluster DNS (hack/go/coredns)
 # Each is an OCI tarball in the cache, rebuilt only when its inputs change.
@@ -107,7 +107,7 @@ helmr_image() {
   local name="$1" requirement="$2" entrypoint="$3"
   # The recipe (this script) is part of the key: changing how an image is made rebuilds it.
   local sources key
-  mapfile -t sources < <(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples | sort)
+  mapfile -t sources < <(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples tests/actors | sort)
   key="$(key_of "$IMAGES/python/current.digest" "$REPO_DIR/pyproject.toml" \
     "$HACK_DIR/build-images.sh" <(echo "$requirement $entrypoint") "${sources[@]/#/$REPO_DIR/}")"
   local root="$IMAGES/$name/rootfs-$key"
@@ -131,7 +131,8 @@ helmr_image() {
     echo "helmr:x:65532:65532:helmr:/tmp:/usr/sbin/nologin" >>"$root.tmp/etc/passwd"
     echo "helmr:x:65532:" >>"$root.tmp/etc/group"
     if [[ "$name" == runner && -d "$REPO_DIR/examples" ]]; then
-      cp -r "$REPO_DIR/examples/." "$root.tmp/app/"
+      # The examples, and the actors Helmr's cluster tests run (tests/actors).
+      cp -r "$REPO_DIR/examples/." "$REPO_DIR/tests/actors/." "$root.tmp/app/"
       python3 -m compileall -q --invalidation-mode unchecked-hash "$root.tmp/app" >&2
     fi
     mv "$root.tmp" "$root"

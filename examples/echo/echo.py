@@ -1,4 +1,4 @@
-"""An echo actor: the smallest complete Helmr actor, and a test double for Helmr's own tests.
+"""An echo actor: the smallest complete Helmr actor.
 
 For each turn it registers a message handler, streams the input back as
 output fragments (readable while the turn runs), responds, and completes
@@ -8,24 +8,13 @@ output; a message ``{"reject": "why"}`` is rejected.
 Its entrypoint is ``echo:echo`` with ``examples/echo`` on ``PYTHONPATH`` (an
 image built from runner/Dockerfile), or ``echo.echo:echo`` with ``examples/``
 on it (the local ``helmr.local/runner:dev`` image).
-
-Inputs that are objects can ask for misbehaviour, for tests of Helmr:
-
-- ``{"sleep": seconds}`` sleeps first, ignoring cancellation (a handler
-  stuck in work it cannot stop: for turn deadlines);
-- ``{"crash": true}`` kills the process with exit code 3 (a process crash);
-- ``{"raise": "message"}`` raises ``RuntimeError(message)``. ``run`` catches
-  it and fails that turn, so the session stays open for the next turn. An
-  exception that escapes ``run`` instead is a process failure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from helmr.runner import Message, MessageRejected, Session, Turn, TurnNotActive, actor
 
@@ -34,13 +23,20 @@ FRAGMENT_PAUSE = 0.05
 
 
 async def run(session: Session) -> None:
+    await serve(session, echo_turn)
+
+
+async def serve(session: Session, handle: Callable[[Turn], Awaitable[None]]) -> None:
+    """Handles the session's turns one at a time, in order, until it has no more."""
     while (turn := await session.receive()) is not None:
         try:
-            await echo_turn(turn)
+            await handle(turn)
         except TurnNotActive:
             pass  # interrupted or cancelled elsewhere: its outcome is already recorded
         except Exception as error:
-            await turn.fail(error)  # "failed: the handler threw"; the session goes on
+            # An exception that escaped run would be a process failure; this
+            # fails the one turn ("failed: the handler threw") and goes on.
+            await turn.fail(error)
 
 
 async def echo_turn(turn: Turn) -> None:
@@ -50,22 +46,10 @@ async def echo_turn(turn: Turn) -> None:
         await turn.output.write({"message": message.data})
 
     await turn.on_message(echo_message)
-    misbehave(turn.input)
-    if isinstance(turn.input, dict) and "sleep" in turn.input:
-        await sleep_ignoring_cancellation(float(turn.input["sleep"]))
     text = turn.input if isinstance(turn.input, str) else json.dumps(turn.input)
     await turn.output.pipe(fragments(text, turn))
     await turn.respond(f"echo: {text}")
     await turn.complete({"echo": turn.input})
-
-
-def misbehave(input: Any) -> None:
-    if not isinstance(input, dict):
-        return
-    if input.get("crash"):
-        os._exit(3)
-    if "raise" in input:
-        raise RuntimeError(str(input["raise"]))
 
 
 async def fragments(text: str, turn: Turn) -> AsyncIterator[str]:
@@ -75,16 +59,6 @@ async def fragments(text: str, turn: Turn) -> AsyncIterator[str]:
             return
         yield word + " "
         await asyncio.sleep(FRAGMENT_PAUSE)
-
-
-async def sleep_ignoring_cancellation(seconds: float) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-    while (left := end - loop.time()) > 0:
-        try:
-            await asyncio.sleep(left)
-        except asyncio.CancelledError:
-            continue  # deliberately stuck: only a kill ends this
 
 
 echo = actor(id="echo", run=run)

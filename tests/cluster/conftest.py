@@ -23,7 +23,7 @@ from kubernetes import client, config
 
 from helmr.client import Client, SessionRef
 
-from .sessions import create_actor, start_session
+from .sessions import create_actor, create_misbehaving_actor, start_session
 
 REPO = Path(__file__).resolve().parents[2]
 # Namespaces of this test run share a prefix, so the operator a run starts
@@ -226,3 +226,12 @@ async def session(
     """A session of the default echo Actor in the test's namespace."""
     create_actor(api_client, namespace, runner_image)
     return await start_session(helmr, namespace)
+
+
+@pytest.fixture
+async def misbehaving_session(
+    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+) -> SessionRef:
+    """A session of the misbehaving echo (``sessions.MISBEHAVING``) in the test's namespace."""
+    actor = create_misbehaving_actor(api_client, namespace, runner_image)
+    return await start_session(helmr, namespace, actor)

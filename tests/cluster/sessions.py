@@ -12,6 +12,8 @@ from helmr.client import Client, Event, SessionRef
 from helmr.resources import ACTORS, API_VERSION, GROUP, VERSION
 
 ECHO_ENTRYPOINT = "echo.echo:echo"
+MISBEHAVING = "misbehaving"
+"""The Actor of ``tests/actors/misbehaving.py``: echo, with a crash, raise or sleep on request."""
 
 
 def create_actor(
@@ -33,6 +35,13 @@ def create_actor(
         GROUP, VERSION, namespace, ACTORS, body
     )
     return name
+
+
+def create_misbehaving_actor(
+    api_client: client.ApiClient, namespace: str, image: str, **spec: Any
+) -> str:
+    entrypoint = f"{MISBEHAVING}:{MISBEHAVING}"
+    return create_actor(api_client, namespace, image, MISBEHAVING, entrypoint=entrypoint, **spec)
 
 
 async def start_session(helmr: Client, namespace: str, actor: str = "echo") -> SessionRef:

@@ -164,8 +164,9 @@ spec:
 
 
 async def test_deleting_the_session_resource_cancels_the_session(
-    session: SessionRef, api_client: client.ApiClient, namespace: str
+    misbehaving_session: SessionRef, api_client: client.ApiClient, namespace: str
 ) -> None:
+    session = misbehaving_session  # its {"sleep": s} keeps the first turn running
     running = await session.enqueue({"sleep": 120})
     queued = await session.enqueue("never runs")
 

@@ -1,9 +1,9 @@
 """Failure semantics with real runner pods: process crashes, execution loss,
 failing handlers (spec/000 "After a failure", spec/002 ``session.process_failed``).
 
-The echo actor misbehaves on request: ``{"crash": true}`` exits the process
-with code 3, ``{"sleep": s}`` blocks ignoring cancellation, ``{"raise": m}``
-fails its Turn.
+The sessions here run the misbehaving echo (``tests/actors/misbehaving.py``):
+``{"crash": true}`` exits the process with code 3, ``{"sleep": s}`` blocks
+ignoring cancellation, ``{"raise": m}`` fails its Turn.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ from .sessions import all_events, create_actor, eventually, runner_pods, start_s
 
 QUIET = 5.0
 """Seconds (ten reconcile passes of the test operator) in which nothing may happen."""
+
+
+@pytest.fixture
+def session(misbehaving_session: SessionRef) -> SessionRef:
+    return misbehaving_session
 
 
 def of_kind(events: list[Event], kind: str) -> list[dict[str, Any]]:

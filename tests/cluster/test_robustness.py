@@ -37,7 +37,7 @@ from helmr.protocol import EPOCH_HEADER, MessageOutcome, routes
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
 from .conftest import Operator
-from .sessions import all_events, create_actor, eventually, start_session
+from .sessions import all_events, create_misbehaving_actor, eventually, start_session
 
 KILLS = 10
 RUNNER_SELECTOR = f"{pods.LABEL_COMPONENT}={pods.RUNNER}"
@@ -164,7 +164,7 @@ async def test_operator_sigkilled_during_running_turns_loses_nothing_and_runs_no
 ) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    create_actor(api_client, namespace, runner_image)
+    actor = create_misbehaving_actor(api_client, namespace, runner_image)
     # Each victim sleeps 2 s then streams ~20 fragments (~1 s): a kill up to 2.8 s
     # after it started lands while it runs, in its sleep or amid its output.
     inputs: list[Any] = []
@@ -172,7 +172,7 @@ async def test_operator_sigkilled_during_running_turns_loses_nothing_and_runs_no
         inputs.append({"sleep": 2, "text": " ".join(f"r{i}w{j}" for j in range(16))})
         inputs.append(f"after kill {i}")
     async with Client(operator.url, operator.token) as helmr:
-        session = await start_session(helmr, namespace)
+        session = await start_session(helmr, namespace, actor)
         refs = [await session.enqueue(value) for value in inputs]
         session_name = (await session.retrieve()).name
     victims = refs[::2]
@@ -356,11 +356,12 @@ def zombie_marks(events: list[Event]) -> list[Event]:
 
 
 async def test_zombie_runner_of_an_older_epoch_is_fenced_from_every_write(
-    session: SessionRef,
+    misbehaving_session: SessionRef,
     operator: Operator,
     core: client.CoreV1Api,
     namespace: str,
 ) -> None:
+    session = misbehaving_session  # its {"sleep": s} keeps a turn running
     # Epoch 1 runs a turn that will still be running when its execution is lost.
     lost = await session.enqueue({"sleep": 600})
     await eventually(lambda: _is_running(lost), timeout=120, what="the first turn running")
@@ -434,9 +435,9 @@ async def test_runner_token_of_one_session_cannot_act_on_another(
     namespace: str,
     runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
-    a, _ = await helmr.actors.start("echo", namespace=namespace, workspace="ws-a")
-    b, _ = await helmr.actors.start("echo", namespace=namespace, workspace="ws-b")
+    actor = create_misbehaving_actor(api_client, namespace, runner_image)
+    a, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws-a")
+    b, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws-b")
     warm = await a.enqueue("a runs")  # so A's runner (and its token Secret) exist
     target = await b.enqueue({"sleep": 8})
     await eventually(lambda: _is_running(target), timeout=120, what="B's turn running")

@@ -6,7 +6,7 @@ from kubernetes import client
 
 from helmr.client import Client, SessionRef
 
-from .sessions import all_events, create_actor, eventually, start_session
+from .sessions import all_events, create_misbehaving_actor, eventually, start_session
 
 
 async def test_fifty_turns_run_in_fifo_order_with_gap_free_sequences(
@@ -48,8 +48,8 @@ async def test_output_is_readable_while_the_turn_runs(
 async def test_turn_past_max_turn_duration_is_interrupted_and_next_runs_on_new_process(
     helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
 ) -> None:
-    create_actor(api_client, namespace, runner_image, maxTurnDurationSeconds=3)
-    session = await start_session(helmr, namespace)
+    actor = create_misbehaving_actor(api_client, namespace, runner_image, maxTurnDurationSeconds=3)
+    session = await start_session(helmr, namespace, actor)
 
     stuck = await session.enqueue({"sleep": 120})  # ignores cancellation
     after = await session.enqueue("after the deadline")

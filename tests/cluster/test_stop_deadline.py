@@ -2,11 +2,12 @@
 
 After an interrupt ends a running Turn, its runner process has the stop grace
 period (``HELMR_STOP_GRACE_SECONDS``, 3 s for the test operator) to let go of
-it. Echo's ``{"sleep": s}`` ignores its signal and cancellation, so it never
-does: the operator then stops the process, and that is a counted process
-failure with reason ``stop_deadline_elapsed`` (spec/000 "After a failure",
-spec/002 ``session.process_failed``). The next Turn runs on a new process:
-after ``resume`` for a Session interrupt, at once for an exact-Turn interrupt.
+it. The misbehaving echo's ``{"sleep": s}`` (``tests/actors/misbehaving.py``)
+ignores its signal and cancellation, so it never does: the operator then stops
+the process, and that is a counted process failure with reason
+``stop_deadline_elapsed`` (spec/000 "After a failure", spec/002
+``session.process_failed``). The next Turn runs on a new process: after
+``resume`` for a Session interrupt, at once for an exact-Turn interrupt.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from helmr.client import Event, SessionRef, TurnRef
@@ -23,6 +25,11 @@ from .sessions import all_events, eventually, runner_pods
 
 GRACE = timedelta(seconds=3)
 """``HELMR_STOP_GRACE_SECONDS`` of the test operator (conftest)."""
+
+
+@pytest.fixture
+def session(misbehaving_session: SessionRef) -> SessionRef:
+    return misbehaving_session
 
 
 def of_kind(events: list[Event], kind: str) -> list[Event]:

@@ -736,7 +736,9 @@ def start_runner(plane: FakeControlPlane, tmp_path: Path) -> StartRunner:
                 contract.ENV_TOKEN_FILE: str(tmp_path / "token"),
                 contract.ENV_PROCESS_EPOCH: str(EPOCH),
                 contract.ENV_ENTRYPOINT: entrypoint,
-                "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "examples" / "echo")]),
+                "PYTHONPATH": os.pathsep.join(
+                    [str(tmp_path), str(REPO / "examples"), str(REPO / "tests" / "actors")]
+                ),
                 **overrides,
             }
         )
@@ -841,7 +843,8 @@ async def test_sigterm_signals_the_turn_cancels_run_and_exits_0(
     assert plane.settled == {}  # stopping settles nothing: the control plane decides
 
 
-# The echo example (examples/echo/echo.py), which Helmr's own tests use.
+# The echo example (examples/echo/echo.py), and the misbehaving echo the cluster
+# tests use (tests/actors/misbehaving.py).
 
 
 async def test_echo_streams_echoes_messages_responds_and_completes(
@@ -858,7 +861,7 @@ async def test_echo_streams_echoes_messages_responds_and_completes(
     await plane.turns.put(assignment("turn_1", 1, "hello big world"))
     await plane.turns.put({"closed": True})
 
-    assert await exit_code(await start_runner("echo:echo")) == ExitCode.OK
+    assert await exit_code(await start_runner("echo.echo:echo")) == ExitCode.OK
     written = [v for _, v in plane.outputs.values()]
     assert [v for v in written if isinstance(v, str)] == ["hello ", "big ", "world "]
     assert [v for v in written if isinstance(v, dict)] == [{"message": "are you there?"}]
@@ -872,24 +875,24 @@ async def test_echo_streams_echoes_messages_responds_and_completes(
     assert plane.settled == {"turn_1": ("complete", {"result": {"echo": "hello big world"}})}
 
 
-async def test_echo_fails_a_turn_that_raises_and_goes_on(
+async def test_misbehaving_echo_fails_a_turn_that_raises_and_goes_on(
     plane: FakeControlPlane, start_runner: StartRunner
 ) -> None:
     await plane.turns.put(assignment("turn_1", 1, {"raise": "boom"}))
     await plane.turns.put(assignment("turn_2", 2, "next"))
     await plane.turns.put({"closed": True})
 
-    assert await exit_code(await start_runner("echo:echo")) == ExitCode.OK
+    assert await exit_code(await start_runner("misbehaving:misbehaving")) == ExitCode.OK
     assert plane.settled == {
         "turn_1": ("fail", {"error": {"code": "actor_error", "message": "boom"}}),
         "turn_2": ("complete", {"result": {"echo": "next"}}),
     }
 
 
-async def test_echo_crash_is_a_process_crash(
+async def test_misbehaving_echo_crash_is_a_process_crash(
     plane: FakeControlPlane, start_runner: StartRunner
 ) -> None:
     await plane.turns.put(assignment("turn_1", 1, {"crash": True}))
 
-    assert await exit_code(await start_runner("echo:echo")) == 3
+    assert await exit_code(await start_runner("misbehaving:misbehaving")) == 3
     assert plane.settled == {}

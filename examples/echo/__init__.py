@@ -1,0 +1,1 @@
+"""The echo example: ``echo.echo:echo`` with ``examples/`` on ``PYTHONPATH``."""
