@@ -34,11 +34,13 @@ from aiohttp import web
 
 from helmr.control import Control
 from helmr.events import EventKind
+from helmr.protocol import api_routes as routes
+from helmr.protocol.api_requests import MAX_PAGE, EnqueueBody, EventsQuery
 from helmr.server import Grant, StaticAuthenticator, StaticRunnerTokens, User, build_app
 from helmr.store import Store, Tx, timeline
 
 TOKEN = "bench"
-PAGE = 1000
+PAGE = MAX_PAGE
 BATCH = 5000
 
 
@@ -86,25 +88,26 @@ async def main(events: int, samples: int, enqueues: int, concurrency: int) -> No
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
             host, port = runner.addresses[0][:2]
-            url = f"http://{host}:{port}/v1/sessions/{sid}"
+            base = f"http://{host}:{port}"
             try:
                 async with aiohttp.ClientSession(
                     headers={"Authorization": f"Bearer {TOKEN}"},
                     connector=aiohttp.TCPConnector(limit=concurrency),
                 ) as http:
-                    await _reads(http, url, control, sid, events, samples)
-                    await _enqueues(http, url, enqueues, concurrency)
+                    await _reads(http, base, control, sid, events, samples)
+                    await _enqueues(http, base, sid, enqueues, concurrency)
             finally:
                 await runner.cleanup()
 
 
 async def _reads(
-    http: aiohttp.ClientSession, url: str, control: Control, sid: str, events: int, samples: int
+    http: aiohttp.ClientSession, base: str, control: Control, sid: str, events: int, samples: int
 ) -> None:
     cursors = [random.randrange(0, events - PAGE + 1) for _ in range(samples)]
 
     async def over_http(after: int) -> bytes:
-        async with http.get(f"{url}/events", params={"after": str(after), "limit": "1000"}) as r:
+        query = EventsQuery.model_construct(after=after, limit=PAGE).model_dump()
+        async with http.get(base + routes.events(sid), params=query) as r:
             r.raise_for_status()
             return await r.read()
 
@@ -122,16 +125,17 @@ async def _reads(
     print(f"  HTTP / store p50 {http_p50 / store_p50:7.2f} x    p99 {http_p99 / store_p99:7.2f} x")
 
 
-async def _enqueues(http: aiohttp.ClientSession, url: str, total: int, concurrency: int) -> None:
+async def _enqueues(
+    http: aiohttp.ClientSession, base: str, sid: str, total: int, concurrency: int
+) -> None:
     counter = iter(range(total))
     latencies: list[float] = []
 
     async def client() -> None:
         for n in counter:
             started = time.perf_counter()
-            async with http.post(
-                f"{url}/turns", json={"input": {"n": n}, "idempotency_key": f"bench-{n}"}
-            ) as r:
+            body = EnqueueBody(input={"n": n}, idempotency_key=f"bench-{n}").model_dump()
+            async with http.post(base + routes.session_turns(sid), json=body) as r:
                 r.raise_for_status()
                 await r.read()
             latencies.append(time.perf_counter() - started)
