@@ -33,6 +33,7 @@ from helmr.resources import (
     TurnSpec,
     TurnStatus,
 )
+from helmr.states import ErrorInfo
 
 pytestmark = pytest.mark.usefixtures("crds")
 
@@ -359,6 +360,21 @@ def test_status_patch_from_the_model_is_admitted(objects: Objects) -> None:
     )
     stored = objects.patch_status(a_turn, status.status_patch())
     assert Turn.from_manifest(stored).status == status
+
+
+def test_a_long_failure_is_mirrored_bounded(objects: Objects) -> None:
+    # A failure longer than the CRD allows is cut where it is recorded, so the
+    # operator's status patch is admitted; uncut, the apiserver refuses it (422),
+    # which used to stop the status sync.
+    a_turn = objects.create(turn())
+    error = ErrorInfo(code="handler_failed", message="x" * 40_000)
+    status = TurnStatus(phase="failed", error=TurnError(code=error.code, message=error.message))
+    stored = objects.patch_status(a_turn, status.status_patch())
+    assert Turn.from_manifest(stored).status == status
+    uncut = {"status": {"error": {"code": "handler_failed", "message": "x" * 40_000}}}
+    code, message = refusal(lambda: objects.patch_status(a_turn, uncut))
+    assert code == 422, message
+    assert "status.error.message" in message
 
 
 INVALID_STATUS: list[tuple[str, Manifest, Manifest, str]] = [

@@ -10,6 +10,7 @@ import pytest
 
 from helmr.errors import Conflict, NotFound, SessionHeld, TurnNotActive, TurnSettling
 from helmr.protocol import ErrorInfo
+from helmr.states import MessageOutcome
 
 from .test_control_harness import Harness
 
@@ -85,11 +86,13 @@ async def test_messages_are_handed_out_in_order_until_started(h: Harness) -> Non
         got = await h.control.next_message(session.id, epoch, turn.id, timeout=0)
         assert got is not None
         assert (got.id, got.data) == (first, "one")
-    await h.control.message_started(session.id, epoch, turn.id, first)
+    await h.control.report_message(session.id, epoch, turn.id, first, MessageOutcome.STARTED)
     got = await h.control.next_message(session.id, epoch, turn.id, timeout=0)
     assert got is not None
     assert got.id == second
-    delivered = await h.control.message_delivered(session.id, epoch, turn.id, first)
+    delivered = await h.control.report_message(
+        session.id, epoch, turn.id, first, MessageOutcome.DELIVERED
+    )
     assert delivered.status == "delivered"
     assert await h.kinds(session.id, after=2) == [
         "message.admitted",
@@ -126,7 +129,7 @@ async def test_settlement_rejects_new_sends_and_unstarted_messages(h: Harness) -
     epoch, turn = await h.running(session.id)
     running = await h.message(session.id, "in the handler")
     waiting = await h.message(session.id, "never started")
-    await h.control.message_started(session.id, epoch, turn.id, running)
+    await h.control.report_message(session.id, epoch, turn.id, running, MessageOutcome.STARTED)
     mark = await h.last_sequence(session.id)
 
     settling = await h.control.complete(session.id, epoch, turn.id, "done")
@@ -143,10 +146,10 @@ async def test_settlement_rejects_new_sends_and_unstarted_messages(h: Harness) -
     with pytest.raises(TurnSettling):
         await h.control.next_message(session.id, epoch, turn.id, timeout=0)
     with pytest.raises(TurnSettling):
-        await h.control.message_started(session.id, epoch, turn.id, waiting)
+        await h.control.report_message(session.id, epoch, turn.id, waiting, MessageOutcome.STARTED)
 
     # The outcome commits once the started handler finishes.
-    await h.control.message_delivered(session.id, epoch, turn.id, running)
+    await h.control.report_message(session.id, epoch, turn.id, running, MessageOutcome.DELIVERED)
     done = await h.control.get_turn(session.id, turn.id)
     assert (done.status, done.result, done.settling) == ("completed", "done", False)
     assert await h.kinds(session.id, after=mark + 1) == ["message.delivered", "turn.completed"]
@@ -176,15 +179,23 @@ async def test_message_outcomes_repeat_safely_and_follow_their_order(h: Harness)
     session = await h.session()
     epoch, turn = await h.running(session.id)
     message_id = await h.message(session.id, "m")
-    await h.control.message_started(session.id, epoch, turn.id, message_id)
-    await h.control.message_started(session.id, epoch, turn.id, message_id)
-    rejected = await h.control.message_rejected(session.id, epoch, turn.id, message_id, "nope")
+    await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.STARTED)
+    await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.STARTED)
+    rejected = await h.control.report_message(
+        session.id, epoch, turn.id, message_id, MessageOutcome.REJECTED, "nope"
+    )
     assert (rejected.status, rejected.reason) == ("rejected", "nope")
-    await h.control.message_rejected(session.id, epoch, turn.id, message_id, "nope")
+    await h.control.report_message(
+        session.id, epoch, turn.id, message_id, MessageOutcome.REJECTED, "nope"
+    )
     with pytest.raises(Conflict):
-        await h.control.message_delivered(session.id, epoch, turn.id, message_id)
+        await h.control.report_message(
+            session.id, epoch, turn.id, message_id, MessageOutcome.DELIVERED
+        )
     with pytest.raises(NotFound):
-        await h.control.message_started(session.id, epoch, turn.id, "msg_missing")
+        await h.control.report_message(
+            session.id, epoch, turn.id, "msg_missing", MessageOutcome.STARTED
+        )
     kinds = await h.kinds(session.id, after=2)
     assert kinds == ["message.admitted", "message.started", "message.rejected"]
     assert (await h.events(session.id))[-1].data == {"messageId": message_id, "reason": "nope"}
@@ -194,8 +205,10 @@ async def test_an_unknown_outcome_is_kept_but_is_no_delivery_fact(h: Harness) ->
     session = await h.session()
     epoch, turn = await h.running(session.id)
     message_id = await h.message(session.id, "m")
-    await h.control.message_started(session.id, epoch, turn.id, message_id)
-    unknown = await h.control.message_unknown(session.id, epoch, turn.id, message_id, "TypeError")
+    await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.STARTED)
+    unknown = await h.control.report_message(
+        session.id, epoch, turn.id, message_id, MessageOutcome.UNKNOWN, "TypeError"
+    )
     assert (unknown.status, unknown.reason) == ("unknown", "TypeError")
     assert (await h.kinds(session.id))[-1] == "message.started"
     # A settling Turn does not wait for a handler whose outcome is unknown.
@@ -213,4 +226,6 @@ async def test_messages_never_move_to_another_turn(h: Harness) -> None:
     assert nxt is not None
     assert await h.control.next_message(session.id, epoch, nxt.id, timeout=0) is None
     with pytest.raises(NotFound):
-        await h.control.message_started(session.id, epoch, nxt.id, message_id)
+        await h.control.report_message(
+            session.id, epoch, nxt.id, message_id, MessageOutcome.STARTED
+        )

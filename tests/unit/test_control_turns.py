@@ -21,6 +21,7 @@ from helmr.errors import (
     TurnSettling,
 )
 from helmr.protocol import ErrorInfo
+from helmr.states import MessageOutcome
 
 from .test_control_harness import Harness
 
@@ -126,12 +127,12 @@ async def test_receive_waits_out_a_settling_turn(h: Harness) -> None:
     session = await h.session()
     epoch, turn = await h.running(session.id)
     message_id = await h.message(session.id, "question")
-    await h.control.message_started(session.id, epoch, turn.id, message_id)
+    await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.STARTED)
     await h.control.complete(session.id, epoch, turn.id)  # waits for the started handler
     await h.control.enqueue(session.id, "next")
     with pytest.raises(ReceiveTimeout):
         await h.control.receive(session.id, epoch, timeout=0)
-    await h.control.message_delivered(session.id, epoch, turn.id, message_id)
+    await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.DELIVERED)
     nxt = await h.control.receive(session.id, epoch, timeout=0)
     assert nxt is not None
     assert nxt.input == "next"
@@ -245,7 +246,7 @@ async def test_respond_is_refused_while_settling(h: Harness) -> None:
     session = await h.session()
     epoch, turn = await h.running(session.id)
     message_id = await h.message(session.id, "m")
-    await h.control.message_started(session.id, epoch, turn.id, message_id)
+    await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.STARTED)
     settling = await h.control.complete(session.id, epoch, turn.id)
     assert (settling.status, settling.settling) == ("running", True)
     with pytest.raises(TurnSettling):
@@ -266,10 +267,16 @@ def _runner_calls(
         lambda: control.fail(session_id, epoch, turn_id, ErrorInfo(code="x", message="y")),
         lambda: control.messages_ready(session_id, epoch, turn_id),
         lambda: control.next_message(session_id, epoch, turn_id, timeout=0),
-        lambda: control.message_started(session_id, epoch, turn_id, "msg_x"),
-        lambda: control.message_delivered(session_id, epoch, turn_id, "msg_x"),
-        lambda: control.message_rejected(session_id, epoch, turn_id, "msg_x", "no"),
-        lambda: control.message_unknown(session_id, epoch, turn_id, "msg_x", "?"),
+        lambda: control.report_message(session_id, epoch, turn_id, "msg_x", MessageOutcome.STARTED),
+        lambda: control.report_message(
+            session_id, epoch, turn_id, "msg_x", MessageOutcome.DELIVERED
+        ),
+        lambda: control.report_message(
+            session_id, epoch, turn_id, "msg_x", MessageOutcome.REJECTED, "no"
+        ),
+        lambda: control.report_message(
+            session_id, epoch, turn_id, "msg_x", MessageOutcome.UNKNOWN, "?"
+        ),
     ]
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from helmr.errors import SessionNotOpen, StaleEpoch, TurnNotActive, TurnSettling
+from helmr.states import ENDED_SESSION_STATUSES
 from helmr.store import ReadTx, SessionRow, TurnRow, sessions, turns
 
 
 def accepting_controls(session: SessionRow) -> None:
     """Interrupt, resume and send need a Session that is neither ended nor being cancelled."""
-    if session.status in ("closed", "failed") or session.cancel_requested_at is not None:
+    if session.status in ENDED_SESSION_STATUSES or session.cancel_requested_at is not None:
         raise SessionNotOpen(f"session {session.id} is {_describe(session)}", session_id=session.id)
 
 

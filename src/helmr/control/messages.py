@@ -6,8 +6,6 @@ Turn's handler or rejected, never moved to another Turn.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import JsonValue
 
 from helmr.control import guards
@@ -17,27 +15,28 @@ from helmr.control.turns import admit
 from helmr.control.views import message_view, turn_view
 from helmr.errors import Conflict, SessionHeld, TurnNotActive, TurnSettling
 from helmr.events import EventKind
-from helmr.protocol.api import MessageStatus, MessageView, SendResult, TurnView
+from helmr.protocol.api import MessageView, SendResult, TurnView
+from helmr.states import MessageOutcome, MessageStatus
 from helmr.store import ReadTx, Tx, messages, sessions, turns
 
 # For each reportable outcome: the statuses it may follow, and the event it records.
 # "unknown" (the handler failed unexpectedly) is neither a delivery nor a
 # rejection fact, so the timeline records nothing for it.
-MessageOutcome = Literal["started", "delivered", "rejected", "unknown"]
-
 _OUTCOMES: dict[MessageOutcome, tuple[frozenset[MessageStatus], EventKind | None]] = {
-    "started": (frozenset({"admitted"}), EventKind.MESSAGE_STARTED),
-    "delivered": (frozenset({"admitted", "started"}), EventKind.MESSAGE_DELIVERED),
-    "rejected": (frozenset({"admitted", "started"}), EventKind.MESSAGE_REJECTED),
-    "unknown": (frozenset({"admitted", "started"}), None),
+    MessageOutcome.STARTED: (frozenset({"admitted"}), EventKind.MESSAGE_STARTED),
+    MessageOutcome.DELIVERED: (frozenset({"admitted", "started"}), EventKind.MESSAGE_DELIVERED),
+    MessageOutcome.REJECTED: (frozenset({"admitted", "started"}), EventKind.MESSAGE_REJECTED),
+    MessageOutcome.UNKNOWN: (frozenset({"admitted", "started"}), None),
 }
 
 
-def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None) -> SendResult:
+def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None = None) -> SendResult:
     """Messages the active Turn before settlement, or enqueues when the Session is idle.
 
     With ``turn_id`` the message goes to exactly that Turn, which must be the
-    running one. It is accepted even before the Turn's handler is ready.
+    running one (else TurnNotActive). It is accepted even before the Turn's
+    handler is ready. SessionNotOpen (ended, or closing when it would enqueue),
+    SessionHeld, TurnSettling.
     """
     session = sessions.require(tx, session_id)
     guards.accepting_controls(session)
@@ -77,7 +76,8 @@ def ready(tx: Tx, session_id: str, epoch: int, turn_id: str) -> TurnView:
 
 
 def next_waiting(rt: ReadTx, session_id: str, epoch: int, turn_id: str) -> MessageView | None:
-    """The oldest message of the Turn not yet reported started (again until it is)."""
+    """The oldest message of the Turn not yet reported started (again until it is);
+    TurnSettling while the Turn settles, TurnNotActive once it ended."""
     session = guards.runner(rt, session_id, epoch)
     guards.unsettled(guards.active(rt, session, turn_id))
     waiting = messages.with_status(rt, turn_id, "admitted")
@@ -91,9 +91,10 @@ def report(
     turn_id: str,
     message_id: str,
     outcome: MessageOutcome,
-    reason: str | None,
+    reason: str | None = None,
 ) -> MessageView:
-    """Records a handler's progress; repeating a report is a no-op.
+    """Records a handler's progress (``reason`` explains ``rejected`` and
+    ``unknown``); repeating a report is a no-op; ``unknown`` records no event.
 
     A finished handler may let a settling Turn commit its outcome.
     """
@@ -109,12 +110,12 @@ def report(
             f"message {message_id} is {message.status} and cannot become {outcome}",
             message_id=message_id,
         )
-    message = messages.update(tx, message, status=outcome, reason=reason)
+    message = messages.update(tx, message, status=outcome.value, reason=reason)
     if kind is not None:
         data: dict[str, JsonValue] = {"messageId": message_id}
         if reason is not None:
             data["reason"] = reason
         record(tx, session_id, kind, data, subject=message_id, turn_id=turn_id, epoch=epoch)
-    if outcome != "started":
+    if outcome is not MessageOutcome.STARTED:
         settle_if_drained(tx, turn)
     return message_view(message)

@@ -26,6 +26,7 @@ from helmr.errors import Conflict, SessionNotOpen
 from helmr.events import EventKind
 from helmr.protocol import ExitCode
 from helmr.protocol.api import SessionView
+from helmr.states import ENDED_SESSION_STATUSES
 from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
 
 STOP_DEADLINE_ELAPSED = "stop_deadline_elapsed"
@@ -33,15 +34,17 @@ STOP_DEADLINE_ELAPSED = "stop_deadline_elapsed"
 go of an interrupted Turn within the stop grace period."""
 
 
-def started(tx: Tx, session_id: str, max_turn_duration: timedelta | None) -> int:
-    """Registers a new runner process; its epoch fences every older one.
+def started(tx: Tx, session_id: str, *, max_turn_duration: timedelta | None = None) -> int:
+    """Registers a new runner process and returns its epoch, which fences every older one.
+
+    Conflict while the previous process is live; SessionNotOpen if the Session ended.
 
     ``max_turn_duration``, when given, is the limit in force from this process
     on (the Session's override, else its Actor's), read when the process
     starts so that an Actor's change applies from its next process on.
     """
     session = sessions.require(tx, session_id)
-    if session.status in ("closed", "failed"):
+    if session.status in ENDED_SESSION_STATUSES:
         raise SessionNotOpen(f"session {session_id} is {session.status}; it runs no process")
     if session.process_live:
         raise Conflict(
@@ -63,7 +66,8 @@ def exited(
     session_id: str,
     epoch: int,
     exit_code: int,
-    failure: str | None,
+    *,
+    failure: str | None = None,
 ) -> ProcessOutcome:
     """The process ended: a failure, or a stop (``process_stopped``).
 
@@ -115,7 +119,7 @@ def exited(
             epoch=epoch,
         )
     finish_closing(tx, session_id)
-    ended = sessions.require(tx, session_id).status in ("closed", "failed")
+    ended = sessions.require(tx, session_id).status in ENDED_SESSION_STATUSES
     if failed and exit_code == ExitCode.INIT_FAILED and not ended:
         fail_session(tx, session_id, "actor_init_failed")
     return _outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
@@ -126,8 +130,9 @@ def execution_lost(
     config: ControlConfig,
     session_id: str,
     epoch: int,
-    computer_version: str | None,
-    computer_id: str | None,
+    *,
+    computer_version: str | None = None,
+    computer_id: str | None = None,
 ) -> ProcessOutcome:
     """The process's execution was lost (eviction, node loss): not a process failure.
 
@@ -142,7 +147,7 @@ def execution_lost(
         # The pod went away because a stop was asked for: that is the stop
         # converging, not a loss (its exit code may never be seen). A forced
         # stop (stop_deadline_elapsed) stays a failure.
-        return exited(tx, config, session_id, epoch, 0, None)
+        return exited(tx, config, session_id, epoch, 0)
     turn = active_turn(tx, session)
     _end_process(tx, session)
     if turn is not None:
@@ -262,3 +267,6 @@ def _outcome(
         hold_id=hold_id,
         session_status=sessions.require(tx, session_id).status,
     )
+    """Open or closing Sessions with queued work, no hold and no live process."""
+    """Sessions whose runner process is live (to check against pods after a restart)."""
+    return None

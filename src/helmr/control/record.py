@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from pydantic import JsonValue
 
+from helmr.errors import InvalidInput
 from helmr.events import Event, EventKind, lifecycle_event_id
 from helmr.store import Tx, timeline
+
+REPORTED_KINDS = frozenset(
+    {
+        EventKind.SESSION_RECOVERY_GAP,
+        EventKind.SESSION_STORAGE_PRESSURE,
+        EventKind.SLACK_DELIVERY_UNAVAILABLE,
+    }
+)
+"""Facts the operator observes and reports (:func:`reported`); every other kind
+is recorded by the state machine itself."""
 
 
 def record(
@@ -28,3 +39,20 @@ def record(
         event_id=lifecycle_event_id(session_id, kind, subject),
         process_epoch=epoch,
     )
+
+
+def reported(
+    tx: Tx,
+    session_id: str,
+    kind: EventKind,
+    data: JsonValue,
+    *,
+    subject: str | int,
+    turn_id: str | None = None,
+    process_epoch: int | None = None,
+) -> Event:
+    """Records a fact the operator observed (one of :data:`REPORTED_KINDS`), once per
+    ``subject``; InvalidInput for a kind the state machine records itself."""
+    if kind not in REPORTED_KINDS:
+        raise InvalidInput(f"{kind} is recorded by the state machine, not reported")
+    return record(tx, session_id, kind, data, subject=subject, turn_id=turn_id, epoch=process_epoch)

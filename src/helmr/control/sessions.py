@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Literal
 
 from helmr.control import guards
+from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
     active_turn,
     await_release,
@@ -23,6 +24,7 @@ from helmr.control.views import load_session, stop_receipt
 from helmr.errors import Conflict, HoldMismatch, SessionNotOpen, TurnNotActive
 from helmr.events import EventKind
 from helmr.protocol.api import SessionView, StopReceipt
+from helmr.states import ENDED_SESSION_STATUSES, HoldScope
 from helmr.store import Tx, holds, sessions, turns
 
 
@@ -33,11 +35,16 @@ def open_session(
     name: str,
     actor: str,
     workspace: str,
-    key: str | None,
-    idempotency_key: str | None,
-    max_turn_duration: timedelta | None,
+    key: str | None = None,
+    idempotency_key: str | None = None,
+    max_turn_duration: timedelta | None = None,
 ) -> SessionView:
-    """Opens a Session that owns ``workspace``; the same idempotency key returns the same one."""
+    """Opens a Session that owns ``workspace``; the same ``(namespace, idempotency_key)``
+    returns the same Session.
+
+    Conflict if the Workspace is owned by another Session that is not closed (or
+    whose process is still live).
+    """
     if idempotency_key is not None:
         existing = sessions.by_idempotency_key(tx, namespace, idempotency_key)
         if existing is not None:
@@ -62,7 +69,9 @@ def open_session(
     return load_session(tx, session.id)
 
 
-def interrupt(tx: Tx, session_id: str, turn_id: str | None, stop_grace: timedelta) -> StopReceipt:
+def interrupt(
+    tx: Tx, config: ControlConfig, session_id: str, turn_id: str | None = None
+) -> StopReceipt:
     """Stops the running Turn (``interrupted``, reason ``interrupt``) and holds the Session.
 
     Without ``turn_id`` the hold is Session-scoped: queued work waits until
@@ -72,8 +81,10 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None, stop_grace: timedelt
     its process ends), so the next queued Turn then runs. Interrupting a
     Session already held by a Session-scoped hold returns that hold.
 
-    The process then has ``stop_grace`` to let go of the interrupted Turn
-    (:func:`helmr.control.lifecycle.await_release`) before it is stopped.
+    The process then has ``ControlConfig.stop_grace`` to let go of the interrupted
+    Turn (:func:`helmr.control.lifecycle.await_release`) before it is stopped
+    (``stop_deadline_elapsed``, a process failure). TurnNotActive when ``turn_id``
+    is not running.
     """
     session = sessions.require(tx, session_id)
     guards.accepting_controls(session)
@@ -88,7 +99,7 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None, stop_grace: timedelt
     if session.hold is not None:
         # Only a Turn-scoped hold can be here; the Session-scoped one replaces it.
         holds.release(tx, session.hold.id, how="superseded")
-    scope: Literal["session", "turn"] = "session" if turn_id is None else "turn"
+    scope: HoldScope = "session" if turn_id is None else "turn"
     hold = holds.insert(
         tx, session_id, reason="interrupt", scope=scope, turn_id=None if turn is None else turn.id
     )
@@ -102,7 +113,7 @@ def interrupt(tx: Tx, session_id: str, turn_id: str | None, stop_grace: timedelt
         turn_id=None if turn is None else turn.id,
     )
     if turn is not None:
-        await_release(tx, interrupt_turn(tx, turn, "interrupt", holdId=hold.id), stop_grace)
+        await_release(tx, interrupt_turn(tx, turn, "interrupt", holdId=hold.id), config.stop_grace)
     finish_closing(tx, session_id)
     return stop_receipt(hold)
 
@@ -141,7 +152,7 @@ def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
     )
 
 
-def cancel(tx: Tx, session_id: str, stop_grace: timedelta) -> SessionView:
+def cancel(tx: Tx, config: ControlConfig, session_id: str) -> SessionView:
     """Rejects new input, cancels queued Turns, interrupts the active one, then closes.
 
     ``cancel_requested_at`` is set at once; the Session becomes ``closed``
@@ -153,7 +164,7 @@ def cancel(tx: Tx, session_id: str, stop_grace: timedelta) -> SessionView:
     session = sessions.require(tx, session_id)
     if session.cancel_requested_at is not None:
         return load_session(tx, session_id)
-    if session.status in ("closed", "failed"):
+    if session.status in ENDED_SESSION_STATUSES:
         raise SessionNotOpen(f"session {session_id} is already {session.status}")
     sessions.update(
         tx, session_id, status="closing", close_how="cancel", cancel_requested_at=tx.now
@@ -161,12 +172,12 @@ def cancel(tx: Tx, session_id: str, stop_grace: timedelta) -> SessionView:
     cancel_queued(tx, session_id, reason=None)
     turn = active_turn(tx, session)
     if turn is not None:
-        await_release(tx, interrupt_turn(tx, turn, "cancel"), stop_grace)
+        await_release(tx, interrupt_turn(tx, turn, "cancel"), config.stop_grace)
     finish_closing(tx, session_id)
     return load_session(tx, session_id)
 
 
-def close(tx: Tx, session_id: str, how: Literal["close", "idle"]) -> SessionView:
+def close(tx: Tx, session_id: str, *, how: Literal["close", "idle"] = "close") -> SessionView:
     """Stops admission and drains the FIFO, then closes (how ``close``, or ``idle``).
 
     An idle close records only ``session.closed``; otherwise ``session.close``
@@ -191,7 +202,7 @@ def close(tx: Tx, session_id: str, how: Literal["close", "idle"]) -> SessionView
 def fail(tx: Tx, session_id: str, reason: str) -> SessionView:
     """Terminates the Session (e.g. the actor cannot initialize); see ``fail_session``."""
     session = sessions.require(tx, session_id)
-    if session.status in ("closed", "failed"):
+    if session.status in ENDED_SESSION_STATUSES:
         return load_session(tx, session_id)
     fail_session(tx, session_id, reason)
     return load_session(tx, session_id)

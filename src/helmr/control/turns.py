@@ -20,11 +20,11 @@ from helmr.control.lifecycle import (
     settle_if_drained,
 )
 from helmr.control.record import record
-from helmr.control.views import NO_RESULT, NoResult, turn_view
+from helmr.control.views import turn_view
 from helmr.events import Event, EventKind
-from helmr.protocol import ErrorInfo
 from helmr.protocol.api import TurnView
-from helmr.store import Outcome, TurnRow, Tx, sessions, timeline, turns
+from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome
+from helmr.store import TurnRow, Tx, sessions, timeline, turns
 from helmr.store.codec import dump_json
 
 Drained = Literal["drained"]
@@ -33,9 +33,14 @@ Session has drained, or the process was asked to stop."""
 
 
 def enqueue(
-    tx: Tx, session_id: str, input: JsonValue, *, idempotency_key: str | None, source: str
+    tx: Tx,
+    session_id: str,
+    input: JsonValue,
+    *,
+    idempotency_key: str | None = None,
+    source: str = "api",
 ) -> TurnView:
-    """Admits a FIFO Turn to an open Session (held or not).
+    """Admits a FIFO Turn to an open Session (held or not), else SessionNotOpen.
 
     A known idempotency key returns the Turn it admitted, whatever the
     Session's state is now.
@@ -114,12 +119,13 @@ def output(
     epoch: int,
     turn_id: str | None,
     value: JsonValue,
-    idempotency_key: str | None,
+    idempotency_key: str | None = None,
 ) -> Event:
     """Appends ``turn.output`` for the active Turn, or Session-level output (no turn).
 
     Output is accepted while the Turn settles: callbacks that started before
-    settlement may still write, and settlement waits for them.
+    settlement may still write, and settlement waits for them. The same
+    ``idempotency_key`` returns the first event.
     """
     session = guards.runner(tx, session_id, epoch)
     if turn_id is not None:
@@ -130,15 +136,17 @@ def output(
 
 
 def respond(tx: Tx, session_id: str, epoch: int, turn_id: str, value: JsonValue) -> TurnView:
-    """Sets (or replaces) the response delivered with a successful outcome."""
+    """Sets (or replaces) the response delivered with a successful outcome
+    (TurnSettling once the Turn settles)."""
     session = guards.runner(tx, session_id, epoch)
     turn = guards.unsettled(guards.active(tx, session, turn_id))
     return turn_view(turns.update(tx, turn, has_response=True, response=dump_json(value)))
 
 
 def complete(
-    tx: Tx, session_id: str, epoch: int, turn_id: str, result: JsonValue | NoResult
+    tx: Tx, session_id: str, epoch: int, turn_id: str, result: JsonValue | NoResult = NO_RESULT
 ) -> TurnView:
+    """Settles the Turn as completed, with ``result`` (None is JSON null) or without one."""
     if result is NO_RESULT:
         return _settle(tx, session_id, epoch, turn_id, "completed", has_result=False, result=None)
     return _settle(
@@ -147,6 +155,7 @@ def complete(
 
 
 def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) -> TurnView:
+    """Settles the Turn as failed with ``error`` (bounded to what the Turn CRD holds)."""
     return _settle(tx, session_id, epoch, turn_id, "failed", error=dump_json(error.model_dump()))
 
 

@@ -8,30 +8,13 @@ own: no route returns them.
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Final, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from helmr.protocol import ErrorInfo
-from helmr.protocol.api import (
-    HoldView,
-    MessageView,
-    SessionStatus,
-    SessionView,
-    StopReceipt,
-    TurnView,
-)
+from helmr.protocol.api import HoldView, MessageView, SessionView, StopReceipt, TurnView
+from helmr.states import ErrorInfo, SessionStatus
 from helmr.store import HoldRow, MessageRow, ReadTx, SessionRow, TurnRow, sessions, turns
-
-
-class _NoResult(Enum):
-    NO_RESULT = "NO_RESULT"
-
-
-NoResult = Literal[_NoResult.NO_RESULT]
-NO_RESULT: Final = _NoResult.NO_RESULT
-"""``complete(result=NO_RESULT)`` completes without a result, unlike ``result=None`` (JSON null)."""
 
 
 def hold_view(row: HoldRow) -> HoldView:
@@ -81,9 +64,15 @@ def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
 
 
 def load_session(rt: ReadTx, session_id: str) -> SessionView:
+    """The Session (NotFound if there is none)."""
     return session_view(
         sessions.require(rt, session_id), queued_turns=turns.count_queued(rt, session_id)
     )
+
+
+def load_turn(rt: ReadTx, session_id: str, turn_id: str) -> TurnView:
+    """The Turn of the Session (NotFound if there is none)."""
+    return turn_view(turns.require(rt, session_id, turn_id))
 
 
 def turn_view(row: TurnRow) -> TurnView:

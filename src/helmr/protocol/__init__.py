@@ -52,10 +52,8 @@ from helmr.protocol.contract import EPOCH_HEADER, ExitCode, RunnerHeaders
 from helmr.protocol.models import (
     Ack,
     CompleteRequest,
-    ErrorInfo,
     FailRequest,
     Message,
-    MessageOutcome,
     MessageOutcomeRequest,
     NextMessageReply,
     NextMessageRequest,
@@ -67,6 +65,7 @@ from helmr.protocol.models import (
     TurnAssignment,
     parse_receive_reply,
 )
+from helmr.states import ErrorInfo, MessageOutcome
 
 __all__ = [
     "EPOCH_HEADER",

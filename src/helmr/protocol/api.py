@@ -8,8 +8,8 @@ against a newer server. The requests are ``helmr.protocol.api_requests``',
 the paths ``helmr.protocol.api_routes``'; events and pages are
 ``helmr.events``' models.
 
-The status vocabularies below are the store's too (``helmr.store`` keeps
-these values in its rows).
+The status vocabularies are ``helmr.states``', shared with the store and
+the custom resources.
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from helmr.protocol.models import ErrorInfo
-
-SessionStatus = Literal["open", "closing", "closed", "failed"]
-TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
-MessageStatus = Literal["admitted", "started", "delivered", "rejected", "unknown"]
-HoldScope = Literal["session", "turn"]
-CloseHow = Literal["close", "cancel", "idle"]
-
-TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
-    {"completed", "failed", "interrupted", "cancelled"}
+from helmr.states import (
+    TERMINAL_TURN_STATUSES,
+    CloseHow,
+    ErrorInfo,
+    HoldReason,
+    HoldScope,
+    MessageStatus,
+    SessionStatus,
+    TurnStatus,
 )
 
 
@@ -38,8 +37,7 @@ class _View(BaseModel):
 
 class HoldView(_View):
     hold_id: str
-    reason: str
-    """``interrupt`` or ``process_failures``."""
+    reason: HoldReason
     scope: HoldScope
     """``session``: held until resumed; ``turn``: an exact-Turn interrupt, held only
     until the interrupted processing has stopped."""

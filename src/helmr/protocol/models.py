@@ -9,10 +9,11 @@ Durations are seconds (JSON numbers). Values written by actors are any JSON.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+from helmr.states import ErrorInfo
 
 
 class _Request(BaseModel):
@@ -91,15 +92,6 @@ class CompleteRequest(_Request):
         return "result" in self.model_fields_set
 
 
-class ErrorInfo(BaseModel):
-    """A turn's failure: a stable machine ``code`` and a message for people."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    code: str = Field(min_length=1)
-    message: str
-
-
 class FailRequest(_Request):
     """``POST turns/{tid}/fail``: settle the turn as failed."""
 
@@ -125,17 +117,9 @@ class NextMessageReply(_Reply):
     message: Message | None = None
 
 
-class MessageOutcome(StrEnum):
-    """The last path segment of ``turns/{tid}/messages/{mid}/{outcome}``."""
-
-    STARTED = "started"
-    DELIVERED = "delivered"
-    REJECTED = "rejected"
-    UNKNOWN = "unknown"
-
-
 class MessageOutcomeRequest(_Request):
-    """Body of every message outcome; ``reason`` explains ``rejected`` and ``unknown``."""
+    """Body of every message outcome (``MessageOutcome`` is the path's last segment);
+    ``reason`` explains ``rejected`` and ``unknown``."""
 
     reason: str | None = None
 

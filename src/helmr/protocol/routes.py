@@ -7,7 +7,7 @@ pattern, so the two can never disagree. All routes are ``POST``.
 from __future__ import annotations
 
 from helmr.protocol.api_routes import fill
-from helmr.protocol.models import MessageOutcome
+from helmr.states import MessageOutcome
 
 PREFIX = "/runner/v1/sessions/{session_id}"
 _TURN = PREFIX + "/turns/{turn_id}"

@@ -27,6 +27,7 @@ from helmr.resources.base import (
     GROUP,
     VERSION,
     ObjectMeta,
+    OwnerReference,
     Resource,
     Status,
     WireModel,
@@ -36,7 +37,6 @@ from helmr.resources.session import (
     ActorRef,
     ClosedHow,
     Hold,
-    HoldReason,
     Session,
     SessionPhase,
     SessionSpec,
@@ -51,6 +51,7 @@ from helmr.resources.turn import (
     TurnSpec,
     TurnStatus,
 )
+from helmr.states import HoldReason
 
 ACTORS = Actor.PLURAL
 SESSIONS = Session.PLURAL
@@ -75,6 +76,7 @@ __all__ = [
     "Hold",
     "HoldReason",
     "ObjectMeta",
+    "OwnerReference",
     "Resource",
     "ResourceAmounts",
     "ResourceRequirements",

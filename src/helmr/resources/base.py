@@ -63,6 +63,17 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+class OwnerReference(WireModel):
+    """An owner of an object: deleting the owner garbage-collects the object."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
 class ObjectMeta(WireModel):
     """The part of Kubernetes object metadata Helmr reads and writes.
 
@@ -80,6 +91,7 @@ class ObjectMeta(WireModel):
     generation: int | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
 
 
 class Status(WireModel):
@@ -129,6 +141,14 @@ class Resource(WireModel, Generic[SpecT, StatusT]):
         except ValidationError as exc:
             fields = [".".join(str(part) for part in err["loc"]) for err in exc.errors()]
             raise InvalidInput(f"invalid {cls.KIND} manifest: {exc}", fields=fields) from exc
+
+    def owner_reference(self) -> OwnerReference:
+        """A reference to this object as the owner of another (it must have been created)."""
+        if self.metadata.name is None or self.metadata.uid is None:
+            raise InvalidInput(f"a {self.KIND} owns objects only once it has a name and uid")
+        return OwnerReference(
+            api_version=API_VERSION, kind=self.KIND, name=self.metadata.name, uid=self.metadata.uid
+        )
 
     def to_manifest(self) -> dict[str, Any]:
         """The manifest to create or apply: camelCase, only the fields that were set."""

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import ConfigDict, Field
 
+from helmr import states
 from helmr.resources.actor import IdleTimeoutSeconds, MaxTurnDurationSeconds
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Key
+from helmr.states import HoldReason
 
-SessionPhase = Literal["open", "closing", "closed", "failed"]
-HoldReason = Literal["interrupt", "process_failures", "recovery_gap"]
-ClosedHow = Literal["close", "cancel", "idle"]
+# The store's vocabulary, under the names the CRD uses.
+SessionPhase = states.SessionStatus
+ClosedHow = states.CloseHow
 
 
 def _unchanged_optional(field: str) -> JsonDict:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from pydantic import ConfigDict, Field
 
+from helmr import states
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
 from helmr.resources.fields import DnsLabel, Json, Key
+from helmr.states import ERROR_CODE_MAX, ERROR_MESSAGE_MAX
 
-TurnPhase = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
-TERMINAL_TURN_PHASES: frozenset[TurnPhase] = frozenset(
-    ("completed", "failed", "interrupted", "cancelled")
-)
+# The store's vocabulary, under the names the CRD uses.
+TurnPhase = states.TurnStatus
+TERMINAL_TURN_PHASES = states.TERMINAL_TURN_STATUSES
 
 
 class SessionRef(WireModel):
@@ -61,8 +62,9 @@ class TurnSpec(WireModel):
 class TurnError(WireModel):
     """Why a Turn failed."""
 
-    code: str = Field(max_length=128, description="Stable machine-readable error code.")
-    message: str = Field(max_length=32_768, description="Human-readable explanation.")
+    # The limits ErrorInfo cuts a recorded failure to.
+    code: str = Field(max_length=ERROR_CODE_MAX, description="Stable machine-readable error code.")
+    message: str = Field(max_length=ERROR_MESSAGE_MAX, description="Human-readable explanation.")
 
 
 class TurnStatus(Status):

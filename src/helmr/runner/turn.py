@@ -23,17 +23,10 @@ from helmr.runner.output import Output
 from helmr.runner.signal import Signal
 from helmr.runner.transport import Call
 from helmr.runner.wire import request
+from helmr.states import NO_RESULT
 
 ACTOR_ERROR = "actor_error"
 """The error code of a failure the actor gave as a plain exception or string."""
-
-
-class _NoResult(enum.Enum):
-    # A sentinel distinct from None: complete() records no result, complete(None) records null.
-    NO_RESULT = enum.auto()
-
-
-_NO_RESULT = _NoResult.NO_RESULT
 
 
 class _State(enum.Enum):
@@ -91,14 +84,12 @@ class Turn:
             self._pump = None  # not registered: the actor may register again
             raise
 
-    async def complete(self, result: Any = _NO_RESULT) -> None:
+    async def complete(self, result: Any = NO_RESULT) -> None:
         """Settles the turn as completed, after its started output and messages finish.
 
         ``complete()`` records no result; ``complete(None)`` records JSON null.
         """
-        body = (
-            CompleteRequest() if result is _NO_RESULT else request(CompleteRequest, result=result)
-        )
+        body = CompleteRequest() if result is NO_RESULT else request(CompleteRequest, result=result)
         await self._settle(routes.complete(self._session_id, self.id), body)
 
     async def fail(self, error: BaseException | str, *, code: str | None = None) -> None:

@@ -133,14 +133,12 @@ class RunnerApi:
     async def message_outcome(
         self, path: MessagePath, headers: RunnerHeaders, body: MessageOutcomeRequest
     ) -> Ack:
-        args = (path.session_id, headers.process_epoch, path.turn_id, path.message_id)
-        match path.outcome:
-            case MessageOutcome.STARTED:
-                await self._control.message_started(*args)
-            case MessageOutcome.DELIVERED:
-                await self._control.message_delivered(*args)
-            case MessageOutcome.REJECTED:
-                await self._control.message_rejected(*args, body.reason)
-            case MessageOutcome.UNKNOWN:
-                await self._control.message_unknown(*args, body.reason)
+        await self._control.report_message(
+            path.session_id,
+            headers.process_epoch,
+            path.turn_id,
+            path.message_id,
+            path.outcome,
+            body.reason,
+        )
         return Ack()

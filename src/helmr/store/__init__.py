@@ -9,7 +9,7 @@ into the state machine, one transaction per control.
 """
 
 from helmr.store.retention import Expired
-from helmr.store.rows import HoldRow, MessageRow, Outcome, SessionRow, TurnRow
+from helmr.store.rows import HoldRow, MessageRow, SessionRow, TurnRow
 from helmr.store.store import Store, utc_now
 from helmr.store.tx import ReadTx, Tx
 
@@ -17,7 +17,6 @@ __all__ = [
     "Expired",
     "HoldRow",
     "MessageRow",
-    "Outcome",
     "ReadTx",
     "SessionRow",
     "Store",

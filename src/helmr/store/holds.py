@@ -6,14 +6,14 @@ recognised rather than reported as a mismatch.
 
 from __future__ import annotations
 
-from helmr.protocol.api import HoldScope
+from helmr.states import HoldReason, HoldScope
 from helmr.store.codec import dump_time, new_id
 from helmr.store.rows import HoldRow
 from helmr.store.tx import ReadTx, Tx
 
 
 def insert(
-    tx: Tx, session_id: str, *, reason: str, scope: HoldScope, turn_id: str | None
+    tx: Tx, session_id: str, *, reason: HoldReason, scope: HoldScope, turn_id: str | None
 ) -> HoldRow:
     hold_id = new_id("hold")
     tx.conn.execute(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from helmr.errors import NotFound
-from helmr.protocol.api import MessageStatus
+from helmr.states import MessageStatus
 from helmr.store.codec import dump_json, dump_time, new_id
 from helmr.store.rows import MessageRow
 from helmr.store.tx import ReadTx, Tx

@@ -2,7 +2,7 @@
 
 They are what store functions return and what ``helmr.control`` reasons on;
 ``helmr.control.views`` turns them into the public models. The statuses are
-the public API's (``helmr.protocol.api``).
+``helmr.states``'.
 """
 
 from __future__ import annotations
@@ -10,21 +10,26 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 from pydantic import JsonValue
 
-from helmr.protocol.api import CloseHow, HoldScope, MessageStatus, SessionStatus, TurnStatus
+from helmr.states import (
+    CloseHow,
+    HoldReason,
+    HoldScope,
+    MessageStatus,
+    Outcome,
+    SessionStatus,
+    TurnStatus,
+)
 from helmr.store.codec import load_json, load_time
-
-Outcome = Literal["completed", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
 class HoldRow:
     id: str
     session_id: str
-    reason: str
+    reason: HoldReason
     scope: HoldScope
     turn_id: str | None
     created_at: datetime

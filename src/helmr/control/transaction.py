@@ -1,0 +1,79 @@
+"""Control methods that run one transaction function: the function is the one definition.
+
+``Control.enqueue = writes(turns.enqueue)`` makes ``control.enqueue(...)`` an
+async method with ``turns.enqueue``'s parameters (less the transaction) and
+docs, run on the store's writer. mypy checks its callers against the
+function's signature (``ParamSpec``), so nothing is restated.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
+
+from helmr.control.config import ControlConfig
+from helmr.store import ReadTx, Store, Tx
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Host(Protocol):
+    """What a bound method runs on: ``Control``."""
+
+    _store: Store
+    _config: ControlConfig
+
+
+class _Bound(Generic[P, R]):
+    def __init__(self, fn: Callable[..., R]) -> None:
+        self._fn = fn
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
+        raise NotImplementedError
+
+    @overload
+    def __get__(self, host: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, host: Host, owner: type) -> Callable[P, Awaitable[R]]: ...
+    def __get__(self, host: Host | None, owner: type) -> Self | Callable[P, Awaitable[R]]:
+        if host is None:
+            return self
+
+        async def method(*args: P.args, **kwargs: P.kwargs) -> R:
+            return await self._run(host, args, kwargs)
+
+        return functools.wraps(self._fn)(method)
+
+
+class reads(_Bound[P, R]):
+    """A method running ``fn(rt, ...)`` on a read snapshot."""
+
+    def __init__(self, fn: Callable[Concatenate[ReadTx, P], R]) -> None:
+        super().__init__(fn)
+
+    def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
+        return host._store.read(lambda rt: self._fn(rt, *args, **kwargs))
+
+
+class writes(_Bound[P, R]):
+    """A method running ``fn(tx, ...)`` as one write transaction."""
+
+    def __init__(self, fn: Callable[Concatenate[Tx, P], R]) -> None:
+        super().__init__(fn)
+
+    def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
+        return host._store.write(lambda tx: self._fn(tx, *args, **kwargs))
+
+
+class writes_configured(_Bound[P, R]):
+    """A method running ``fn(tx, config, ...)``: a write that applies ``ControlConfig``."""
+
+    def __init__(self, fn: Callable[Concatenate[Tx, ControlConfig, P], R]) -> None:
+        super().__init__(fn)
+
+    def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
+        return host._store.write(lambda tx: self._fn(tx, host._config, *args, **kwargs))

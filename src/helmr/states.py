@@ -1,0 +1,105 @@
+"""Helmr's vocabulary: the statuses, scopes and reasons every layer speaks.
+
+The one definition of each: the store keeps these values in its rows (its SQL
+CHECK constraints are generated from them), the REST views and the runner
+protocol send them, the custom resources mirror them, and Control decides
+between them. It sits at the bottom of the import graph and needs only pydantic.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Final, Literal, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+SessionStatus = Literal["open", "closing", "closed", "failed"]
+ENDED_SESSION_STATUSES: frozenset[SessionStatus] = frozenset({"closed", "failed"})
+"""A Session in one of these admits nothing and has nothing left to cancel."""
+
+TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
+TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
+    {"completed", "failed", "interrupted", "cancelled"}
+)
+
+Outcome = Literal["completed", "failed"]
+"""How a runner settles a Turn (``complete`` or ``fail``)."""
+
+MessageStatus = Literal["admitted", "started", "delivered", "rejected", "unknown"]
+
+
+class MessageOutcome(enum.StrEnum):
+    """What a runner reports of a message's handler; each is also a ``MessageStatus``.
+
+    ``started`` just before the handler runs, then exactly one of ``delivered``
+    (it returned), ``rejected`` (it refused the message) or ``unknown`` (it
+    failed unexpectedly).
+    """
+
+    STARTED = "started"
+    DELIVERED = "delivered"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+
+
+HoldScope = Literal["session", "turn"]
+"""``session``: held until resumed; ``turn``: an exact-Turn interrupt, held only
+until the interrupted processing has stopped."""
+HoldReason = Literal["interrupt", "process_failures", "recovery_gap"]
+
+CloseHow = Literal["close", "cancel", "idle"]
+"""How a Session closed: drained after ``close``, cancelled, or closed when idle."""
+
+
+class _NoResult(enum.Enum):
+    NO_RESULT = "NO_RESULT"
+
+
+NoResult = Literal[_NoResult.NO_RESULT]
+NO_RESULT: Final = _NoResult.NO_RESULT
+"""``complete(result=NO_RESULT)`` completes without a result, unlike ``result=None`` (JSON null)."""
+
+
+def values(vocabulary: object) -> tuple[str, ...]:
+    """The values of a ``Literal`` vocabulary above, in order (for SQL and schemas)."""
+    return get_args(vocabulary)
+
+
+# The Turn CRD's limits on status.error (helmr.resources.turn.TurnError).
+ERROR_CODE_MAX = 128
+ERROR_MESSAGE_MAX = 32_768
+_TRUNCATED = "… [{} more characters]"
+
+
+def _bounded(limit: int) -> BeforeValidator:
+    def cut(value: object) -> object:
+        if not isinstance(value, str) or len(value) <= limit:
+            return value
+        # The marker counts against the limit (sized for the longest count it
+        # could show), so the recorded text fits the CRD.
+        keep = limit - len(_TRUNCATED.format(len(value)))
+        return value[:keep] + _TRUNCATED.format(len(value) - keep)
+
+    return BeforeValidator(cut)
+
+
+class ErrorInfo(BaseModel):
+    """A Turn's failure: a stable machine ``code`` and a message for people.
+
+    Both are cut to the Turn CRD's limits where the failure is recorded (a
+    runner's ``fail``, an older row read back), with a marker saying how much
+    was cut, so a long stack trace can never make the mirrored status invalid.
+    Unknown fields are ignored: a client parsing a newer server's Turn, or a
+    server an older runner's failure, keeps working.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    code: Annotated[str, _bounded(ERROR_CODE_MAX), Field(min_length=1)]
+    message: Annotated[str, _bounded(ERROR_MESSAGE_MAX)]
+
+
+SaveStatus = Literal["pending", "ready", "failed", "lost", "pruned"]
+"""A Computer disk save: ``pending`` (requested, not ready yet), ``ready`` (a
+committed Computer version), ``failed`` (its retries ran out), ``lost`` (its disk
+was lost before it was ready) or ``pruned`` (deleted by the keep-last-N policy)."""
