@@ -12,11 +12,11 @@ import kopf
 
 from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator import pods
+from helmr.operator.control_plane import ControlPlane
 from helmr.operator.mirror import LABEL_SESSION_ID, LABEL_TURN_ID
-from helmr.operator.runtime import Runtime
 from helmr.operator.settings import Settings
 from helmr.operator.supervisor import pod_outcome
-from helmr.resources import GROUP, SESSIONS, TURNS, VERSION
+from helmr.resources import GROUP, SESSIONS, TURNS, VERSION, Session, Turn
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ def _namespaced(namespace: str | None) -> str:
     return namespace
 
 
-def _runtime(memo: Any) -> Runtime:
-    runtime: Runtime = memo["runtime"]
-    return runtime
+def _plane(memo: Any) -> ControlPlane:
+    plane: ControlPlane = memo["control_plane"]
+    return plane
 
 
 @kopf.on.startup()
@@ -42,18 +42,18 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
         prefix="kopf.helmr.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
-    memo["runtime"] = await Runtime.start(Settings.from_env())
+    memo["control_plane"] = await ControlPlane.start(Settings())
 
 
 @kopf.on.cleanup()
 async def operator_cleanup(memo: Any, **_: Any) -> None:
-    await _runtime(memo).stop()
+    await _plane(memo).stop()
 
 
 @kopf.on.resume(GROUP, VERSION, SESSIONS)
 @kopf.on.create(GROUP, VERSION, SESSIONS)
 async def session_admit(
-    spec: kopf.Spec,
+    body: kopf.Body,
     name: str,
     namespace: str | None,
     uid: str,
@@ -62,24 +62,25 @@ async def session_admit(
     **_: Any,
 ) -> None:
     """A Session applied with kubectl opens a store session (once, keyed by the CR's uid)."""
-    runtime = _runtime(memo)
+    plane = _plane(memo)
     if LABEL_SESSION_ID in labels:
         return  # opened by the API, which created this CR
-    seconds = spec.get("maxTurnDurationSeconds")
-    view = await runtime.control.open_session(
+    spec = Session.from_manifest(body).spec
+    seconds = spec.max_turn_duration_seconds
+    view = await plane.control.open_session(
         namespace=_namespaced(namespace),
         name=name,
-        actor=spec["actorRef"]["name"],
-        workspace=spec["workspace"],
-        key=spec.get("key"),
+        actor=spec.actor_ref.name,
+        workspace=spec.workspace,
+        key=spec.key,
         idempotency_key=f"k8s:{uid}",
         max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
     )
-    await runtime.mirror.sync_session(view, runner_pod=None)
+    await plane.mirror.sync_session(view, runner_pod=None)
 
 
 @kopf.on.event(GROUP, VERSION, SESSIONS)
-async def session_deleted(type: str, status: kopf.Status, memo: Any, **_: Any) -> None:
+async def session_deleted(type: str, body: kopf.Body, memo: Any, **_: Any) -> None:
     """Deleting the CR cancels the session; its pods go with it (owner references).
 
     A watch event, not a delete handler: those run only under a finalizer, and
@@ -88,17 +89,18 @@ async def session_deleted(type: str, status: kopf.Status, memo: Any, **_: Any) -
     """
     if type != "DELETED":
         return
-    session_id = status.get("sessionId")
+    status = Session.from_manifest(body).status
+    session_id = None if status is None else status.session_id
     if session_id:
         # An ended session has nothing left to cancel; an unknown one, nothing at all.
         with contextlib.suppress(SessionNotOpen, NotFound):
-            await _runtime(memo).control.cancel(session_id)
+            await _plane(memo).control.cancel(session_id)
 
 
 @kopf.on.resume(GROUP, VERSION, TURNS)
 @kopf.on.create(GROUP, VERSION, TURNS)
 async def turn_admit(
-    spec: kopf.Spec,
+    body: kopf.Body,
     name: str,
     namespace: str | None,
     uid: str,
@@ -107,25 +109,26 @@ async def turn_admit(
     **_: Any,
 ) -> None:
     """A Turn applied with kubectl is admitted like an API enqueue (FIFO, once)."""
-    runtime = _runtime(memo)
+    plane = _plane(memo)
     if LABEL_TURN_ID in labels:
         return  # admitted by the API, which created this CR
     namespace = _namespaced(namespace)
-    session_name = spec["sessionRef"]["name"]
-    owner = await runtime.kube.get_custom(namespace, SESSIONS, session_name)
-    session_id = ((owner or {}).get("status") or {}).get("sessionId")
+    spec = Turn.from_manifest(body).spec
+    session_name = spec.session_ref.name
+    owner = await plane.kube.get_resource(Session, namespace, session_name)
+    session_id = None if owner is None or owner.status is None else owner.status.session_id
     if session_id is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
-    turn = await runtime.control.enqueue(
+    turn = await plane.control.enqueue(
         session_id,
-        spec.get("input"),
+        spec.input,
         idempotency_key=f"k8s:{uid}",
-        source=spec.get("source") or "kubernetes",
+        source=spec.source or "kubernetes",
     )
-    runtime.mirror.turn_names[turn.id] = (namespace, name)
-    session = await runtime.control.get_session(session_id)
-    await runtime.mirror.sync_turn(session, turn)
-    runtime.supervisor.wake()
+    plane.mirror.turn_names[turn.id] = (namespace, name)
+    session = await plane.control.get_session(session_id)
+    await plane.mirror.sync_turn(session, turn)
+    plane.supervisor.wake()
 
 
 @kopf.on.event("", "v1", "pods", labels={pods.LABEL_COMPONENT: pods.RUNNER})
@@ -133,7 +136,7 @@ async def runner_pod_event(
     type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: Any, **_: Any
 ) -> None:
     """A runner pod that ended tells Control how: exit code or execution loss."""
-    runtime = _runtime(memo)
+    plane = _plane(memo)
     labels = body["metadata"]["labels"]
     session_id = labels[pods.LABEL_SESSION_ID]
     epoch = int(labels[pods.LABEL_EPOCH])
@@ -141,15 +144,15 @@ async def runner_pod_event(
     if outcome == "running" and type != "DELETED":
         return
     if outcome == "exited" and exit_code is not None:
-        result = await runtime.control.process_exited(session_id, epoch, exit_code)
+        result = await plane.control.process_exited(session_id, epoch, exit_code)
     else:
         # Deleted before it ended (eviction, node loss, someone's kubectl
         # delete), or evicted: the execution was lost, not a process failure.
         # A stop the supervisor asked for is recognised by Control as a stop.
-        result = await runtime.control.execution_lost(session_id, epoch)
+        result = await plane.control.execution_lost(session_id, epoch)
     if result.outcome != "ignored":
-        runtime.metrics.processes_ended.labels(result.outcome).inc()
+        plane.metrics.processes_ended.labels(result.outcome).inc()
         log.info("session %s process %d: %s", session_id, epoch, result.outcome)
     if type != "DELETED":
-        await runtime.kube.delete_pod(_namespaced(namespace), name)
-    runtime.supervisor.wake()
+        await plane.kube.delete_pod(_namespaced(namespace), name)
+    plane.supervisor.wake()

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from helmr.resources import GROUP, VERSION
+from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
+
+R = TypeVar("R", bound=Resource[Any, Any])
+S = TypeVar("S", bound=Status)
 
 
 def load_config() -> client.ApiClient:
@@ -39,7 +42,32 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
-    # --- custom resources
+    # --- custom resources: the operator's own code uses the typed methods, which
+    # read and write helmr.resources models; the plain ones are their transport.
+
+    async def get_resource(self, kind: type[R], namespace: str, name: str) -> R | None:
+        """The resource, or None when there is none."""
+        obj = await self.get_custom(namespace, kind.PLURAL, name)
+        return None if obj is None else kind.from_manifest(obj)
+
+    async def create_resource(self, resource: R) -> R | None:
+        """The created resource, or None when one of that name existed already."""
+        try:
+            obj = await self.create_custom(
+                resource.metadata.namespace or "", resource.PLURAL, resource.to_manifest()
+            )
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            return None
+        return type(resource).from_manifest(obj)
+
+    async def patch_resource_status(
+        self, kind: type[Resource[Any, S]], namespace: str, name: str, status: S
+    ) -> bool:
+        """Merge-patches the status with the fields set in ``status``; False when the
+        resource is gone."""
+        return await self.patch_status(namespace, kind.PLURAL, name, status.status_patch())
 
     async def get_custom(self, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
         try:
@@ -132,20 +160,21 @@ class Kube:
     # --- Kubernetes Events on our resources, for `kubectl describe`
 
     async def record_event(
-        self, involved: dict[str, Any], reason: str, message: str, *, warning: bool = False
+        self,
+        kind: type[Resource[Any, Any]],
+        namespace: str,
+        name: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
     ) -> None:
-        meta = involved["metadata"]
+        """A Kubernetes Event about the resource ``kind`` ``namespace/name``."""
         now = datetime.now(UTC)
         event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(
-                generate_name=f"{meta['name']}.", namespace=meta["namespace"]
-            ),
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
             involved_object=client.V1ObjectReference(
-                api_version=involved["apiVersion"],
-                kind=involved["kind"],
-                name=meta["name"],
-                namespace=meta["namespace"],
-                uid=meta.get("uid"),
+                api_version=API_VERSION, kind=kind.KIND, name=name, namespace=namespace
             ),
             reason=reason,
             message=message,
@@ -155,4 +184,4 @@ class Kube:
             count=1,
             source=client.V1EventSource(component="helmr"),
         )
-        await asyncio.to_thread(self.core.create_namespaced_event, meta["namespace"], event)
+        await asyncio.to_thread(self.core.create_namespaced_event, namespace, event)

@@ -14,14 +14,24 @@ CRs are the live face users `kubectl get`. This module:
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView, TurnView
 from helmr.events import Event
 from helmr.operator.kube import Kube
-from helmr.resources import API_VERSION, SESSIONS, TURNS
+from helmr.resources import (
+    ActorRef,
+    Hold,
+    ObjectMeta,
+    OwnerReference,
+    Session,
+    SessionRef,
+    SessionSpec,
+    SessionStatus,
+    Turn,
+    TurnError,
+    TurnSpec,
+    TurnStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,44 +44,74 @@ def turn_cr_name(turn_id: str) -> str:
     return turn_id.lower().replace("_", "-")
 
 
-def _time(value: Any) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
+def session_status(view: SessionView, runner_pod: str | None) -> SessionStatus:
+    # Every field is set, so the merge patch also clears what no longer holds.
+    return SessionStatus(
+        session_id=view.id,
+        phase=view.status,
+        hold=None
+        if view.hold is None
+        else Hold(hold_id=view.hold.hold_id, reason=view.hold.reason),
+        cancel_requested_at=view.cancel_requested_at,
+        consecutive_process_failures=view.consecutive_failures,
+        process_epoch=view.process_epoch,
+        runner_pod=runner_pod,
+        active_turn=view.active_turn_id,
+        queued_turns=view.queued_turns,
+        closed_how=view.closed_how,
+    )
 
 
-def session_status(view: SessionView, runner_pod: str | None) -> dict[str, Any]:
-    hold = None if view.hold is None else {"holdId": view.hold.hold_id, "reason": view.hold.reason}
-    return {
-        "sessionId": view.id,
-        "phase": view.status,
-        "hold": hold,
-        "cancelRequestedAt": _time(view.cancel_requested_at),
-        "consecutiveProcessFailures": view.consecutive_failures,
-        "processEpoch": view.process_epoch,
-        "runnerPod": runner_pod,
-        "activeTurn": view.active_turn_id,
-        "queuedTurns": view.queued_turns,
-        "closedHow": view.closed_how,
-    }
-
-
-def turn_status(view: TurnView) -> dict[str, Any]:
-    status: dict[str, Any] = {
-        "turnId": view.id,
-        "phase": view.status,
-        "sequence": view.sequence,
-        "createdAt": _time(view.created_at),
-        "startedAt": _time(view.started_at),
-        "endedAt": _time(view.ended_at),
-        "hasResult": view.has_result,
-        "reason": view.reason,
-        "processEpoch": view.epoch,
-        "error": None if view.error is None else view.error.model_dump(),
-    }
+def turn_status(view: TurnView) -> TurnStatus:
+    status = TurnStatus(
+        turn_id=view.id,
+        phase=view.status,
+        sequence=view.sequence,
+        created_at=view.created_at,
+        started_at=view.started_at,
+        ended_at=view.ended_at,
+        has_result=view.has_result,
+        reason=view.reason,
+        process_epoch=view.epoch,
+        error=None
+        if view.error is None
+        else TurnError(code=view.error.code, message=view.error.message),
+    )
+    # Set only when there is one: an unset field is left alone by the merge patch.
     if view.has_result:
-        status["result"] = view.result
+        status.result = view.result
     if view.has_response:
-        status["response"] = view.response
+        status.response = view.response
     return status
+
+
+# Optional fields are set only when present (a set field is sent, even as null).
+
+
+def session_manifest(session: SessionView) -> Session:
+    spec = SessionSpec(actor_ref=ActorRef(name=session.actor), workspace=session.workspace)
+    if session.key:
+        spec.key = session.key
+    return Session(
+        metadata=ObjectMeta(
+            name=session.name, namespace=session.namespace, labels={LABEL_SESSION_ID: session.id}
+        ),
+        spec=spec,
+    )
+
+
+def turn_manifest(session: SessionView, turn: TurnView, owner: OwnerReference | None) -> Turn:
+    metadata = ObjectMeta(
+        name=turn_cr_name(turn.id),
+        namespace=session.namespace,
+        labels={LABEL_SESSION_ID: session.id, LABEL_TURN_ID: turn.id},
+    )
+    # Owned by its Session: deleting the Session collects its Turns.
+    metadata.owner_references = [] if owner is None else [owner]
+    spec = TurnSpec(session_ref=SessionRef(name=session.name), input=turn.input, source=turn.source)
+    if turn.idempotency_key:
+        spec.idempotency_key = turn.idempotency_key
+    return Turn(metadata=metadata, spec=spec)
 
 
 class CustomResourceMirror:
@@ -80,73 +120,31 @@ class CustomResourceMirror:
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
         self.turn_names: dict[str, tuple[str, str]] = {}
-        # Session CR uids, for the owner references of the Turns the API creates.
-        self._session_uids: dict[str, str] = {}
+        # Session CR owner references, for the Turns the API creates.
+        self._owners: dict[str, OwnerReference] = {}
         # The last status written per session, to skip patches that change nothing.
-        self._session_statuses: dict[str, dict[str, Any]] = {}
+        self._session_statuses: dict[str, SessionStatus] = {}
 
     # --- the server's Mirror: objects for what the API admitted
 
     async def session_started(self, session: SessionView) -> None:
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": "Session",
-            "metadata": {
-                "name": session.name,
-                "namespace": session.namespace,
-                "labels": {LABEL_SESSION_ID: session.id},
-            },
-            "spec": {
-                "actorRef": {"name": session.actor},
-                "workspace": session.workspace,
-                **({"key": session.key} if session.key else {}),
-            },
-        }
-        created = await self._create_if_absent(session.namespace, SESSIONS, body)
+        created = await self.kube.create_resource(session_manifest(session))
         if created is not None:
-            self._session_uids[session.id] = created["metadata"]["uid"]
+            self._owners[session.id] = created.owner_reference()
         await self.sync_session(session, runner_pod=None)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
-        body = {
-            "apiVersion": API_VERSION,
-            "kind": "Turn",
-            "metadata": {
-                "name": turn_cr_name(turn.id),
-                "namespace": session.namespace,
-                "labels": {LABEL_SESSION_ID: session.id, LABEL_TURN_ID: turn.id},
-                # Owned by its Session: deleting the Session collects its Turns.
-                "ownerReferences": await self._owner(session),
-            },
-            "spec": {
-                "sessionRef": {"name": session.name},
-                "input": turn.input,
-                "source": turn.source,
-                **({"idempotencyKey": turn.idempotency_key} if turn.idempotency_key else {}),
-            },
-        }
-        await self._create_if_absent(session.namespace, TURNS, body)
+        await self.kube.create_resource(turn_manifest(session, turn, await self._owner(session)))
         await self.sync_turn(session, turn)
 
-    async def _create_if_absent(
-        self, namespace: str, plural: str, body: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The created object, or None when it existed already."""
-        try:
-            return await self.kube.create_custom(namespace, plural, body)
-        except ApiException as e:
-            if e.status != 409:
-                raise
-        return None
-
-    async def _owner(self, session: SessionView) -> list[dict[str, Any]]:
-        uid = self._session_uids.get(session.id)
-        if uid is None:
-            cr = await self.kube.get_custom(session.namespace, SESSIONS, session.name)
+    async def _owner(self, session: SessionView) -> OwnerReference | None:
+        owner = self._owners.get(session.id)
+        if owner is None:
+            cr = await self.kube.get_resource(Session, session.namespace, session.name)
             if cr is None:
-                return []
-            uid = self._session_uids[session.id] = cr["metadata"]["uid"]
-        return [{"apiVersion": API_VERSION, "kind": "Session", "name": session.name, "uid": uid}]
+                return None
+            owner = self._owners[session.id] = cr.owner_reference()
+        return owner
 
     # --- status
 
@@ -155,22 +153,18 @@ class CustomResourceMirror:
         # Output streams touch the session on every write; its status rarely changes.
         if self._session_statuses.get(view.id) == status:
             return
-        if await self.kube.patch_status(view.namespace, SESSIONS, view.name, {"status": status}):
+        if await self.kube.patch_resource_status(Session, view.namespace, view.name, status):
             self._session_statuses[view.id] = status
 
     async def sync_turn(self, session: SessionView, view: TurnView) -> None:
         namespace, name = self.turn_names.get(view.id, (session.namespace, turn_cr_name(view.id)))
-        await self.kube.patch_status(namespace, TURNS, name, {"status": turn_status(view)})
+        await self.kube.patch_resource_status(Turn, namespace, name, turn_status(view))
 
     async def record(self, session: SessionView, event: Event, *, warning: bool) -> None:
         """A Kubernetes Event on the Session CR, so `kubectl describe` tells the story."""
-        involved = {
-            "apiVersion": API_VERSION,
-            "kind": "Session",
-            "metadata": {"name": session.name, "namespace": session.namespace},
-        }
         reason = "".join(part.title() for part in event.kind.replace(".", "_").split("_"))
         detail = f" turn {event.turn_id}" if event.turn_id else ""
+        message = f"{event.kind}{detail}: {event.data}"[:1024]
         await self.kube.record_event(
-            involved, reason, f"{event.kind}{detail}: {event.data}"[:1024], warning=warning
+            Session, session.namespace, session.name, reason, message, warning=warning
         )

@@ -15,17 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
 from helmr.operator.kube import Kube
+from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.settings import Settings
 from helmr.operator.tokens import RunnerTokens
-from helmr.resources import ACTORS, SESSIONS, Actor
+from helmr.resources import Actor, Session
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +82,26 @@ class Supervisor:
 
     async def reconcile(self) -> None:
         now = datetime.now(UTC)
+        stops: list[ProcessStop] = []
         deadline = await self.control.next_deadline()
         if deadline is not None and deadline <= now:  # a read first: most passes have none due
-            for stop in await self.control.expire_deadlines(now):
-                await self.stop(stop)
-        for stop in await self.control.processes_to_stop():
-            await self.stop(stop)
+            stops += await self.control.expire_deadlines(now)
+        # The deadlines just expired are stops asked for too: each pod is deleted once.
+        stops += await self.control.processes_to_stop()
+        for stop in {(stop.session_id, stop.epoch): stop for stop in stops}.values():
+            await self._isolated(stop.session_id, self.stop(stop))
         waiting = await self.control.sessions_needing_runner()
         self.metrics.sessions_waiting.set(len(waiting))
         for session in waiting:
-            await self.start(session)
+            await self._isolated(session.id, self.start(session))
+
+    async def _isolated(self, session_id: str, step: Awaitable[None]) -> None:
+        """Runs one session's step: its failure is logged and retried on the next
+        pass, and does not keep the other sessions waiting."""
+        try:
+            await step
+        except Exception:
+            log.exception("session %s: supervisor step failed; retrying", session_id)
 
     async def stop(self, stop: ProcessStop) -> None:
         session = await self.control.get_session(stop.session_id)
@@ -107,7 +118,7 @@ class Supervisor:
                 if not pod.deleting:
                     await self.kube.delete_pod(pod.namespace, pod.name)
             return
-        owner = await self.kube.get_custom(session.namespace, SESSIONS, session.name)
+        owner = await self.kube.get_resource(Session, session.namespace, session.name)
         if owner is None:
             # Its Session resource was deleted while no operator watched (the
             # delete handler is best-effort: a finalizer would wedge namespace
@@ -115,28 +126,26 @@ class Supervisor:
             log.warning("session %s: its Session resource is gone; cancelling", session.id)
             await self.control.cancel(session.id)
             return
-        manifest = await self.kube.get_custom(session.namespace, ACTORS, session.actor)
-        if manifest is None:
+        actor = await self.kube.get_resource(Actor, session.namespace, session.actor)
+        if actor is None:
             if session.id not in self._waiting_for_actor:
                 log.warning("session %s waits for Actor %s", session.id, session.actor)
                 self._waiting_for_actor.add(session.id)
             return
         self._waiting_for_actor.discard(session.id)
-        actor = Actor.from_manifest(manifest)
-        limit = owner["spec"].get("maxTurnDurationSeconds") or actor.spec.max_turn_duration_seconds
-        idle = owner["spec"].get("idleTimeoutSeconds") or actor.spec.idle_timeout_seconds
+        limits = effective_limits(owner, actor)
         epoch = await self.control.process_started(
-            session.id, max_turn_duration=None if limit is None else timedelta(seconds=limit)
+            session.id, max_turn_duration=limits.max_turn_duration
         )
         spec = pods.RunnerSpec(
             namespace=session.namespace,
             session_name=session.name,
-            session_uid=owner["metadata"]["uid"],
+            session_uid=owner.owner_reference().uid,
             session_id=session.id,
             epoch=epoch,
             actor=actor,
             runner_url=self.settings.runner_url,
-            idle_timeout_seconds=idle,
+            idle_timeout_seconds=limits.idle_timeout_seconds,
         )
         await self.kube.ensure_secret(
             session.namespace, pods.build_token_secret_spec(spec, self.tokens.token_for(session.id))

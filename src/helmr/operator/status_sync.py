@@ -1,0 +1,159 @@
+"""Follows each changed Session's timeline into its custom resources and Kubernetes Events.
+
+Every object is mirrored on its own: a Session or Turn whose patch fails is
+logged and tried again on a later pass, and never keeps the other objects
+from being mirrored. Cursors live in memory: after a restart a Session's
+timeline is read again from the start, and the patches it causes are
+idempotent. Kubernetes Events are recorded only for facts newer than this
+process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+from kubernetes.client.exceptions import ApiException
+
+from helmr.control import Control, SessionView
+from helmr.events import EventKind
+from helmr.operator import pods
+from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.mirror import CustomResourceMirror
+
+log = logging.getLogger(__name__)
+
+_TERMINAL = {
+    EventKind.TURN_COMPLETED,
+    EventKind.TURN_FAILED,
+    EventKind.TURN_INTERRUPTED,
+    EventKind.TURN_CANCELLED,
+}
+# Kinds worth a Kubernetes Event on the CR (`kubectl describe`); output and
+# message facts stay in the timeline only.
+_K8S_EVENT_KINDS = _TERMINAL | {
+    EventKind.SESSION_INTERRUPT,
+    EventKind.SESSION_RESUME,
+    EventKind.SESSION_CLOSED,
+    EventKind.SESSION_PROCESS_FAILED,
+    EventKind.SESSION_EXECUTION_LOST,
+}
+_WARNINGS = {
+    EventKind.TURN_FAILED,
+    EventKind.SESSION_PROCESS_FAILED,
+    EventKind.SESSION_EXECUTION_LOST,
+}
+# The apiserver refused the object as invalid: repeating the same patch cannot help.
+_INVALID = (400, 422)
+
+SessionHook = Callable[[SessionView], Awaitable[None]]
+
+
+class StatusSync:
+    def __init__(
+        self,
+        control: Control,
+        mirror: CustomResourceMirror,
+        metrics: OperatorMetrics,
+        *,
+        wake: Callable[[], None],
+        hooks: Sequence[SessionHook] = (),
+    ) -> None:
+        """``wake`` asks the supervisor for a pass; each of ``hooks`` mirrors
+        something more of a changed Session."""
+        self.control = control
+        self.mirror = mirror
+        self.metrics = metrics
+        self._wake = wake
+        self._hooks = tuple(hooks)
+        self._since = datetime.now(UTC)
+        self._cursors: dict[str, int] = {}
+        # Turns seen in the timeline and not yet mirrored, per Session.
+        self._turns: dict[str, set[str]] = {}
+        # Sessions with something that failed to mirror, for the next pass.
+        self._retry: set[str] = set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                # Retries are due within a second; otherwise wait for changes.
+                timeout = 1.0 if self._retry else 5.0
+                await self.sync(await self.control.changed_sessions(timeout=timeout))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("status sync failed; retrying")
+                await asyncio.sleep(1)
+
+    async def sync(self, changed: set[str]) -> None:
+        """One pass: wakes the supervisor (a change may need a process started or
+        stopped), then mirrors each changed Session and each one left to retry."""
+        self._wake()
+        pending, self._retry = changed | self._retry, set()
+        for session_id in sorted(pending):
+            try:
+                done = await self._sync_session(session_id)
+            except Exception:
+                log.exception("session %s: mirroring failed; retrying", session_id)
+                done = False
+            if not done:
+                self._retry.add(session_id)
+
+    async def _sync_session(self, session_id: str) -> bool:
+        """Mirrors one Session; False when some of it is left to retry."""
+        session = await self.control.get_session(session_id)
+        pod = pods.pod_name(session.name, session.process_epoch) if session.process_live else None
+        done = await self._attempt(f"session {session_id}", self.mirror.sync_session(session, pod))
+        for hook in self._hooks:
+            done &= await self._attempt(f"session {session_id}", hook(session))
+        turns = self._turns.setdefault(session_id, set())
+        await self._follow(session, turns)
+        for turn_id in sorted(turns):
+            turn = await self.control.get_turn(session_id, turn_id)
+            if await self._attempt(f"turn {turn_id}", self.mirror.sync_turn(session, turn)):
+                turns.discard(turn_id)
+            else:
+                done = False
+        if not turns:
+            del self._turns[session_id]
+        return done
+
+    async def _follow(self, session: SessionView, turns: set[str]) -> None:
+        """Reads the Session's new timeline events: notes the Turns they change,
+        counts finished Turns and records Kubernetes Events (best effort)."""
+        while True:
+            page = await self.control.list_events(
+                session.id, self._cursors.get(session.id, 0), 1000
+            )
+            for event in page.records:
+                if event.turn_id is not None and event.kind != EventKind.TURN_OUTPUT:
+                    turns.add(event.turn_id)
+                if event.created_at < self._since:
+                    continue
+                if event.kind in _TERMINAL:
+                    self.metrics.turns_finished.labels(event.kind.removeprefix("turn.")).inc()
+                if event.kind in _K8S_EVENT_KINDS:
+                    warning = event.kind in _WARNINGS
+                    await self._attempt(
+                        f"event {event.id}", self.mirror.record(session, event, warning=warning)
+                    )
+            self._cursors[session.id] = page.next_after
+            if not page.has_more:
+                return
+
+    async def _attempt(self, what: str, step: Awaitable[None]) -> bool:
+        """Runs one object's mirroring step; False when it should be tried again."""
+        try:
+            await step
+        except ApiException as e:
+            if e.status in _INVALID:
+                log.error("%s: the apiserver refused it as invalid, not retried: %s", what, e.body)
+                return True
+            log.exception("%s: mirroring failed; retrying", what)
+            return False
+        except Exception:
+            log.exception("%s: mirroring failed; retrying", what)
+            return False
+        return True

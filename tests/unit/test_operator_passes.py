@@ -1,0 +1,126 @@
+"""The operator's passes over a real store, against a stub of its thin Kube wrapper:
+the status sync mirrors each object on its own, and the supervisor deletes an
+overrunning process's pod once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from helmr.control import ControlConfig
+from helmr.operator.kube import Kube, PodRef
+from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
+from helmr.operator.settings import Settings
+from helmr.operator.status_sync import StatusSync
+from helmr.operator.supervisor import Supervisor
+from helmr.operator.tokens import RunnerTokens
+from helmr.resources import Resource, Status, TurnStatus
+from helmr.states import ERROR_MESSAGE_MAX, ErrorInfo
+from tests.unit.test_control_harness import Clock, Harness
+
+
+class StubKube(Kube):
+    """Records what the operator writes; names in ``failing`` answer 500."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.statuses: dict[tuple[str, str], Status] = {}
+        self.deleted_pods: list[str] = []
+        self.failing: set[str] = set()
+
+    async def patch_resource_status(
+        self, kind: type[Resource[Any, Any]], namespace: str, name: str, status: Any
+    ) -> bool:
+        if name in self.failing:
+            raise ApiException(status=500, reason="injected")
+        self.log.append(f"{kind.KIND}/{name}")
+        self.statuses[(kind.KIND, name)] = status
+        return True
+
+    async def record_event(self, *args: Any, **kwargs: Any) -> None:
+        self.log.append("event")
+
+    async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
+        return []
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, grace_seconds: int | None = None
+    ) -> None:
+        self.deleted_pods.append(name)
+
+
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    # The supervisor compares deadlines with the wall clock: start an hour ago.
+    clock = Clock()
+    clock.now = datetime.now(UTC) - timedelta(hours=1)
+    async with Harness.open(tmp_path / "store.db", clock=clock, config=ControlConfig()) as h:
+        yield h
+
+
+def status_sync(h: Harness, kube: StubKube) -> StatusSync:
+    return StatusSync(
+        h.control,
+        CustomResourceMirror(kube),
+        OperatorMetrics(),
+        wake=lambda: kube.log.append("wake"),
+    )
+
+
+async def test_a_long_failure_is_mirrored_bounded_and_other_sessions_keep_mirroring(
+    h: Harness,
+) -> None:
+    kube = StubKube()
+    sync = status_sync(h, kube)
+    broken = await h.session()
+    await h.control.enqueue(broken.id, "waits")
+    failed = await h.session()
+    other = await h.session()
+    epoch, turn = await h.running(failed.id)
+    await h.control.fail(failed.id, epoch, turn.id, ErrorInfo(code="boom", message="x" * 40_000))
+    other_epoch, first = await h.running(other.id, "first")
+    await h.control.enqueue(other.id, "second")
+    await h.control.complete(other.id, other_epoch, first.id)
+    second = await h.control.receive(other.id, other_epoch, timeout=0)
+    assert second is not None
+    kube.failing = {broken.name, turn_cr_name(first.id)}
+
+    await sync.sync(await h.control.changed_sessions(timeout=0))
+
+    assert kube.log[0] == "wake"  # the supervisor hears of changes before the mirroring
+    assert ("Session", broken.name) not in kube.statuses
+    assert ("Session", failed.name) in kube.statuses
+    assert ("Session", other.name) in kube.statuses
+    mirrored = kube.statuses[("Turn", turn_cr_name(turn.id))]
+    assert isinstance(mirrored, TurnStatus)
+    assert mirrored.phase == "failed"
+    assert mirrored.error is not None
+    assert len(mirrored.error.message) <= ERROR_MESSAGE_MAX
+    assert mirrored.error.message.endswith("more characters]")
+    # One Turn's failing patch does not stop its Session's other Turns.
+    assert ("Turn", turn_cr_name(second.id)) in kube.statuses
+
+    # What failed is mirrored on a later pass, with nothing new in the store.
+    kube.failing = set()
+    await sync.sync(set())
+    assert ("Session", broken.name) in kube.statuses
+    assert ("Turn", turn_cr_name(first.id)) in kube.statuses
+
+
+async def test_an_overrunning_process_is_stopped_once_per_pass(h: Harness) -> None:
+    kube = StubKube()
+    session = await h.session(max_turn_duration=timedelta(seconds=1))
+    epoch, _ = await h.running(session.id)
+    supervisor = Supervisor(h.control, kube, RunnerTokens(b"k" * 32), Settings(), OperatorMetrics())
+
+    await supervisor.reconcile()  # its deadline passed an hour ago
+
+    # expire_deadlines and processes_to_stop both name it; its pod is deleted once.
+    assert kube.deleted_pods == [f"{session.name}-runner-{epoch}"]
+    assert [stop.epoch for stop in await h.control.processes_to_stop()] == [epoch]
