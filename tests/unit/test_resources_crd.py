@@ -16,7 +16,12 @@ from helmr.resources.__main__ import main
 from helmr.resources.crd import RESOURCES, custom_resource_definition, render
 
 REPO = Path(__file__).resolve().parents[2]
-FILES = ("helmr.dev_actors.yaml", "helmr.dev_sessions.yaml", "helmr.dev_turns.yaml")
+FILES = (
+    "helmr.dev_actors.yaml",
+    "helmr.dev_sessions.yaml",
+    "helmr.dev_turns.yaml",
+    "helmr.dev_workspaces.yaml",
+)
 
 
 def test_committed_crds_are_current() -> None:

@@ -1,4 +1,4 @@
-"""The Helmr custom resources (``Actor``, ``Session``, ``Turn``) as pydantic models.
+"""The Helmr custom resources as pydantic models: ``Actor``, ``Session``, ``Turn``, ``Workspace``.
 
 The models are the single source of the CRDs in ``crds/`` (``python -m
 helmr.resources`` writes them, ``--check`` verifies them). Python names are
@@ -51,11 +51,13 @@ from helmr.resources.turn import (
     TurnSpec,
     TurnStatus,
 )
+from helmr.resources.workspace import Workspace, WorkspaceSpec, WorkspaceStatus
 from helmr.states import HoldReason
 
 ACTORS = Actor.PLURAL
 SESSIONS = Session.PLURAL
 TURNS = Turn.PLURAL
+WORKSPACES = Workspace.PLURAL
 
 __all__ = [
     "ACTORS",
@@ -65,6 +67,7 @@ __all__ = [
     "TERMINAL_TURN_PHASES",
     "TURNS",
     "VERSION",
+    "WORKSPACES",
     "Actor",
     "ActorRef",
     "ActorSpec",
@@ -93,4 +96,7 @@ __all__ = [
     "TurnSpec",
     "TurnStatus",
     "WireModel",
+    "Workspace",
+    "WorkspaceSpec",
+    "WorkspaceStatus",
 ]

@@ -16,6 +16,9 @@ ENTRYPOINT_PATTERN = f"^{_DOTTED_NAME}:{_DOTTED_NAME}$"
 # Limits shared with the Session's overrides, so an override can express whatever the Actor can.
 IdleTimeoutSeconds = Annotated[int, Field(ge=1, le=86_400)]
 MaxTurnDurationSeconds = Annotated[int, Field(ge=1, le=604_800)]
+# Disk settings a Workspace may override.
+AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
+KeepSaves = Annotated[int, Field(ge=1, le=100)]
 
 
 def _requests_within_limits(resource: str) -> JsonDict:
@@ -97,6 +100,17 @@ class ComputerSpec(WireModel):
         description=(
             "VolumeSnapshotClass used to save the Computer disk. Unset: the default class of"
             " the disk's CSI driver, or the portable fallback on clusters without CSI snapshots."
+        ),
+    )
+    access_mode: AccessMode = Field(
+        default="ReadWriteOnce",
+        description="Access mode of the Computer disk's PVCs; one runner mounts it at a time.",
+    )
+    keep_saves: KeepSaves = Field(
+        default=5,
+        description=(
+            "How many ready saves of each Workspace are kept; older ones are deleted."
+            " The newest ready save, the one a restore uses, is always kept."
         ),
     )
 

@@ -1,0 +1,100 @@
+"""The ``Workspace`` resource: the Computer disk a Session holds while open.
+
+A Workspace owns its disk's PersistentVolumeClaims and its saves
+(VolumeSnapshots) through owner references, so deleting the Workspace removes
+them even while no operator runs, and no finalizer can wedge namespace
+deletion. Its spec overrides the Actor's ``computer`` settings.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from helmr.resources.actor import AccessMode, ComputerSpec, KeepSaves
+from helmr.resources.base import JsonDict, Resource, Status, WireModel
+from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Quantity
+
+
+class WorkspaceSpec(WireModel):
+    """Overrides of the Actor's `computer` settings for this Workspace's disk."""
+
+    size: Quantity | None = Field(
+        default=None, description="Size of the Computer disk. Unset: the Actor's `computer.size`."
+    )
+    storage_class_name: DnsSubdomain | None = Field(
+        default=None,
+        description="StorageClass of the disk's PVCs. Unset: the Actor's, else the default class.",
+    )
+    volume_snapshot_class_name: DnsSubdomain | None = Field(
+        default=None,
+        description=(
+            "VolumeSnapshotClass of the disk's saves. Unset: the Actor's, else the default class."
+        ),
+    )
+    access_mode: AccessMode | None = Field(
+        default=None, description="Access mode of the disk's PVCs. Unset: the Actor's."
+    )
+    keep_saves: KeepSaves | None = Field(
+        default=None, description="How many ready saves are kept. Unset: the Actor's."
+    )
+
+    def resolve(self, actor: ComputerSpec) -> ComputerSpec:
+        """The disk settings in force: this Workspace's overrides, else the Actor's."""
+        overrides = {name: value for name, value in self if value is not None}
+        return actor.model_copy(update=overrides)
+
+
+class WorkspaceStatus(Status):
+    """The disk's state, mirrored by the operator from the timeline store."""
+
+    claim_name: DnsSubdomain | None = Field(
+        default=None, description="The PersistentVolumeClaim the next runner mounts."
+    )
+    computer_version: DnsSubdomain | None = Field(
+        default=None,
+        description="The last committed save: the name of its VolumeSnapshot.",
+    )
+    restored_from: DnsSubdomain | None = Field(
+        default=None,
+        description="The save the current claim was restored from after an execution loss.",
+    )
+    pending_saves: int | None = Field(
+        default=None, ge=0, description="Saves requested and not yet ready."
+    )
+    held_by: DnsLabel | None = Field(
+        default=None,
+        description=(
+            "The Session that holds the Workspace: it is open, or its execution is not yet"
+            " excluded. A held Workspace cannot be deleted."
+        ),
+    )
+    conditions: Conditions = None
+
+
+class Workspace(Resource[WorkspaceSpec, WorkspaceStatus]):
+    """A Computer disk (PVC) and its saves (VolumeSnapshots), held by one open Session at a time."""
+
+    KIND: ClassVar[str] = "Workspace"
+    PLURAL: ClassVar[str] = "workspaces"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hws",)
+    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+        {"name": "Held By", "type": "string", "jsonPath": ".status.heldBy"},
+        {"name": "Version", "type": "string", "jsonPath": ".status.computerVersion"},
+        {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingSaves"},
+        {"name": "Claim", "type": "string", "jsonPath": ".status.claimName", "priority": 1},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    )
+    # Claims and saves carry the Workspace's name as a label value.
+    NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA
+
+
+def claim_name(workspace: str, disk: int) -> str:
+    """The PVC of a Workspace's disk generation ``disk`` (1, then one more per restore)."""
+    return f"{workspace}-disk-{disk}"
+
+
+def save_name(workspace: str, version: int) -> str:
+    """The VolumeSnapshot of save ``version``: also the Computer version it commits."""
+    return f"{workspace}-save-{version}"
