@@ -151,25 +151,35 @@ async def test_execution_loss_is_not_a_process_failure(h: Harness) -> None:
     epoch, turn = await h.running(session.id)
     queued = await h.control.enqueue(session.id, "next")
 
-    outcome = await h.control.execution_lost(
-        session.id, epoch, computer_version="snap-7", computer_id="runner-abc"
-    )
+    outcome = await h.control.execution_lost(session.id, epoch)
 
-    assert outcome.outcome == "lost"
+    assert (outcome.outcome, outcome.hold_id) == ("lost", None)
     interrupted = await h.control.get_turn(session.id, turn.id)
     assert (interrupted.status, interrupted.reason) == ("interrupted", "computer_execution_lost")
     events = await h.events(session.id, after=3)
+    lost_disk = f"{session.workspace}-disk-1"
     assert [(e.kind.value, e.data) for e in events] == [
         (
             "turn.interrupted",
             {
                 "reason": "computer_execution_lost",
-                "computerId": "runner-abc",
+                "computerId": lost_disk,
                 "leaseEpoch": epoch,
                 "recoveryGap": False,
             },
         ),
-        ("session.execution_lost", {"processEpoch": epoch, "computerVersion": "snap-7"}),
+        (
+            "session.process_failed",
+            {"processEpoch": epoch, "reason": "execution_lost", "holdId": None},
+        ),
+        (
+            "session.execution_lost",
+            {"processEpoch": epoch, "computerId": lost_disk, "computerVersion": None},
+        ),
+        (
+            "session.recovery_gap",
+            {"restorePoint": None, "computerId": lost_disk, "turnIds": [], "holdId": None},
+        ),
     ]
     state = await h.control.get_session(session.id)
     assert (state.consecutive_failures, state.hold, state.status) == (0, None, "open")

@@ -201,8 +201,10 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Pat
     path = tmp_path / "helmr.db"
     async with await Store.open(path) as store:
         session = await new_session(store)
-    # Version 1 had no sessions.stop_deadline_at.
+    # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3).
     conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE saves")
+    conn.execute("DROP TABLE workspaces")
     conn.execute("DROP INDEX sessions_stop_deadline")
     conn.execute("ALTER TABLE sessions DROP COLUMN stop_deadline_at")
     conn.execute("PRAGMA user_version = 1")
@@ -211,7 +213,8 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Pat
         row = await store.read(lambda rt: sessions.require(rt, session))
         assert (row.id, row.stop_deadline_at) == (session, None)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("SELECT count(*) FROM saves").fetchone()[0] == 0
     conn.close()
 
 

@@ -20,3 +20,6 @@ class ControlConfig:
     """How long a process has to let go of a Turn interrupted on it (its next
     ``receive``, or its end) before it is stopped (``stop_deadline_elapsed``) and
     that counts as a process failure (spec: work that "cannot be stopped cleanly")."""
+    max_save_attempts: int = 5
+    """Attempts to take one save of the Computer disk before it is given up
+    (``failed``); a failed attempt is retried, never the Turn that asked for it."""

@@ -16,7 +16,7 @@ from datetime import datetime
 from functools import partial
 from typing import TypeVar
 
-from helmr.control import messages, processes, record, sessions, turns
+from helmr.control import computer, messages, processes, record, sessions, turns
 from helmr.control.config import ControlConfig
 from helmr.control.transaction import reads, writes, writes_configured
 from helmr.control.views import load_session, load_turn
@@ -139,6 +139,19 @@ class Control:
     sessions_needing_runner = reads(processes.needing_runner)
     fail_session = writes(sessions.fail)
     record_event = writes(record.reported)
+
+    # The Computer disk (operator side, and the Workspace routes) ------------------------------
+
+    current_disk = writes(computer.current_disk)
+    pending_saves = reads(computer.pending_saves)
+    save_ready = writes(computer.save_ready)
+    save_failed = writes_configured(computer.save_failed)
+    saves_to_prune = reads(computer.saves_to_prune)
+    save_pruned = writes(computer.save_pruned)
+    get_workspace = reads(computer.workspace_view)
+    require_unheld_workspace = reads(computer.require_unheld)
+    forget_workspace = writes(computer.forget_workspace)
+    reset_workspace = writes(computer.reset_workspace)
 
     async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """Sessions changed since the previous call (one consumer: the status mirror)."""

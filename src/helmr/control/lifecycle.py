@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from helmr.control import computer
 from helmr.control.record import record
 from helmr.events import EventKind
 from helmr.store import SessionRow, TurnRow, Tx, holds, messages, sessions, turns
@@ -65,6 +66,8 @@ def end_turn(
         sessions.update(tx, session.id, active_turn_id=None)
     if status == "completed":
         sessions.update(tx, session.id, consecutive_failures=0, consecutive_losses=0)
+        # In the transaction that commits the outcome: a crash cannot lose the request.
+        computer.request_save(tx, turn)
     return turn
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from helmr.control import computer
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
     active_turn,
@@ -125,20 +126,23 @@ def exited(
     return _outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
 
 
-def execution_lost(
-    tx: Tx,
-    config: ControlConfig,
-    session_id: str,
-    epoch: int,
-    *,
-    computer_version: str | None = None,
-    computer_id: str | None = None,
-) -> ProcessOutcome:
-    """The process's execution was lost (eviction, node loss): not a process failure.
+def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -> ProcessOutcome:
+    """The process's execution was lost (eviction, deleted pod, node loss), and
+    with it the disk it wrote: reported once the old pod is gone, so the old
+    writer is physically excluded.
 
-    The running Turn is interrupted (``computer_execution_lost``); queued
-    Turns keep identity and order for a new process. Repeated consecutive
-    losses (``max_execution_losses``) fail the Session.
+    The next runner gets a disk restored from the last ready save
+    (:func:`helmr.control.computer.lose_disk`). Recorded, in order: the running
+    Turn ``interrupted`` (``computer_execution_lost`` with ``computerId``,
+    ``leaseEpoch`` and ``recoveryGap``), ``session.process_failed`` (reason
+    ``execution_lost``; counted toward the loss limit, never toward the
+    process-failure hold: infrastructure recovery is automatic),
+    ``session.execution_lost`` (the selected saved version) and
+    ``session.recovery_gap``: the completed Turns whose saves were not ready,
+    whose files may be missing. When there are any, the Session is held for
+    acknowledgement (reason ``recovery_gap``) until ``resume(hold_id)``.
+    Queued Turns keep identity and order. ``max_execution_losses`` consecutive
+    losses fail the Session.
     """
     session = sessions.require(tx, session_id)
     if not _is_live(session, epoch):
@@ -150,32 +154,75 @@ def execution_lost(
         return exited(tx, config, session_id, epoch, 0)
     turn = active_turn(tx, session)
     _end_process(tx, session)
+    restore = computer.lose_disk(tx, session)
+    hold_id = _hold_for_gap(tx, session_id) if restore.gap else None
     if turn is not None:
         interrupt_turn(
             tx,
             turn,
             "computer_execution_lost",
-            computerId=computer_id,
+            computerId=restore.computer_id,
             leaseEpoch=epoch,
-            recoveryGap=False,
+            recoveryGap=hold_id is not None,
         )
     record(
         tx,
         session_id,
+        EventKind.SESSION_PROCESS_FAILED,
+        {"processEpoch": epoch, "reason": "execution_lost", "holdId": None},
+        subject=epoch,
+        epoch=epoch,
+    )
+    record(
+        tx,
+        session_id,
         EventKind.SESSION_EXECUTION_LOST,
-        {"processEpoch": epoch, "computerVersion": computer_version},
+        {
+            "processEpoch": epoch,
+            "computerId": restore.computer_id,
+            "computerVersion": restore.restore_point,
+        },
+        subject=epoch,
+        epoch=epoch,
+    )
+    record(
+        tx,
+        session_id,
+        EventKind.SESSION_RECOVERY_GAP,
+        {
+            "restorePoint": restore.restore_point,
+            "computerId": restore.computer_id,
+            "turnIds": list(restore.gap),
+            "holdId": hold_id,
+        },
         subject=epoch,
         epoch=epoch,
     )
     losses = session.consecutive_losses + 1
     sessions.update(tx, session_id, consecutive_losses=losses)
     finish_closing(tx, session_id)
-    if losses >= config.max_execution_losses and sessions.require(tx, session_id).status in (
-        "open",
-        "closing",
+    if (
+        losses >= config.max_execution_losses
+        and sessions.require(tx, session_id).status not in ENDED_SESSION_STATUSES
     ):
         fail_session(tx, session_id, "execution_lost")
-    return _outcome(tx, session_id, epoch, "lost", None)
+    return _outcome(tx, session_id, epoch, "lost", hold_id)
+
+
+def _hold_for_gap(tx: Tx, session_id: str) -> str | None:
+    """Holds the Session until the recovery gap is acknowledged (``resume``).
+
+    A Session already held by a Session-scoped hold stays under that hold,
+    whose resume then acknowledges the gap too; an exact-Turn hold is superseded.
+    """
+    session = sessions.require(tx, session_id)
+    if session.hold is not None:
+        if session.hold.scope == "session":
+            return None
+        holds.release(tx, session.hold.id, how="superseded")
+    hold = holds.insert(tx, session_id, reason="recovery_gap", scope="session", turn_id=None)
+    sessions.update(tx, session_id, hold_id=hold.id)
+    return hold.id
 
 
 def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
@@ -221,10 +268,12 @@ def to_stop(rt: ReadTx) -> list[ProcessStop]:
 
 
 def needing_runner(rt: ReadTx) -> list[SessionView]:
+    """Open or closing Sessions with queued work, no hold and no live process."""
     return [load_session(rt, session.id) for session in sessions.needing_runner(rt)]
 
 
 def live(rt: ReadTx) -> list[SessionView]:
+    """Sessions whose runner process is live (to check against pods after a restart)."""
     return [load_session(rt, session.id) for session in sessions.live(rt)]
 
 
@@ -267,6 +316,3 @@ def _outcome(
         hold_id=hold_id,
         session_status=sessions.require(tx, session_id).status,
     )
-    """Open or closing Sessions with queued work, no hold and no live process."""
-    """Sessions whose runner process is live (to check against pods after a restart)."""
-    return None

@@ -12,7 +12,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from helmr.protocol.api import HoldView, MessageView, SessionView, StopReceipt, TurnView
+from helmr.protocol.api import (
+    HoldView,
+    MessageView,
+    SessionView,
+    StopReceipt,
+    TurnView,
+    workspace_id,
+)
 from helmr.states import ErrorInfo, SessionStatus
 from helmr.store import HoldRow, MessageRow, ReadTx, SessionRow, TurnRow, sessions, turns
 
@@ -45,6 +52,7 @@ def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
         name=row.name,
         actor=row.actor,
         workspace=row.workspace,
+        workspace_id=workspace_id(row.namespace, row.workspace),
         key=row.key,
         status=row.status,
         hold=None if row.hold is None else hold_view(row.hold),

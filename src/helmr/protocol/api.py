@@ -53,6 +53,10 @@ class SessionView(_View):
     name: str
     actor: str
     workspace: str
+    workspace_id: str
+    """The Workspace (Computer disk) this Session holds, as ``<namespace>/<name>``:
+    ``client.workspaces.ref(workspace_id)``. Poll for ``status == "closed"`` before
+    deleting it."""
     key: str | None
     status: SessionStatus
     hold: HoldView | None
@@ -164,3 +168,36 @@ class StartResult(_View):
 
     session: SessionView
     run: RunView | None
+
+
+class WorkspaceView(_View):
+    """A Workspace's Computer disk: the claim the next runner mounts, its committed
+    version (the last ready save) and who holds it."""
+
+    id: str
+    """``<namespace>/<name>``, the Session's ``workspace_id``."""
+    namespace: str
+    name: str
+    claim_name: str
+    """The PersistentVolumeClaim the next runner mounts."""
+    computer_version: str | None
+    """The last committed save (its VolumeSnapshot's name); None before the first."""
+    restored_from: str | None
+    """The save the current disk was restored from after an execution loss."""
+    pending_saves: int
+    held_by: str | None
+    """The id of the Session that holds the Workspace (open, or its execution not yet
+    excluded); a held Workspace cannot be deleted."""
+
+
+def workspace_id(namespace: str, name: str) -> str:
+    """A Workspace's id: Workspaces are named per namespace."""
+    return f"{namespace}/{name}"
+
+
+def parse_workspace_id(value: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a :func:`workspace_id`; ValueError if it is not one."""
+    namespace, slash, name = value.partition("/")
+    if not (slash and namespace and name) or "/" in name:
+        raise ValueError(f"a workspace id is <namespace>/<name>, not {value!r}")
+    return namespace, name

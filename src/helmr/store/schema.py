@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -131,6 +131,35 @@ CREATE TABLE output_keys (
 ) WITHOUT ROWID;
 """
 
+# Workspace disks and their saves (version 3): part of a new database's schema,
+# and the migration from version 2.
+_DISKS_DDL = """
+CREATE TABLE workspaces (
+    namespace     TEXT NOT NULL,
+    name          TEXT NOT NULL,
+    disk          INTEGER NOT NULL DEFAULT 1,
+    restored_from INTEGER,
+    last_version  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (namespace, name)
+) WITHOUT ROWID;
+
+CREATE TABLE saves (
+    namespace    TEXT NOT NULL,
+    workspace    TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    disk         INTEGER NOT NULL,
+    session_id   TEXT NOT NULL,
+    turn_id      TEXT NOT NULL,
+    status       TEXT NOT NULL CHECK (status IN ('pending', 'ready', 'failed', 'lost', 'pruned')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    error        TEXT,
+    requested_at TEXT NOT NULL,
+    ready_at     TEXT,
+    PRIMARY KEY (namespace, workspace, version)
+);
+CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 _MIGRATIONS: dict[int, str] = {
@@ -140,6 +169,8 @@ ALTER TABLE sessions ADD COLUMN stop_deadline_at TEXT;
 CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     WHERE stop_deadline_at IS NOT NULL;
 """,
+    # 3: Workspace disks and their saves.
+    2: _DISKS_DDL,
 }
 
 
@@ -176,7 +207,11 @@ def migrate(conn: sqlite3.Connection) -> None:
             f"timeline store schema version {version} is not {SCHEMA_VERSION}; "
             "use the Helmr release that wrote it"
         )
-    steps = [_DDL] if version == 0 else [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
+    steps = (
+        [_DDL + _DISKS_DDL]
+        if version == 0
+        else [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
+    )
     conn.execute("BEGIN IMMEDIATE")
     try:
         for script in steps:

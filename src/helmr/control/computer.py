@@ -1,0 +1,162 @@
+"""The Computer disk in the state machine: a save requested with each completed
+Turn, the saves' progress, and the restore chosen after an execution loss.
+
+The functions run inside a write (or read) transaction. A completed Turn and
+its save request commit together, so a crash cannot lose the request. The
+operator turns pending saves into VolumeSnapshots and reports back; the last
+ready save is the Workspace's committed Computer version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helmr.control.config import ControlConfig
+from helmr.errors import Conflict
+from helmr.protocol.api import WorkspaceView, workspace_id
+from helmr.resources.workspace import claim_name, save_name
+from helmr.store import ReadTx, SessionRow, TurnRow, Tx, disks, sessions
+from helmr.store.disks import DiskRow, SaveRow
+
+
+@dataclass(frozen=True, slots=True)
+class Restore:
+    """What an execution loss did to the Workspace's disk."""
+
+    computer_id: str
+    """The lost disk: the PVC the lost runner wrote."""
+    restore_point: str | None
+    """The save the next runner's disk is restored from; None: an empty disk."""
+    gap: tuple[str, ...]
+    """Completed Turns whose saves were not ready: their files may be missing."""
+
+
+def request_save(tx: Tx, turn: TurnRow) -> SaveRow:
+    """A background save of the disk the completed ``turn`` ran on."""
+    session = sessions.require(tx, turn.session_id)
+    return disks.request_save(tx, session.namespace, session.workspace, session.id, turn.id)
+
+
+def lose_disk(tx: Tx, session: SessionRow) -> Restore:
+    """The runner's execution was lost, and its disk with it: the next runner
+    gets a disk restored from the last ready save. Pending saves of the lost
+    disk can no longer commit; the Turns they covered form the recovery gap."""
+    disk = disks.ensure(tx, session.namespace, session.workspace)
+    ready = disks.saves(tx, session.namespace, session.workspace, "ready")
+    restored_from = ready[0].version if ready else None
+    # Completed after the restore point on the lost disk, and never committed:
+    # still pending (those can no longer commit) or given up.
+    lost = [
+        disks.update_save(tx, save, status="lost") if save.status == "pending" else save
+        for save in disks.saves(tx, session.namespace, session.workspace)
+        if save.disk == disk.disk
+        and save.status in ("pending", "failed")
+        and save.version > (restored_from or 0)
+    ]
+    disks.replace_disk(tx, session.namespace, session.workspace, restored_from)
+    return Restore(
+        computer_id=claim_name(session.workspace, disk.disk),
+        restore_point=None
+        if restored_from is None
+        else save_name(session.workspace, restored_from),
+        gap=tuple(save.turn_id for save in reversed(lost)),
+    )
+
+
+# Operator side -----------------------------------------------------------------------------
+
+
+def current_disk(tx: Tx, namespace: str, workspace: str) -> DiskRow:
+    """The disk generation the Workspace's next runner mounts (created on first use)."""
+    return disks.ensure(tx, namespace, workspace)
+
+
+def pending_saves(rt: ReadTx) -> list[SaveRow]:
+    """Every save requested and not yet ready, failed or lost, oldest first."""
+    return disks.pending(rt)
+
+
+def save_ready(tx: Tx, namespace: str, workspace: str, version: int) -> SaveRow:
+    """The save's snapshot is ready: it is a committed Computer version now.
+
+    A save whose disk was lost meanwhile stays ``lost``: the restore already
+    chose an older version, and the Turns it covered are in the recovery gap.
+    """
+    save = disks.require_save(tx, namespace, workspace, version)
+    if save.status != "pending":
+        return save
+    tx.touch(save.session_id)
+    return disks.update_save(tx, save, status="ready", ready_at=tx.now, error=None)
+
+
+def save_failed(
+    tx: Tx, config: ControlConfig, namespace: str, workspace: str, version: int, error: str
+) -> SaveRow:
+    """One attempt failed: the save stays pending, to be taken again, until
+    ``config.max_save_attempts`` attempts have failed. Nothing is rerun."""
+    save = disks.require_save(tx, namespace, workspace, version)
+    if save.status != "pending":
+        return save
+    attempts = save.attempts + 1
+    status = "failed" if attempts >= config.max_save_attempts else "pending"
+    tx.touch(save.session_id)
+    return disks.update_save(tx, save, status=status, attempts=attempts, error=error[:1024])
+
+
+def saves_to_prune(rt: ReadTx, namespace: str, workspace: str, keep: int) -> list[SaveRow]:
+    """Saves whose snapshots are to be deleted: ready ones beyond the newest ``keep``
+    (the newest ready one is always kept), and those whose disk was lost. (A
+    failed attempt's snapshot is deleted before the failure is reported.)"""
+    ready = disks.saves(rt, namespace, workspace, "ready")[max(keep, 1) :]
+    return ready + disks.saves(rt, namespace, workspace, "lost")
+
+
+def save_pruned(tx: Tx, namespace: str, workspace: str, version: int) -> SaveRow:
+    return disks.update_save(
+        tx, disks.require_save(tx, namespace, workspace, version), status="pruned"
+    )
+
+
+def workspace_view(rt: ReadTx, namespace: str, workspace: str) -> WorkspaceView:
+    disk = disks.get(rt, namespace, workspace)
+    ready = disks.saves(rt, namespace, workspace, "ready")
+    holder = sessions.workspace_owner(rt, namespace, workspace)
+    return WorkspaceView(
+        id=workspace_id(namespace, workspace),
+        namespace=namespace,
+        name=workspace,
+        claim_name=claim_name(workspace, 1 if disk is None else disk.disk),
+        computer_version=save_name(workspace, ready[0].version) if ready else None,
+        restored_from=(
+            None
+            if disk is None or disk.restored_from is None
+            else save_name(workspace, disk.restored_from)
+        ),
+        pending_saves=len(disks.saves(rt, namespace, workspace, "pending")),
+        held_by=None if holder is None else holder.id,
+    )
+
+
+def require_unheld(rt: ReadTx, namespace: str, workspace: str) -> None:
+    """Conflict, naming the holder, while a Session holds the Workspace."""
+    holder = sessions.workspace_owner(rt, namespace, workspace)
+    if holder is not None:
+        raise Conflict(
+            f"workspace {workspace} is held by session {holder.name} ({holder.id});"
+            " close or cancel it, and wait for status closed, before deleting the workspace",
+            workspace=workspace,
+            session_id=holder.id,
+        )
+
+
+def forget_workspace(tx: Tx, namespace: str, workspace: str) -> None:
+    """Drops the Workspace's disk and saves from the store, its objects being
+    deleted; Conflict while a Session holds it."""
+    require_unheld(tx, namespace, workspace)
+    disks.delete_workspace(tx, namespace, workspace)
+
+
+def reset_workspace(tx: Tx, namespace: str, workspace: str) -> None:
+    """Forgets the disk and saves of a Workspace whose objects are gone (it was
+    deleted outside Helmr and is made anew): the next runner starts on an empty disk."""
+    disks.delete_workspace(tx, namespace, workspace)

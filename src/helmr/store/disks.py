@@ -1,0 +1,173 @@
+"""Workspace disks and their saves: which disk a Workspace's next runner mounts,
+and every save (snapshot) requested of it, by version.
+
+A Workspace's disk has a generation (``disk``): it starts at 1 and grows when an
+execution loss replaces the disk with one restored from the last ready save
+(``restored_from``). Save versions grow by one per request, per Workspace.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+
+from helmr.states import SaveStatus
+from helmr.store.codec import db_value, dump_time, load_time
+from helmr.store.tx import ReadTx, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class DiskRow:
+    namespace: str
+    workspace: str
+    disk: int
+    """Generation of the disk the next runner mounts."""
+    restored_from: int | None
+    """The save version that disk is restored from; None: it started empty."""
+    last_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SaveRow:
+    namespace: str
+    workspace: str
+    version: int
+    disk: int
+    """The disk generation the save snapshots."""
+    session_id: str
+    turn_id: str
+    status: SaveStatus
+    attempts: int
+    error: str | None
+    requested_at: datetime
+    ready_at: datetime | None
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> SaveRow:
+        requested_at = load_time(row["requested_at"])
+        assert requested_at is not None
+        return cls(
+            namespace=row["namespace"],
+            workspace=row["workspace"],
+            version=row["version"],
+            disk=row["disk"],
+            session_id=row["session_id"],
+            turn_id=row["turn_id"],
+            status=row["status"],
+            attempts=row["attempts"],
+            error=row["error"],
+            requested_at=requested_at,
+            ready_at=load_time(row["ready_at"]),
+        )
+
+
+def ensure(tx: Tx, namespace: str, workspace: str) -> DiskRow:
+    tx.conn.execute(
+        "INSERT INTO workspaces (namespace, name) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (namespace, workspace),
+    )
+    disk = get(tx, namespace, workspace)
+    assert disk is not None
+    return disk
+
+
+def get(rt: ReadTx, namespace: str, workspace: str) -> DiskRow | None:
+    row = rt.conn.execute(
+        "SELECT * FROM workspaces WHERE namespace = ? AND name = ?", (namespace, workspace)
+    ).fetchone()
+    if row is None:
+        return None
+    return DiskRow(
+        namespace=namespace,
+        workspace=workspace,
+        disk=row["disk"],
+        restored_from=row["restored_from"],
+        last_version=row["last_version"],
+    )
+
+
+def replace_disk(tx: Tx, namespace: str, workspace: str, restored_from: int | None) -> DiskRow:
+    """The next runner gets a new disk, restored from that save (or empty)."""
+    tx.conn.execute(
+        "UPDATE workspaces SET disk = disk + 1, restored_from = ? WHERE namespace = ? AND name = ?",
+        (restored_from, namespace, workspace),
+    )
+    disk = get(tx, namespace, workspace)
+    assert disk is not None
+    return disk
+
+
+def request_save(tx: Tx, namespace: str, workspace: str, session_id: str, turn_id: str) -> SaveRow:
+    """A new pending save of the Workspace's current disk, with the next version."""
+    disk = ensure(tx, namespace, workspace)
+    version = disk.last_version + 1
+    tx.conn.execute(
+        "UPDATE workspaces SET last_version = ? WHERE namespace = ? AND name = ?",
+        (version, namespace, workspace),
+    )
+    tx.conn.execute(
+        "INSERT INTO saves (namespace, workspace, version, disk, session_id, turn_id, status,"
+        " requested_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
+        (namespace, workspace, version, disk.disk, session_id, turn_id, dump_time(tx.now)),
+    )
+    return require_save(tx, namespace, workspace, version)
+
+
+def get_save(rt: ReadTx, namespace: str, workspace: str, version: int) -> SaveRow | None:
+    row = rt.conn.execute(
+        "SELECT * FROM saves WHERE namespace = ? AND workspace = ? AND version = ?",
+        (namespace, workspace, version),
+    ).fetchone()
+    return None if row is None else SaveRow.load(row)
+
+
+def require_save(rt: ReadTx, namespace: str, workspace: str, version: int) -> SaveRow:
+    save = get_save(rt, namespace, workspace, version)
+    assert save is not None, (namespace, workspace, version)
+    return save
+
+
+def update_save(tx: Tx, save: SaveRow, **changes: object) -> SaveRow:
+    tx.conn.execute(
+        f"UPDATE saves SET {', '.join(f'{name} = ?' for name in changes)}"
+        " WHERE namespace = ? AND workspace = ? AND version = ?",
+        (
+            *(db_value(value) for value in changes.values()),
+            save.namespace,
+            save.workspace,
+            save.version,
+        ),
+    )
+    return require_save(tx, save.namespace, save.workspace, save.version)
+
+
+def saves(
+    rt: ReadTx, namespace: str, workspace: str, status: SaveStatus | None = None
+) -> list[SaveRow]:
+    """The Workspace's saves (of one status), newest first."""
+    sql = "SELECT * FROM saves WHERE namespace = ? AND workspace = ?"
+    args: tuple[object, ...] = (namespace, workspace)
+    if status is not None:
+        sql += " AND status = ?"
+        args += (status,)
+    return [SaveRow.load(row) for row in rt.conn.execute(sql + " ORDER BY version DESC", args)]
+
+
+def pending(rt: ReadTx) -> list[SaveRow]:
+    """Every pending save, oldest first."""
+    return [
+        SaveRow.load(row)
+        for row in rt.conn.execute(
+            "SELECT * FROM saves WHERE status = 'pending' ORDER BY requested_at, version"
+        )
+    ]
+
+
+def delete_workspace(tx: Tx, namespace: str, workspace: str) -> None:
+    tx.conn.execute(
+        "DELETE FROM saves WHERE namespace = ? AND workspace = ?", (namespace, workspace)
+    )
+    tx.conn.execute(
+        "DELETE FROM workspaces WHERE namespace = ? AND name = ?", (namespace, workspace)
+    )

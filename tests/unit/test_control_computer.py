@@ -1,0 +1,222 @@
+"""The Computer disk in the state machine: saves requested with completed Turns,
+their progress, and the restore and recovery gap after an execution loss."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from helmr.control import ControlConfig, SessionView
+from helmr.errors import Conflict
+from helmr.protocol import ErrorInfo
+
+from .test_control_harness import Harness
+
+
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    config = ControlConfig(max_save_attempts=2)
+    async with Harness.open(tmp_path / "helmr.db", config=config) as harness:
+        yield harness
+
+
+async def _complete(h: Harness, session: SessionView, epoch: int, input: str) -> str:
+    """Runs one Turn to completion on ``epoch``; returns its id."""
+    await h.control.enqueue(session.id, input)
+    turn = await h.control.receive(session.id, epoch, timeout=0)
+    assert turn is not None
+    await h.control.complete(session.id, epoch, turn.id, {"done": input})
+    return turn.id
+
+
+async def test_a_completed_turn_requests_a_save_and_does_not_wait_for_it(h: Harness) -> None:
+    """000 Finalization: the completed outcome commits, then a background disk save is
+    requested; the next Turn can run while that save is pending."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    first = await _complete(h, session, epoch, "one")
+
+    assert (await h.control.get_turn(session.id, first)).status == "completed"
+    [save] = await h.control.pending_saves()
+    assert (save.version, save.turn_id, save.disk, save.status) == (1, first, 1, "pending")
+    view = await h.control.get_workspace("team", session.workspace)
+    assert (view.computer_version, view.pending_saves) == (None, 1)
+    assert view.held_by == session.id
+    # The next Turn runs while the save is pending.
+    await h.control.enqueue(session.id, "two")
+    nxt = await h.control.receive(session.id, epoch, timeout=0)
+    assert nxt is not None
+    assert nxt.status == "running"
+
+
+async def test_a_failed_turn_requests_no_save(h: Harness) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+    await h.control.fail(session.id, epoch, turn.id, ErrorInfo(code="boom", message="no"))
+    assert await h.control.pending_saves() == []
+
+
+async def test_a_ready_save_is_the_committed_computer_version(h: Harness) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "one")
+
+    await h.control.save_ready("team", session.workspace, 1)
+
+    view = await h.control.get_workspace("team", session.workspace)
+    assert (view.computer_version, view.pending_saves) == (f"{session.workspace}-save-1", 0)
+    assert await h.control.pending_saves() == []
+
+
+async def test_a_failed_save_is_retried_then_given_up_without_rerunning_the_turn(
+    h: Harness,
+) -> None:
+    """000: Helmr retries failed saves without rerunning completed handlers."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    turn_id = await _complete(h, session, epoch, "one")
+
+    once = await h.control.save_failed("team", session.workspace, 1, "snapshot failed")
+    assert (once.status, once.attempts) == ("pending", 1)
+    twice = await h.control.save_failed("team", session.workspace, 1, "snapshot failed")
+    assert (twice.status, twice.attempts, twice.error) == ("failed", 2, "snapshot failed")
+    assert (await h.control.get_turn(session.id, turn_id)).status == "completed"
+    assert await h.control.pending_saves() == []
+
+
+async def test_loss_restores_the_last_ready_save_and_holds_for_the_gap(h: Harness) -> None:
+    """001: Helmr restores the last committed Computer version after execution loss;
+    002: session.recovery_gap names the affected completed requests, with holdId set
+    when the conversation is held for acknowledgement."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "saved")
+    await h.control.save_ready("team", session.workspace, 1)
+    unsaved = await _complete(h, session, epoch, "unsaved")
+    await h.control.enqueue(session.id, "interrupted by the loss")
+    running = await h.control.receive(session.id, epoch, timeout=0)
+    assert running is not None
+    queued = await h.control.enqueue(session.id, "never started")
+    before = await h.last_sequence(session.id)
+
+    outcome = await h.control.execution_lost(session.id, epoch)
+
+    assert outcome.hold_id is not None
+    ws = session.workspace
+    events = await h.events(session.id, after=before)
+    assert [(e.kind.value, e.data) for e in events] == [
+        (
+            "turn.interrupted",
+            {
+                "reason": "computer_execution_lost",
+                "computerId": f"{ws}-disk-1",
+                "leaseEpoch": epoch,
+                "recoveryGap": True,
+            },
+        ),
+        (
+            "session.process_failed",
+            {"processEpoch": epoch, "reason": "execution_lost", "holdId": None},
+        ),
+        (
+            "session.execution_lost",
+            {
+                "processEpoch": epoch,
+                "computerId": f"{ws}-disk-1",
+                "computerVersion": f"{ws}-save-1",
+            },
+        ),
+        (
+            "session.recovery_gap",
+            {
+                "restorePoint": f"{ws}-save-1",
+                "computerId": f"{ws}-disk-1",
+                "turnIds": [unsaved],
+                "holdId": outcome.hold_id,
+            },
+        ),
+    ]
+    state = await h.control.get_session(session.id)
+    assert state.hold is not None
+    assert (state.hold.hold_id, state.hold.reason) == (outcome.hold_id, "recovery_gap")
+    # The next runner's disk is a new one, restored from the last ready save.
+    disk = await h.control.current_disk("team", ws)
+    assert (disk.disk, disk.restored_from) == (2, 1)
+    view = await h.control.get_workspace("team", ws)
+    assert (view.claim_name, view.restored_from) == (f"{ws}-disk-2", f"{ws}-save-1")
+    # The lost disk's pending save can no longer commit.
+    assert (await h.control.save_ready("team", ws, 2)).status == "lost"
+    assert (await h.control.get_workspace("team", ws)).computer_version == f"{ws}-save-1"
+    # Held until acknowledged; the queued Turn keeps identity and order; nothing replays.
+    assert await h.control.sessions_needing_runner() == []
+    await h.control.resume(session.id, outcome.hold_id)
+    new_epoch = await h.control.process_started(session.id)
+    nxt = await h.control.receive(session.id, new_epoch, timeout=0)
+    assert nxt is not None
+    assert (nxt.id, nxt.sequence) == (queued.id, queued.sequence)
+
+
+async def test_a_given_up_save_is_in_the_gap_too(h: Harness) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    turn_id = await _complete(h, session, epoch, "one")
+    for _ in range(2):
+        await h.control.save_failed("team", session.workspace, 1, "no snapshot class")
+
+    outcome = await h.control.execution_lost(session.id, epoch)
+
+    [gap] = [e for e in await h.events(session.id) if e.kind == "session.recovery_gap"]
+    assert gap.data == {
+        "restorePoint": None,
+        "computerId": f"{session.workspace}-disk-1",
+        "turnIds": [turn_id],
+        "holdId": outcome.hold_id,
+    }
+    disk = await h.control.current_disk("team", session.workspace)
+    assert (disk.disk, disk.restored_from) == (2, None)
+
+
+async def test_pruning_keeps_the_newest_ready_saves_and_drops_lost_ones(h: Harness) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    for n in range(4):
+        await _complete(h, session, epoch, f"t{n}")
+        await h.control.save_ready("team", session.workspace, n + 1)
+    await _complete(h, session, epoch, "lost")
+    await h.control.execution_lost(session.id, epoch)
+
+    doomed = await h.control.saves_to_prune("team", session.workspace, 2)
+    assert [(s.version, s.status) for s in doomed] == [(2, "ready"), (1, "ready"), (5, "lost")]
+    for save in doomed:
+        await h.control.save_pruned("team", session.workspace, save.version)
+    assert await h.control.saves_to_prune("team", session.workspace, 2) == []
+    # Never fewer than the newest ready save, the restore point.
+    assert [s.version for s in await h.control.saves_to_prune("team", session.workspace, 0)] == [3]
+
+
+async def test_a_held_workspace_refuses_a_second_session_and_its_deletion(h: Harness) -> None:
+    """A Session holds its Workspace exclusively while open; the hold is released
+    once its execution is excluded (its process gone)."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    with pytest.raises(Conflict, match=session.id):
+        await h.control.open_session(
+            namespace="team", name="other", actor="reviewer", workspace=session.workspace
+        )
+    with pytest.raises(Conflict, match=session.name):
+        await h.control.forget_workspace("team", session.workspace)
+
+    await h.control.close(session.id)
+    # Closing, and its process still live: still held.
+    with pytest.raises(Conflict):
+        await h.control.forget_workspace("team", session.workspace)
+    await h.control.process_exited(session.id, epoch, 0)
+    assert (await h.control.get_session(session.id)).status == "closed"
+    assert (await h.control.get_workspace("team", session.workspace)).held_by is None
+    await h.control.forget_workspace("team", session.workspace)
+    other = await h.control.open_session(
+        namespace="team", name="other", actor="reviewer", workspace=session.workspace
+    )
+    assert other.status == "open"
