@@ -80,13 +80,17 @@ def kubectl(
 
 @pytest.fixture(scope="session")
 def crds(kubeconfig: str) -> None:
-    """Installs the committed CRDs and waits until they are served."""
+    """Installs the committed CRDs and the chart's admission policies, and waits
+    until the CRDs are served."""
     applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "crds"))
     assert applied.returncode == 0, applied.stderr
     waited = kubectl(
         kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "crds")
     )
     assert waited.returncode == 0, waited.stderr
+    policies = REPO / "charts" / "helmr" / "policies"
+    applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(policies))
+    assert applied.returncode == 0, applied.stderr
 
 
 @pytest.fixture

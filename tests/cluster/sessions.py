@@ -78,3 +78,8 @@ async def eventually(check: Any, timeout: float = 60, what: str = "condition") -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.2)
+
+
+def event_data(events: list[Event], kind: str) -> list[dict[str, Any]]:
+    """The data of each event of ``kind`` (every lifecycle event's data is an object)."""
+    return [e.data for e in events if e.kind == kind]  # type: ignore[misc]

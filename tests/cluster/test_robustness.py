@@ -33,6 +33,7 @@ from kubernetes import client, config, watch
 
 from helmr.client import Client, Event, SessionRef, TurnRef
 from helmr.operator import pods
+from helmr.operator.labels import LABEL_COMPONENT, RUNNER
 from helmr.protocol import EPOCH_HEADER, MessageOutcome, routes
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
@@ -40,7 +41,7 @@ from .conftest import Operator
 from .sessions import all_events, create_misbehaving_actor, eventually, start_session
 
 KILLS = 10
-RUNNER_SELECTOR = f"{pods.LABEL_COMPONENT}={pods.RUNNER}"
+RUNNER_SELECTOR = f"{LABEL_COMPONENT}={RUNNER}"
 
 
 # --- a record of every runner pod change the apiserver made ------------------------------

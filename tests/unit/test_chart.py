@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from helmr.resources.crd import RESOURCES
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "helmr"
 CRDS = REPO / "crds"
@@ -141,9 +143,17 @@ def test_chart_crds_are_the_generated_files_by_symlink() -> None:
 def test_rendered_crds_equal_the_generated_files() -> None:
     rendered = of_kind(render(crds=True), "CustomResourceDefinition")
     generated = [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
-    assert len(generated) == 3
+    assert len(generated) == len(RESOURCES)
     by_name = {c["metadata"]["name"]: c for c in rendered}
     assert by_name == {c["metadata"]["name"]: c for c in generated}
+
+
+def test_the_workspace_deletion_policy_is_installed_as_written() -> None:
+    policy = CHART / "policies" / "workspace-deletion.yaml"
+    expected = list(yaml.safe_load_all(policy.read_text()))
+    rendered = render()
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        assert of_kind(rendered, kind) == [d for d in expected if d["kind"] == kind]
 
 
 def test_packaged_chart_holds_byte_identical_crds(tmp_path: Path) -> None:
@@ -278,7 +288,12 @@ def test_service_selects_the_control_plane_pod(default: list[Manifest]) -> None:
 
 def test_everything_namespaced_lands_in_the_release_namespace() -> None:
     manifests = render(namespace="ops")
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for m in manifests:
         if m["kind"] in cluster_scoped:
             assert "namespace" not in m["metadata"]
@@ -431,9 +446,11 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("helmr.dev", "actors"): VERBS_CRUD,
     ("helmr.dev", "sessions"): VERBS_CRUD,
     ("helmr.dev", "turns"): VERBS_CRUD,
+    ("helmr.dev", "workspaces"): VERBS_CRUD,
     ("helmr.dev", "actors/status"): {"get", "patch", "update"},
     ("helmr.dev", "sessions/status"): {"get", "patch", "update"},
     ("helmr.dev", "turns/status"): {"get", "patch", "update"},
+    ("helmr.dev", "workspaces/status"): {"get", "patch", "update"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "secrets"): {"get", "create", "delete"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from kubernetes.client import ApiClient
 
-from helmr.control import Control, ControlConfig
+from helmr.control import Control, ControlConfig, SessionView
 from helmr.operator.kube import Kube, load_config
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
@@ -59,12 +59,14 @@ class ControlPlane:
             self.mirror,
             self.metrics,
             wake=self.supervisor.wake,
+            hooks=(self._sync_workspace,),
         )
         self.app = build_app(
             self.control,
             _authenticator(settings, api),
             self.tokens,
             mirror=self.mirror,
+            workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,
             collectors=self.metrics.collectors,
         )
@@ -99,6 +101,9 @@ class ControlPlane:
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.create_task(coro))
+
+    async def _sync_workspace(self, session: SessionView) -> None:
+        await self.supervisor.disks.sync_status(session.namespace, session.workspace)
 
     async def _expire_history(self) -> None:
         while True:

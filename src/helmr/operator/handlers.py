@@ -11,9 +11,14 @@ from typing import Any
 import kopf
 
 from helmr.errors import NotFound, SessionNotOpen
-from helmr.operator import pods
 from helmr.operator.control_plane import ControlPlane
-from helmr.operator.mirror import LABEL_SESSION_ID, LABEL_TURN_ID
+from helmr.operator.labels import (
+    LABEL_COMPONENT,
+    LABEL_EPOCH,
+    LABEL_SESSION_ID,
+    LABEL_TURN_ID,
+    RUNNER,
+)
 from helmr.operator.settings import Settings
 from helmr.operator.supervisor import pod_outcome
 from helmr.resources import GROUP, SESSIONS, TURNS, VERSION, Session, Turn
@@ -131,15 +136,15 @@ async def turn_admit(
     plane.supervisor.wake()
 
 
-@kopf.on.event("", "v1", "pods", labels={pods.LABEL_COMPONENT: pods.RUNNER})
+@kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: RUNNER})
 async def runner_pod_event(
     type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: Any, **_: Any
 ) -> None:
     """A runner pod that ended tells Control how: exit code or execution loss."""
     plane = _plane(memo)
     labels = body["metadata"]["labels"]
-    session_id = labels[pods.LABEL_SESSION_ID]
-    epoch = int(labels[pods.LABEL_EPOCH])
+    session_id = labels[LABEL_SESSION_ID]
+    epoch = int(labels[LABEL_EPOCH])
     outcome, exit_code = pod_outcome(body)
     if outcome == "running" and type != "DELETED":
         return

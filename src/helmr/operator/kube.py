@@ -7,6 +7,7 @@ control plane's one event loop never blocks on the apiserver.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
@@ -14,6 +15,7 @@ from typing import Any, TypeVar, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from helmr.operator.volumes import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
 R = TypeVar("R", bound=Resource[Any, Any])
@@ -39,6 +41,7 @@ class PodRef:
 
 class Kube:
     def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
@@ -68,6 +71,17 @@ class Kube:
         """Merge-patches the status with the fields set in ``status``; False when the
         resource is gone."""
         return await self.patch_status(namespace, kind.PLURAL, name, status.status_patch())
+
+    async def delete_resource(self, kind: type[R], namespace: str, name: str) -> None:
+        """Deletes the resource (its dependents are garbage-collected); gone already is fine."""
+        await _absent_as_ok(
+            self.custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            kind.PLURAL,
+            name,
+        )
 
     async def get_custom(self, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
         try:
@@ -185,3 +199,75 @@ class Kube:
             source=client.V1EventSource(component="helmr"),
         )
         await asyncio.to_thread(self.core.create_namespaced_event, namespace, event)
+
+    # --- the Computer disk: claims and their snapshots
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        claim = await _absent_as_none(
+            self.core.read_namespaced_persistent_volume_claim, name, namespace
+        )
+        if claim is None:
+            return None
+        wire = self._api.sanitize_for_serialization(claim)  # type: ignore[no-untyped-call]
+        return cast(dict[str, Any], wire)
+
+    async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
+        await _exists_as_ok(
+            self.core.create_namespaced_persistent_volume_claim, namespace, cast(Any, body)
+        )
+
+    async def list_claims(self, namespace: str, selector: str) -> list[str]:
+        claims = await asyncio.to_thread(
+            self.core.list_namespaced_persistent_volume_claim, namespace, label_selector=selector
+        )
+        return [str((claim.metadata or client.V1ObjectMeta()).name) for claim in claims.items]
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        await _absent_as_ok(self.core.delete_namespaced_persistent_volume_claim, name, namespace)
+
+    async def get_snapshot(self, namespace: str, name: str) -> dict[str, Any] | None:
+        snapshot: dict[str, Any] | None = await _absent_as_none(
+            self.custom.get_namespaced_custom_object, *_SNAPSHOTS, namespace, SNAPSHOTS, name
+        )
+        return snapshot
+
+    async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
+        await _exists_as_ok(
+            self.custom.create_namespaced_custom_object, *_SNAPSHOTS, namespace, SNAPSHOTS, body
+        )
+
+    async def delete_snapshot(self, namespace: str, name: str) -> None:
+        await _absent_as_ok(
+            self.custom.delete_namespaced_custom_object, *_SNAPSHOTS, namespace, SNAPSHOTS, name
+        )
+
+
+_SNAPSHOTS = (SNAPSHOT_GROUP, SNAPSHOT_VERSION)
+
+
+async def _absent_as_none(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` in a thread; None when the object does not exist."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+async def _absent_as_ok(call: Callable[..., Any], *args: Any) -> None:
+    """A delete: an object already gone is deleted."""
+    try:
+        await asyncio.to_thread(call, *args)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+async def _exists_as_ok(call: Callable[..., Any], *args: Any) -> None:
+    """A create under a deterministic name: an object already there was created before."""
+    try:
+        await asyncio.to_thread(call, *args)
+    except ApiException as e:
+        if e.status != 409:
+            raise

@@ -18,6 +18,7 @@ import logging
 from helmr.control import SessionView, TurnView
 from helmr.events import Event
 from helmr.operator.kube import Kube
+from helmr.operator.labels import LABEL_SESSION_ID, LABEL_TURN_ID
 from helmr.resources import (
     ActorRef,
     Hold,
@@ -34,9 +35,6 @@ from helmr.resources import (
 )
 
 log = logging.getLogger(__name__)
-
-LABEL_SESSION_ID = "helmr.dev/session-id"
-LABEL_TURN_ID = "helmr.dev/turn-id"
 
 
 def turn_cr_name(turn_id: str) -> str:

@@ -11,14 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from helmr.operator.labels import (
+    LABEL_COMPONENT,
+    LABEL_EPOCH,
+    LABEL_SESSION,
+    LABEL_SESSION_ID,
+    RUNNER,
+)
 from helmr.protocol import contract
 from helmr.resources import API_VERSION, Actor
 
-LABEL_COMPONENT = "helmr.dev/component"
-LABEL_SESSION = "helmr.dev/session"
-LABEL_SESSION_ID = "helmr.dev/session-id"
-LABEL_EPOCH = "helmr.dev/process-epoch"
-RUNNER = "runner"
 TOKEN_DIR = "/var/run/helmr"
 TOKEN_KEY = "token"
 
@@ -34,6 +36,8 @@ class RunnerSpec:
     epoch: int
     actor: Actor
     runner_url: str
+    claim_name: str
+    """The Computer disk's PVC, mounted at ``contract.COMPUTER_DIR``."""
     idle_timeout_seconds: int | None = None
     """The warm wait before suspension: the Session's override, else the Actor's."""
 
@@ -49,7 +53,11 @@ def token_secret_name(session_name: str) -> str:
 
 
 def runner_labels(session_name: str, session_id: str) -> dict[str, str]:
-    return {LABEL_COMPONENT: RUNNER, LABEL_SESSION: session_name, LABEL_SESSION_ID: session_id}
+    return {
+        LABEL_COMPONENT: RUNNER,
+        LABEL_SESSION: session_name,
+        LABEL_SESSION_ID: session_id,
+    }
 
 
 def _owner(spec: RunnerSpec) -> dict[str, Any]:
@@ -92,6 +100,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
         {"name": contract.ENV_PROCESS_EPOCH, "value": str(spec.epoch)},
         {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
         {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
+        {"name": contract.ENV_COMPUTER_DIR, "value": contract.COMPUTER_DIR},
     ]
     if spec.idle_timeout_seconds is not None:
         env.append({"name": contract.ENV_IDLE_TIMEOUT, "value": str(spec.idle_timeout_seconds)})
@@ -136,6 +145,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
                     "volumeMounts": [
                         {"name": "runner-token", "mountPath": TOKEN_DIR, "readOnly": True},
                         {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "computer", "mountPath": contract.COMPUTER_DIR},
                     ],
                 }
             ],
@@ -148,6 +158,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
                     },
                 },
                 {"name": "tmp", "emptyDir": {}},
+                {"name": "computer", "persistentVolumeClaim": {"claimName": spec.claim_name}},
             ],
         },
     }

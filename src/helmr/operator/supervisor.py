@@ -21,7 +21,9 @@ from typing import Any
 
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
+from helmr.operator.computer import Disks, RestoreFailed
 from helmr.operator.kube import Kube
+from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.settings import Settings
@@ -45,6 +47,7 @@ class Supervisor:
         self.kube = kube
         self.tokens = tokens
         self.settings = settings
+        self.disks = Disks(control, kube)
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
@@ -67,11 +70,11 @@ class Supervisor:
 
     async def recover(self) -> None:
         """After a restart: a live process whose pod is gone was lost meanwhile."""
-        selector = f"{pods.LABEL_COMPONENT}={pods.RUNNER}"
+        selector = f"{LABEL_COMPONENT}={RUNNER}"
         # With namespaced RBAC (watched namespaces given) pods are listed per namespace.
         scopes: tuple[str | None, ...] = self.settings.watch_namespaces or (None,)
         existing = {
-            (pod.labels[pods.LABEL_SESSION_ID], int(pod.labels[pods.LABEL_EPOCH]))
+            (pod.labels[LABEL_SESSION_ID], int(pod.labels[LABEL_EPOCH]))
             for scope in scopes
             for pod in await self.kube.list_pods(scope, selector)
         }
@@ -94,6 +97,7 @@ class Supervisor:
         self.metrics.sessions_waiting.set(len(waiting))
         for session in waiting:
             await self._isolated(session.id, self.start(session))
+        await self.disks.reconcile()
 
     async def _isolated(self, session_id: str, step: Awaitable[None]) -> None:
         """Runs one session's step: its failure is logged and retried on the next
@@ -109,7 +113,7 @@ class Supervisor:
         await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, stop.epoch))
 
     async def start(self, session: SessionView) -> None:
-        selector = f"{pods.LABEL_SESSION_ID}={session.id}"
+        selector = f"{LABEL_SESSION_ID}={session.id}"
         leftovers = await self.kube.list_pods(session.namespace, selector)
         if leftovers:
             # An older process is still physically there: remove it and come
@@ -133,6 +137,12 @@ class Supervisor:
                 self._waiting_for_actor.add(session.id)
             return
         self._waiting_for_actor.discard(session.id)
+        try:
+            claim = await self.disks.prepare(session, actor)
+        except RestoreFailed as exc:
+            log.warning("session %s: %s; the session fails", session.id, exc)
+            await self.control.fail_session(session.id, f"restore_failed: {exc}")
+            return
         limits = effective_limits(owner, actor)
         epoch = await self.control.process_started(
             session.id, max_turn_duration=limits.max_turn_duration
@@ -145,6 +155,7 @@ class Supervisor:
             epoch=epoch,
             actor=actor,
             runner_url=self.settings.runner_url,
+            claim_name=claim,
             idle_timeout_seconds=limits.idle_timeout_seconds,
         )
         await self.kube.ensure_secret(

@@ -33,6 +33,13 @@ ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"
 ends itself (managed suspension; new work starts a new process): the Session's
 ``idleTimeoutSeconds``, else its Actor's. Optional."""
 
+ENV_COMPUTER_DIR = "HELMR_COMPUTER_DIR"
+"""Where the Computer disk is mounted: the Workspace's files, saved after completed
+Turns and restored after execution loss. Writable by the runner's user."""
+
+COMPUTER_DIR = "/computer"
+"""The Computer disk's mount path in runner pods (the value of ``HELMR_COMPUTER_DIR``)."""
+
 
 class ExitCode(IntEnum):
     """How a runner process ended, as its exit code tells the control plane."""

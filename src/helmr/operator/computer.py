@@ -1,0 +1,182 @@
+"""Keeps each Workspace's Computer disk in step with the store: the claim the
+next runner mounts (restored from a save after an execution loss), one
+VolumeSnapshot per requested save, pruning, and the Workspace's status.
+
+The store decides (which disk generation, which saves, which restore point);
+this module only makes the Kubernetes objects match, with deterministic
+names, so a pass repeated after an operator restart changes nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from helmr.control import Control, SessionView
+from helmr.operator.kube import Kube
+from helmr.operator.labels import LABEL_DISK, LABEL_WORKSPACE
+from helmr.operator.volumes import (
+    DiskSpec,
+    SaveSpec,
+    WorkspaceRef,
+    build_claim_spec,
+    build_save_spec,
+    build_workspace,
+)
+from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
+from helmr.resources.workspace import claim_name, save_name
+from helmr.store.disks import SaveRow
+
+log = logging.getLogger(__name__)
+
+
+class RestoreFailed(Exception):
+    """The disk cannot be restored: its save is gone or unusable."""
+
+
+class Disks:
+    def __init__(self, control: Control, kube: Kube) -> None:
+        self.control = control
+        self.kube = kube
+
+    async def prepare(self, session: SessionView, actor: Actor) -> str:
+        """The claim the Session's next runner mounts, created if missing (from
+        the restore point after an execution loss). Older disks are deleted:
+        the runner that wrote them is gone."""
+        namespace, name = session.namespace, session.workspace
+        workspace = await self._workspace(namespace, name, create=True)
+        assert workspace is not None
+        disk = await self.control.current_disk(namespace, name)
+        claim = claim_name(name, disk.disk)
+        if await self.kube.get_claim(namespace, claim) is None:
+            if disk.restored_from is not None:
+                await self._require_ready(namespace, save_name(name, disk.restored_from))
+            computer = workspace.spec.resolve(actor.spec.computer)
+            spec = DiskSpec(_ref(workspace), disk.disk, computer, disk.restored_from)
+            await self.kube.create_claim(namespace, build_claim_spec(spec))
+            log.info("workspace %s/%s: disk %s created", namespace, name, claim)
+        selector = f"{LABEL_WORKSPACE}={name},{LABEL_DISK}!={disk.disk}"
+        for old in await self.kube.list_claims(namespace, selector):
+            await self.kube.delete_claim(namespace, old)
+        await self._prune(namespace, name, workspace, actor.spec.computer)
+        return claim
+
+    async def delete_workspace(self, namespace: str, name: str) -> None:
+        """The API's deletion: the Workspace goes, its claims and saves with it."""
+        await self.kube.delete_resource(Workspace, namespace, name)
+
+    async def reconcile(self) -> None:
+        """Moves every pending save one step: snapshot it, note it ready, or retry it.
+
+        Errors are isolated per save: one Workspace's trouble stalls no other.
+        """
+        for save in await self.control.pending_saves():
+            try:
+                await self._advance(save)
+            except Exception:
+                log.exception(
+                    "workspace %s/%s: save %d failed a step; retrying",
+                    save.namespace,
+                    save.workspace,
+                    save.version,
+                )
+
+    async def sync_status(self, namespace: str, name: str) -> None:
+        """Mirrors the store's view of the Workspace into its status (if it exists)."""
+        view = await self.control.get_workspace(namespace, name)
+        holder = None if view.held_by is None else await self.control.get_session(view.held_by)
+        status = WorkspaceStatus(
+            claim_name=view.claim_name,
+            computer_version=view.computer_version,
+            restored_from=view.restored_from,
+            pending_saves=view.pending_saves,
+            held_by=None if holder is None else holder.name,
+        )
+        await self.kube.patch_resource_status(Workspace, namespace, name, status)
+
+    async def _advance(self, save: SaveRow) -> None:
+        namespace, name, version = save.namespace, save.workspace, save.version
+        snapshot = await self.kube.get_snapshot(namespace, save_name(name, version))
+        if snapshot is None:
+            await self._take(save)
+            return
+        status = snapshot.get("status") or {}
+        if status.get("readyToUse"):
+            await self.control.save_ready(namespace, name, version)
+            log.info("workspace %s/%s: save %d ready", namespace, name, version)
+            session = await self.control.get_session(save.session_id)
+            actor = await self._actor(namespace, session.actor)
+            workspace = await self._workspace(namespace, name, create=False)
+            if actor is not None and workspace is not None:
+                await self._prune(namespace, name, workspace, actor.spec.computer)
+        elif status.get("error"):
+            message = str((status["error"] or {}).get("message") or "snapshot failed")
+            # Deleted first, so the next attempt starts over and a given-up save leaves nothing.
+            await self.kube.delete_snapshot(namespace, save_name(name, version))
+            save = await self.control.save_failed(namespace, name, version, message)
+            log.warning(
+                "workspace %s/%s: save %d attempt %d failed: %s",
+                namespace,
+                name,
+                version,
+                save.attempts,
+                message,
+            )
+
+    async def _take(self, save: SaveRow) -> None:
+        namespace, name = save.namespace, save.workspace
+        workspace = await self._workspace(namespace, name, create=False)
+        session = await self.control.get_session(save.session_id)
+        actor = await self._actor(namespace, session.actor)
+        if workspace is None or actor is None:
+            missing = "Workspace" if workspace is None else f"Actor {session.actor}"
+            await self.control.save_failed(
+                namespace, name, save.version, f"{missing} not found: cannot take the save"
+            )
+            return
+        computer = workspace.spec.resolve(actor.spec.computer)
+        spec = SaveSpec(
+            workspace=_ref(workspace),
+            version=save.version,
+            disk=save.disk,
+            session_id=save.session_id,
+            turn_id=save.turn_id,
+            snapshot_class=computer.volume_snapshot_class_name,
+        )
+        await self.kube.create_snapshot(namespace, build_save_spec(spec))
+
+    async def _prune(
+        self, namespace: str, name: str, workspace: Workspace, actor: ComputerSpec
+    ) -> None:
+        keep = workspace.spec.resolve(actor).keep_saves
+        for save in await self.control.saves_to_prune(namespace, name, keep):
+            await self.kube.delete_snapshot(namespace, save_name(name, save.version))
+            await self.control.save_pruned(namespace, name, save.version)
+
+    async def _require_ready(self, namespace: str, snapshot_name: str) -> None:
+        snapshot = await self.kube.get_snapshot(namespace, snapshot_name)
+        if snapshot is None:
+            raise RestoreFailed(f"save {snapshot_name} to restore from is gone")
+        if not (snapshot.get("status") or {}).get("readyToUse"):
+            raise RestoreFailed(f"save {snapshot_name} to restore from is not ready to use")
+
+    async def _workspace(self, namespace: str, name: str, *, create: bool) -> Workspace | None:
+        """The Workspace; with ``create``, made on first use with the Actor's settings."""
+        workspace = await self.kube.get_resource(Workspace, namespace, name)
+        if workspace is None and create:
+            made = await self.kube.create_resource(build_workspace(namespace, name))
+            if made is not None:
+                # Made anew: whatever the store knew of an older Workspace of this
+                # name (deleted with kubectl) went with that one's claims and saves.
+                await self.control.reset_workspace(namespace, name)
+            workspace = made or await self.kube.get_resource(Workspace, namespace, name)
+        return workspace
+
+    async def _actor(self, namespace: str, name: str) -> Actor | None:
+        return await self.kube.get_resource(Actor, namespace, name)
+
+
+def _ref(workspace: Workspace) -> WorkspaceRef:
+    meta = workspace.metadata
+    if meta.namespace is None or meta.name is None or meta.uid is None:
+        raise ValueError("a Workspace read from the apiserver has a namespace, name and uid")
+    return WorkspaceRef(namespace=meta.namespace, name=meta.name, uid=meta.uid)

@@ -1,0 +1,20 @@
+"""The label keys Helmr puts on the Kubernetes objects it makes, and selects them by."""
+
+LABEL_COMPONENT = "helmr.dev/component"
+"""What a pod is to Helmr: ``runner``."""
+RUNNER = "runner"
+
+LABEL_SESSION = "helmr.dev/session"
+"""The Session resource's name (runner pods)."""
+LABEL_SESSION_ID = "helmr.dev/session-id"
+"""The store's session id (runner pods, Sessions and Turns the API made, saves)."""
+LABEL_TURN_ID = "helmr.dev/turn-id"
+"""The store's turn id (Turns the API made, saves)."""
+LABEL_EPOCH = "helmr.dev/process-epoch"
+"""The runner process's epoch (runner pods)."""
+
+LABEL_WORKSPACE = "helmr.dev/workspace"
+"""The Workspace a disk's claim or save belongs to."""
+LABEL_DISK = "helmr.dev/disk"
+"""The disk generation of a claim, or the one a save snapshots."""
+LABEL_SAVE_VERSION = "helmr.dev/save-version"

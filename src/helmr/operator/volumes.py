@@ -1,0 +1,131 @@
+"""Pure builders of the Computer disk's Kubernetes objects: the Workspace, its
+PersistentVolumeClaims (one per disk generation) and its saves (VolumeSnapshots).
+
+Claims and saves are owned by the Workspace, so deleting it removes them
+through the garbage collector, also while no operator runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from helmr.operator.labels import (
+    LABEL_DISK,
+    LABEL_SAVE_VERSION,
+    LABEL_SESSION_ID,
+    LABEL_TURN_ID,
+    LABEL_WORKSPACE,
+)
+from helmr.resources import API_VERSION, ComputerSpec, Workspace, WorkspaceSpec
+from helmr.resources.base import ObjectMeta
+from helmr.resources.workspace import claim_name, save_name
+
+SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
+SNAPSHOT_VERSION = "v1"
+SNAPSHOTS = "volumesnapshots"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceRef:
+    """The Workspace CR that owns a disk's objects."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpec:
+    """Everything that decides one disk generation's claim."""
+
+    workspace: WorkspaceRef
+    disk: int
+    computer: ComputerSpec
+    restore_from: int | None
+    """The save version to restore from; None: an empty disk."""
+
+
+def build_workspace(namespace: str, name: str) -> Workspace:
+    """A Workspace with the Actor's settings (no overrides), created on first use."""
+    return Workspace(metadata=ObjectMeta(name=name, namespace=namespace), spec=WorkspaceSpec())
+
+
+def _metadata(workspace: WorkspaceRef, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": workspace.namespace,
+        "labels": {LABEL_WORKSPACE: workspace.name} | labels,
+        "ownerReferences": [
+            {
+                "apiVersion": API_VERSION,
+                "kind": Workspace.KIND,
+                "name": workspace.name,
+                "uid": workspace.uid,
+                "controller": True,
+                # Not blockOwnerDeletion: a Workspace deleted in the foreground must
+                # not wait on claims whose protection waits on a terminating pod.
+            }
+        ],
+    }
+
+
+def build_claim_spec(spec: DiskSpec) -> dict[str, Any]:
+    """The PVC of one disk generation, restored from a save when ``restore_from`` is set."""
+    name = claim_name(spec.workspace.name, spec.disk)
+    metadata = _metadata(spec.workspace, name, {LABEL_DISK: str(spec.disk)})
+    claim: dict[str, Any] = {
+        "accessModes": [spec.computer.access_mode],
+        "resources": {"requests": {"storage": spec.computer.size}},
+    }
+    if spec.computer.storage_class_name is not None:
+        claim["storageClassName"] = spec.computer.storage_class_name
+    if spec.restore_from is not None:
+        claim["dataSource"] = {
+            "apiGroup": SNAPSHOT_GROUP,
+            "kind": "VolumeSnapshot",
+            "name": save_name(spec.workspace.name, spec.restore_from),
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata,
+        "spec": claim,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SaveSpec:
+    """Everything that decides one save's VolumeSnapshot."""
+
+    workspace: WorkspaceRef
+    version: int
+    disk: int
+    session_id: str
+    turn_id: str
+    snapshot_class: str | None
+
+
+def build_save_spec(spec: SaveSpec) -> dict[str, Any]:
+    """The VolumeSnapshot of save ``version``, taken of the claim of disk ``disk``."""
+    metadata = _metadata(
+        spec.workspace,
+        save_name(spec.workspace.name, spec.version),
+        {
+            LABEL_DISK: str(spec.disk),
+            LABEL_SAVE_VERSION: str(spec.version),
+            LABEL_SESSION_ID: spec.session_id,
+            LABEL_TURN_ID: spec.turn_id,
+        },
+    )
+    body: dict[str, Any] = {
+        "source": {"persistentVolumeClaimName": claim_name(spec.workspace.name, spec.disk)}
+    }
+    if spec.snapshot_class is not None:
+        body["volumeSnapshotClassName"] = spec.snapshot_class
+    return {
+        "apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}",
+        "kind": "VolumeSnapshot",
+        "metadata": metadata,
+        "spec": body,
+    }

@@ -1,0 +1,229 @@
+"""The Computer disk with real pods, PVCs and VolumeSnapshots: saves after completed
+Turns, restore after execution loss, the recovery gap, idle suspension, and the
+Workspace's exclusive hold (spec/000 Finalization, spec/001 "Helmr automatically
+restores the last committed Computer version after execution loss", spec/002
+``session.execution_lost``, ``session.recovery_gap``, ``turn.interrupted``
+reason ``computer_execution_lost``).
+
+The sessions run ``tests/actors/files.py``: ``{"write": {name: text}}``,
+``{"read": [names]}`` and ``{"sleep": s}`` on the disk at ``HELMR_COMPUTER_DIR``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from helmr.client import Client, SessionRef, TurnRef
+from helmr.errors import Conflict
+from helmr.resources import GROUP, VERSION, WORKSPACES
+
+from .conftest import kubectl
+from .sessions import all_events, create_actor, event_data, eventually, runner_pods
+
+WORKSPACE = "ws"
+"""The Workspace every session here holds (``start_session``'s)."""
+
+
+def files_actor(api_client: client.ApiClient, namespace: str, image: str, **spec: Any) -> str:
+    return create_actor(api_client, namespace, image, "files", entrypoint="files:files", **spec)
+
+
+def workspace_status(api_client: client.ApiClient, namespace: str) -> dict[str, Any]:
+    try:
+        got = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, WORKSPACES, WORKSPACE
+        )
+    except client.ApiException as e:
+        if e.status == 404:
+            return {}
+        raise
+    assert isinstance(got, dict)
+    status: dict[str, Any] = got.get("status") or {}
+    return status
+
+
+async def completed(turn: TurnRef) -> Any:
+    outcome = await turn.wait(timeout=120)
+    assert outcome.status == "completed", outcome
+    return outcome.result
+
+
+async def running(turn: TurnRef) -> None:
+    await eventually(lambda: _is_running(turn), timeout=120, what=f"turn {turn.id} running")
+
+
+async def _is_running(turn: TurnRef) -> bool:
+    return (await turn.retrieve()).status == "running"
+
+
+async def lose_runner(core: client.CoreV1Api, namespace: str) -> None:
+    """Deletes the runner pod, as an eviction or node loss would take it."""
+    [pod] = runner_pods(core, namespace)
+    core.delete_namespaced_pod(str(pod.metadata.name), namespace)
+
+
+async def start(helmr: Client, namespace: str) -> SessionRef:
+    session, _ = await helmr.actors.start("files", namespace=namespace, workspace=WORKSPACE)
+    return session
+
+
+async def test_files_of_a_saved_turn_survive_the_loss_of_the_runner(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    files_actor(api_client, namespace, runner_image)
+    session = await start(helmr, namespace)
+    await completed(await session.enqueue({"write": {"a.txt": "turn one"}}))
+    saved = await eventually(
+        lambda: workspace_status(api_client, namespace).get("computerVersion"),
+        timeout=120,
+        what="the first save to be ready",
+    )
+    assert saved == f"{WORKSPACE}-save-1"
+
+    busy = await session.enqueue({"write": {"b.txt": "unsaved"}, "sleep": 300})
+    await running(busy)
+    await lose_runner(core, namespace)
+
+    lost = await busy.wait(timeout=120)
+    assert (lost.status, lost.reason) == ("interrupted", "computer_execution_lost")
+    after = await completed(await session.enqueue({"read": ["a.txt", "b.txt"]}))
+    # Restored from save 1: turn one's file is there, the lost turn's is not.
+    assert after == {"read": {"a.txt": "turn one", "b.txt": None}}
+
+    events = await all_events(session)
+    [interrupted] = event_data(events, "turn.interrupted")
+    assert interrupted == {
+        "reason": "computer_execution_lost",
+        "computerId": f"{WORKSPACE}-disk-1",
+        "leaseEpoch": lost.epoch,
+        "recoveryGap": False,
+    }
+    [execution_lost] = event_data(events, "session.execution_lost")
+    assert execution_lost["computerVersion"] == saved
+    [gap] = event_data(events, "session.recovery_gap")
+    assert (gap["turnIds"], gap["holdId"], gap["restorePoint"]) == ([], None, saved)
+    [failed] = event_data(events, "session.process_failed")
+    assert (failed["reason"], failed["holdId"]) == ("execution_lost", None)
+    status = workspace_status(api_client, namespace)
+    assert (status["claimName"], status["restoredFrom"]) == (f"{WORKSPACE}-disk-2", saved)
+
+
+async def test_a_turn_whose_save_was_not_ready_is_in_the_recovery_gap_and_holds(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    # Saves through a class no CSI driver serves never become ready.
+    files_actor(
+        api_client,
+        namespace,
+        runner_image,
+        computer={"volumeSnapshotClassName": "helmr-test-never-ready"},
+    )
+    session = await start(helmr, namespace)
+    unsaved = await session.enqueue({"write": {"c.txt": "never saved"}})
+    await completed(unsaved)
+    busy = await session.enqueue({"sleep": 300})
+    await running(busy)
+    await lose_runner(core, namespace)
+
+    lost = await busy.wait(timeout=120)
+    assert (lost.status, lost.reason) == ("interrupted", "computer_execution_lost")
+    state = await eventually(lambda: _held(session), timeout=60, what="the recovery-gap hold")
+    [gap] = event_data(await all_events(session), "session.recovery_gap")
+    assert gap["turnIds"] == [unsaved.id]
+    assert gap["holdId"] == state.hold.hold_id
+    assert gap["restorePoint"] is None
+    interrupted = event_data(await all_events(session), "turn.interrupted")
+    assert interrupted[0]["recoveryGap"] is True
+
+    # Held until acknowledged: queued work waits, then runs on an empty disk.
+    reader = await session.enqueue({"read": ["c.txt"]})
+    assert (await reader.retrieve()).status == "queued"
+    await session.resume(hold_id=state.hold.hold_id)
+    assert await completed(reader) == {"read": {"c.txt": None}}
+
+
+async def _held(session: SessionRef) -> Any:
+    state = await session.retrieve()
+    return state if state.hold is not None and state.hold.reason == "recovery_gap" else None
+
+
+async def test_idle_suspension_keeps_the_files(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    files_actor(api_client, namespace, runner_image, idleTimeoutSeconds=1)
+    session = await start(helmr, namespace)
+    first = await session.enqueue({"write": {"d.txt": "kept"}})
+    await completed(first)
+    await eventually(
+        lambda: not runner_pods(core, namespace), timeout=120, what="the runner to suspend"
+    )
+    again = await completed(await session.enqueue({"read": ["d.txt"]}))
+    assert again == {"read": {"d.txt": "kept"}}
+    assert (await session.retrieve()).process_epoch == 2
+
+
+async def test_a_held_workspace_is_exclusive_and_its_deletion_leaves_nothing(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+    kubeconfig: str,
+) -> None:
+    files_actor(api_client, namespace, runner_image)
+    session = await start(helmr, namespace)
+    await completed(await session.enqueue({"write": {"e.txt": "x"}}))
+    await eventually(
+        lambda: workspace_status(api_client, namespace).get("computerVersion"),
+        timeout=120,
+        what="a ready save",
+    )
+
+    with pytest.raises(Conflict, match=session.id):
+        await start(helmr, namespace)
+    refused = kubectl(kubeconfig, "delete", "workspace", WORKSPACE, "-n", namespace)
+    assert refused.returncode != 0
+    assert f"held by Session {(await session.retrieve()).name}" in refused.stderr
+
+    await session.close()
+    await eventually(lambda: _closed(session), timeout=120, what="the session to close")
+    await eventually(
+        lambda: workspace_status(api_client, namespace).get("heldBy") is None,
+        timeout=60,
+        what="the hold to be released in the Workspace status",
+    )
+    deleted = kubectl(kubeconfig, "delete", "workspace", WORKSPACE, "-n", namespace, "--wait")
+    assert deleted.returncode == 0, deleted.stderr
+
+    def leftovers() -> list[str]:
+        claims = core.list_namespaced_persistent_volume_claim(namespace).items
+        snapshots = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+            "snapshot.storage.k8s.io", "v1", namespace, "volumesnapshots"
+        )["items"]
+        contents = client.CustomObjectsApi(api_client).list_cluster_custom_object(
+            "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents"
+        )["items"]
+        ours = [c for c in contents if c["spec"]["volumeSnapshotRef"]["namespace"] == namespace]
+        names = [str(c.metadata.name) for c in claims]
+        return names + [str(s["metadata"]["name"]) for s in snapshots + ours]
+
+    await eventually(lambda: not leftovers(), timeout=120, what="no claim or save left")
+
+
+async def _closed(session: SessionRef) -> bool:
+    return (await session.retrieve()).status == "closed"
