@@ -140,3 +140,17 @@ async def test_errors_say_what_to_do(api: Api, cli: Cli) -> None:
     assert "HELMR_URL" in no_url.stderr
     down = await cli("session", "get", "ses_x", code=3, env={"HELMR_URL": "http://127.0.0.1:9"})
     assert "cannot reach the Helmr API at http://127.0.0.1:9" in down.stderr
+
+
+async def test_workspace_get_and_delete(api: Api, cli: Cli) -> None:
+    sid = await api.start()
+    held = await cli("workspace", "get", f"{NAMESPACE}/ws")
+    assert f"held by   {sid}" in held.stdout
+    refused = await cli("workspace", "delete", f"{NAMESPACE}/ws", code=1)
+    assert "conflict" in refused.stderr
+    assert sid in refused.stderr
+    await api.call("POST", f"/v1/sessions/{sid}/close", json={})
+    deleted = await cli.json("workspace", "delete", f"{NAMESPACE}/ws")
+    assert (deleted["id"], deleted["held_by"]) == (f"{NAMESPACE}/ws", None)
+    bad = await cli("workspace", "get", "ws", code=2)
+    assert "NAMESPACE/WORKSPACE" in bad.stderr or "<namespace>/<name>" in bad.stderr

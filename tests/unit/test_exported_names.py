@@ -33,6 +33,9 @@ EXPECTED = {
         "Turn",
         "TurnError",
         "TurnRef",
+        "Workspace",
+        "WorkspaceRef",
+        "Workspaces",
     ],
     helmr.errors: [
         "UNAVAILABLE_STATUSES",

@@ -47,10 +47,11 @@ def bearer(token: str) -> dict[str, str]:
 
 @dataclass
 class RecordingMirror:
-    """The operator's Mirror, recording what it was asked to create."""
+    """The operator's Mirror (and Workspace deleter), recording what it was asked to do."""
 
     sessions: list[str] = field(default_factory=list)
     turns: list[str] = field(default_factory=list)
+    deleted_workspaces: list[str] = field(default_factory=list)
     broken: bool = False  # as when the apiserver is unreachable
 
     async def session_started(self, session: SessionView) -> None:
@@ -61,6 +62,10 @@ class RecordingMirror:
         assert turn.session_id == session.id
         self._check()
         self.turns.append(turn.id)
+
+    async def delete_workspace(self, namespace: str, name: str) -> None:
+        self._check()
+        self.deleted_workspaces.append(f"{namespace}/{name}")
 
     def _check(self) -> None:
         if self.broken:
@@ -133,6 +138,13 @@ async def api_fixture(tmp_path: Path) -> AsyncIterator[Api]:
         control = Control(store)
         tokens = StaticRunnerTokens()
         mirror = RecordingMirror()
-        app = build_app(control, StaticAuthenticator(GRANTS), tokens, mirror=mirror, keepalive=0.05)
+        app = build_app(
+            control,
+            StaticAuthenticator(GRANTS),
+            tokens,
+            mirror=mirror,
+            workspaces=mirror,
+            keepalive=0.05,
+        )
         async with TestClient(TestServer(app)) as http:
             yield Api(control, app, http, tokens, mirror)

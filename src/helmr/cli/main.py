@@ -9,6 +9,7 @@ import click
 
 from helmr.cli.runtime import Settings
 from helmr.cli.session import session
+from helmr.cli.workspace import workspace
 
 
 @click.group()
@@ -23,3 +24,4 @@ def main(ctx: click.Context, url: str | None, token: str | None, as_json: bool) 
 
 
 main.add_command(session)
+main.add_command(workspace)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from pydantic import BaseModel, JsonValue
 
-from helmr.client import Event, Message, Session, StopReceipt, Turn
+from helmr.client import Event, Message, Session, StopReceipt, Turn, Workspace
 
 
 def compact(value: JsonValue) -> str:
@@ -39,6 +39,19 @@ def session(view: Session) -> None:
             ("queued", view.queued_turns),
             ("cancel", view.cancel_requested_at and f"requested at {view.cancel_requested_at}"),
             ("failed", view.failure_reason),
+        ]
+    )
+
+
+def workspace(view: Workspace) -> None:
+    _rows(
+        [
+            ("workspace", view.id),
+            ("disk", view.claim_name),
+            ("version", view.computer_version or "none saved yet"),
+            ("restored", view.restored_from and f"from {view.restored_from}"),
+            ("pending", view.pending_saves),
+            ("held by", view.held_by),
         ]
     )
 

@@ -11,12 +11,13 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import aiohttp
 import click
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
+from helmr.cli import render
 from helmr.client import Client
 from helmr.errors import HelmrError
 
@@ -26,7 +27,7 @@ API_ERROR, UNREACHABLE, TIMED_OUT = 1, 3, 124
 HINTS = {
     "unauthenticated": "set HELMR_TOKEN (or --token) to a valid Kubernetes token, "
     "e.g. `kubectl create token <serviceaccount>`",
-    "forbidden": "ask for a Role granting that verb on sessions.helmr.dev in the namespace",
+    "forbidden": "ask for a Role granting that verb on that helmr.dev resource in the namespace",
     "not_found": "check the ids: `helmr session get SESSION` shows the session",
     "session_held": "resume it first: `helmr session get SESSION` shows the hold id, then "
     "`helmr session resume SESSION --hold-id HOLD`",
@@ -93,3 +94,14 @@ def parse_json(ctx: click.Context, param: click.Parameter, value: str) -> JsonVa
 def settings_of(ctx: click.Context) -> Settings:
     settings: Settings = ctx.obj
     return settings
+
+
+V = TypeVar("V", bound=BaseModel)
+
+
+def show(ctx: click.Context, view: V, human: Callable[[V], None]) -> None:
+    """Prints ``view``: as JSON with ``--json``, else with ``human``."""
+    if settings_of(ctx).json:
+        render.emit_json(view)
+    else:
+        human(view)

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
 import click
-from pydantic import BaseModel, JsonValue
+from pydantic import JsonValue
 
 from helmr.cli import render
-from helmr.cli.runtime import TIMED_OUT, parse_json, run, settings_of
+from helmr.cli.runtime import TIMED_OUT, parse_json, run, settings_of, show
 from helmr.client import Client, Sent
 from helmr.protocol.api_requests import DEFAULT_PAGE, MAX_PAGE, MAX_SAFE_INTEGER
-
-V = TypeVar("V", bound=BaseModel)
 
 session_arg = click.argument("session_id", metavar="SESSION")
 turn_arg = click.argument("turn_id", metavar="TURN")
 idempotency = click.option("--idempotency-key", help="Repeating the call with it repeats nothing.")
-
-
-def show(ctx: click.Context, view: V, human: Callable[[V], None]) -> None:
-    if settings_of(ctx).json:
-        render.emit_json(view)
-    else:
-        human(view)
 
 
 @click.group()

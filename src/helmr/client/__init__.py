@@ -17,6 +17,7 @@ Server errors are raised as ``helmr.errors`` classes (``NotFound``,
 from helmr.client.client import Actors, Client, Started
 from helmr.client.models import Hold, Message, Run, Session, StopReceipt, Turn, TurnError
 from helmr.client.sessions import Sent, SessionEvents, SessionRef, Sessions, TurnRef
+from helmr.client.workspaces import Workspace, WorkspaceRef, Workspaces
 from helmr.events import Event, EventKind, EventPage
 
 __all__ = [
@@ -38,4 +39,7 @@ __all__ = [
     "Turn",
     "TurnError",
     "TurnRef",
+    "Workspace",
+    "WorkspaceRef",
+    "Workspaces",
 ]

@@ -9,6 +9,7 @@ from typing import NamedTuple
 from helmr.client._http import Transport
 from helmr.client.models import Run, StartResult
 from helmr.client.sessions import SessionRef, Sessions
+from helmr.client.workspaces import Workspaces
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api_requests import StartBody
 
@@ -60,6 +61,7 @@ class Client:
         self._http = Transport(url, token or os.environ.get("HELMR_TOKEN"), timeout=timeout)
         self.actors = Actors(self._http)
         self.sessions = Sessions(self._http)
+        self.workspaces = Workspaces(self._http)
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -63,6 +63,11 @@ class ActorPath(_Input):
     actor: DnsLabel
 
 
+class WorkspacePath(_Input):
+    namespace: DnsLabel
+    workspace: DnsLabel
+
+
 class SessionPath(_Input):
     session_id: Id
 

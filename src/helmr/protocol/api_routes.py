@@ -22,6 +22,7 @@ TURN = SESSION_TURNS + "/{turn_id}"
 TURN_WAIT = TURN + "/wait"
 TURN_SEND = TURN + "/send"
 TURN_INTERRUPT = TURN + "/interrupt"
+WORKSPACE = "/v1/namespaces/{namespace}/workspaces/{workspace}"
 
 STREAM_MEDIA_TYPE = "text/event-stream"
 """What ``EVENTS_STREAM`` answers: server-sent events, one a record (its ``id`` the
@@ -93,3 +94,7 @@ def turn_send(session_id: str, turn_id: str) -> str:
 
 def turn_interrupt(session_id: str, turn_id: str) -> str:
     return fill(TURN_INTERRUPT, session_id=session_id, turn_id=turn_id)
+
+
+def workspace(namespace: str, name: str) -> str:
+    return fill(WORKSPACE, namespace=namespace, workspace=name)

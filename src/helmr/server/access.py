@@ -1,8 +1,9 @@
 """The guard every route passes: who is calling, and may they do this here.
 
 Public routes: the bearer token is a Kubernetes token (``Authenticator``),
-authorised for the route's verb on ``sessions.helmr.dev`` in the namespace
-the call is about, which for session routes is the session's own. Runner
+authorised for the route's verb on its helmr.dev resource (``sessions``, or
+``workspaces``) in the namespace the call is about, which for session routes
+is the session's own. Runner
 routes: the token must be the runner token of exactly the path's session.
 """
 
@@ -58,9 +59,9 @@ class AccessGuard:
             session = await self._session_of(session_id)
             namespace = session.namespace
         assert spec.verb is not None
-        if not await self._authenticator.authorize(user, namespace, spec.verb):
+        if not await self._authenticator.authorize(user, namespace, spec.verb, spec.resource):
             raise Forbidden(
-                f"user {user.name!r} may not {spec.verb} sessions.helmr.dev in namespace "
+                f"user {user.name!r} may not {spec.verb} {spec.resource}.helmr.dev in namespace "
                 f"{namespace!r}; ask for a Role that grants it",
                 namespace=namespace,
                 verb=spec.verb,

@@ -21,6 +21,7 @@ from helmr.server.routing import operations, register
 from helmr.server.runner_api import RunnerApi
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
+from helmr.server.workspaces import WorkspaceApi, WorkspaceDeleter
 
 MAX_BODY = 1 << 20
 
@@ -35,6 +36,7 @@ def build_app(
     runner_tokens: RunnerTokenVerifier,
     *,
     mirror: Mirror | None = None,
+    workspaces: WorkspaceDeleter | None = None,
     max_body: int = MAX_BODY,
     keepalive: float = STREAM_KEEPALIVE,
     collectors: Sequence[Collector] = (),
@@ -44,7 +46,8 @@ def build_app(
 
     ``authenticator`` checks public callers (``KubeAuthenticator`` in a cluster),
     ``runner_tokens`` the runners' per-session tokens; ``mirror`` creates the
-    Kubernetes objects of sessions and turns admitted here. ``max_body`` bounds
+    Kubernetes objects of sessions and turns admitted here, ``workspaces`` deletes
+    a Workspace's object (its claims and saves go with it). ``max_body`` bounds
     request bodies (413 beyond it), ``keepalive`` is the SSE comment interval,
     ``collectors`` join the /metrics registry (e.g. turns by outcome) and
     ``ready`` answers /readyz.
@@ -52,7 +55,9 @@ def build_app(
     metrics = Metrics(tuple(collectors))
     streams = Streams()
     public = PublicApi(control, mirror, streams, keepalive=keepalive)
-    ops = operations(public, RunnerApi(control), SystemApi(metrics, ready))
+    ops = operations(
+        public, WorkspaceApi(control, workspaces), RunnerApi(control), SystemApi(metrics, ready)
+    )
     app = web.Application(
         client_max_size=max_body,
         # Metrics outermost, so they count the status the error middleware chose.

@@ -18,9 +18,10 @@ from aiohttp import web
 
 from helmr.errors import Unauthenticated
 
-# The Kubernetes verbs the public routes are authorised with, on resource
-# ``sessions.helmr.dev`` in the session's namespace.
+# The Kubernetes verbs the public routes are authorised with, on a helmr.dev
+# resource (``sessions``, ``workspaces``) in the namespace the call is about.
 Verb = str
+SESSIONS = "sessions"
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,10 @@ class Authenticator(Protocol):
     async def authenticate(self, token: str) -> User | None:
         """The token's user, or None when the token is unknown or expired."""
 
-    async def authorize(self, user: User, namespace: str, verb: Verb) -> bool:
-        """Whether ``user`` may ``verb`` sessions in ``namespace``."""
+    async def authorize(
+        self, user: User, namespace: str, verb: Verb, resource: str = SESSIONS
+    ) -> bool:
+        """Whether ``user`` may ``verb`` the helmr.dev ``resource`` in ``namespace``."""
 
 
 class RunnerTokenVerifier(Protocol):
@@ -68,7 +71,10 @@ class StaticAuthenticator:
                 return grant.user
         return None
 
-    async def authorize(self, user: User, namespace: str, verb: Verb) -> bool:
+    async def authorize(
+        self, user: User, namespace: str, verb: Verb, resource: str = SESSIONS
+    ) -> bool:
+        # Static grants are per namespace and verb, for every resource.
         return any(
             g.user == user
             and ("*" in g.namespaces or namespace in g.namespaces)

@@ -17,10 +17,9 @@ from collections.abc import Hashable, Sequence
 
 from kubernetes import client as k8s
 
-from helmr.server.auth import User, Verb
+from helmr.server.auth import SESSIONS, User, Verb
 
 GROUP = "helmr.dev"
-RESOURCE = "sessions"
 
 
 class _TTLCache:
@@ -71,11 +70,14 @@ class KubeAuthenticator:
             self._users.put(key, user)
         return user
 
-    async def authorize(self, user: User, namespace: str, verb: Verb) -> bool:
-        key = (user.name, user.uid, user.groups, tuple(sorted(user.extra.items())), namespace, verb)
+    async def authorize(
+        self, user: User, namespace: str, verb: Verb, resource: str = SESSIONS
+    ) -> bool:
+        extra = tuple(sorted(user.extra.items()))
+        key = (user.name, user.uid, user.groups, extra, namespace, verb, resource)
         if self._grants.get(key) is True:
             return True
-        allowed = await asyncio.to_thread(self._review_access, user, namespace, verb)
+        allowed = await asyncio.to_thread(self._review_access, user, namespace, verb, resource)
         if allowed:
             self._grants.put(key, True)
         return allowed
@@ -99,7 +101,7 @@ class KubeAuthenticator:
             extra={k: tuple(v) for k, v in (info.extra or {}).items()},
         )
 
-    def _review_access(self, user: User, namespace: str, verb: Verb) -> bool:
+    def _review_access(self, user: User, namespace: str, verb: Verb, resource: str) -> bool:
         review = self._authz.create_subject_access_review(
             k8s.V1SubjectAccessReview(
                 api_version="authorization.k8s.io/v1",
@@ -110,7 +112,7 @@ class KubeAuthenticator:
                     groups=list(user.groups),
                     extra={k: list(v) for k, v in user.extra.items()} or None,
                     resource_attributes=k8s.V1ResourceAttributes(
-                        group=GROUP, resource=RESOURCE, namespace=namespace, verb=verb
+                        group=GROUP, resource=resource, namespace=namespace, verb=verb
                     ),
                 ),
             )

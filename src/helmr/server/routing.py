@@ -40,6 +40,8 @@ class RouteSpec:
     access: Access
     tag: str
     verb: str | None = None
+    resource: str = "sessions"
+    """The helmr.dev resource a public route is authorised on, with ``verb``."""
     media_type: str = JSON
     errors: tuple[int, ...] = ()  # statuses beyond those implied by the inputs
     # A streaming route (server-sent events): the model each message's data is.
@@ -57,13 +59,16 @@ def route(
     access: Access,
     tag: str,
     verb: str | None = None,
+    resource: str = "sessions",
     media_type: str = JSON,
     errors: tuple[int, ...] = (),
     stream_item: type[BaseModel] | None = None,
 ) -> Callable[[F], F]:
     if (access == "public") != (verb is not None):
         raise TypeError("public routes, and only they, name the Kubernetes verb they need")
-    spec = RouteSpec(method, path, summary, access, tag, verb, media_type, errors, stream_item)
+    spec = RouteSpec(
+        method, path, summary, access, tag, verb, resource, media_type, errors, stream_item
+    )
 
     def mark(fn: F) -> F:
         setattr(fn, _MARK, spec)
