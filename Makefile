@@ -57,7 +57,7 @@ lint: venv ## ruff, mypy --strict, import-linter, shellcheck, CRDs in step with 
 	$(VENV)/bin/lint-imports
 	$(PY) -m helmr.resources --check
 	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: run hack/install-deps.sh as root"; exit 1; }
-	shellcheck -x hack/*.sh hack/lib/*.sh .ci/run
+	shellcheck hack/*.sh hack/lib/*.sh .ci/run
 
 .PHONY: unit
 unit: venv ## Unit tests only (no cluster)
