@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import ClientResponse
 
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     ADMIN,
     Api,
     api_fixture,  # noqa: F401 (the `api` fixture)

@@ -19,7 +19,7 @@ from helmr.errors import (
     TurnNotActive,
     Unauthenticated,
 )
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     ADMIN,
     NAMESPACE,
     Api,

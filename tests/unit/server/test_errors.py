@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from helmr.protocol import EPOCH_HEADER
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     ADMIN,
     NAMESPACE,
     OUTSIDER,

@@ -6,7 +6,7 @@ import pytest
 
 from helmr.client import Client
 from helmr.errors import Conflict
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     ADMIN,
     NAMESPACE,
     READER,

@@ -19,8 +19,7 @@ import pytest
 from helmr.control import ControlConfig
 from helmr.errors import ReceiveTimeout
 from helmr.events import Event, EventKind
-
-from .test_control_harness import Clock, Harness
+from tests.unit.control.harness import Clock, Harness
 
 GRACE = timedelta(seconds=10)
 

@@ -1,6 +1,6 @@
 """SIGKILL the API mid-load: after a restart, every acknowledged write is there.
 
-The API runs as a real subprocess (``test_api_kill_server.py``) over a SQLite
+The API runs as a real subprocess (``api_process.py``) over a SQLite
 store. Writers enqueue turns (public API) and append output (runner API)
 concurrently; the process is killed while requests are in flight. A write the
 server answered 200 must survive; one in flight may or may not, but the
@@ -27,7 +27,7 @@ from helmr.control import Control
 from helmr.protocol import EPOCH_HEADER
 from helmr.store import Store
 
-SERVER = Path(__file__).with_name("test_api_kill_server.py")
+SERVER = Path(__file__).with_name("api_process.py")
 TOKEN = "admin"
 RUNNER_TOKEN = "runner"
 WRITERS = 8

@@ -1,6 +1,6 @@
-"""The API as a standalone process, for test_api_kill (no tests here).
+"""The API as a standalone process, for test_kill (no tests here).
 
-``python tests/unit/test_api_kill_server.py --db PATH --token T`` serves the
+``python tests/unit/server/api_process.py --db PATH --token T`` serves the
 same app as the operator, over a SQLite store, with static tokens instead of
 Kubernetes. It lives with the tests because the server package may not import
 the store (docs/architecture.md); the operator is what wires them in a cluster.

@@ -670,7 +670,7 @@ async def test_an_actor_definition_holds_its_settings() -> None:
 
 # The entrypoint, ``python -m helmr.runner``, as the runner pod runs it.
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 ACTORS = """
 import asyncio

@@ -13,8 +13,7 @@ from helmr.control import ControlConfig
 from helmr.errors import Conflict, InvalidInput, SessionNotOpen, StaleEpoch
 from helmr.events import EventKind
 from helmr.protocol import ExitCode
-
-from .test_control_harness import Clock, Harness
+from tests.unit.control.harness import Clock, Harness
 
 
 @pytest.fixture

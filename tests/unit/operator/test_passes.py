@@ -22,7 +22,7 @@ from helmr.operator.supervisor import Supervisor
 from helmr.operator.tokens import RunnerTokens
 from helmr.resources import Resource, Status, TurnStatus
 from helmr.states import ERROR_MESSAGE_MAX, ErrorInfo
-from tests.unit.test_control_harness import Clock, Harness
+from tests.unit.control.harness import Clock, Harness
 
 
 class StubKube(Kube):

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from helmr.cli import main
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     ADMIN,
     NAMESPACE,
     Api,

@@ -15,7 +15,7 @@ from helmr.resources import Resource, Session
 from helmr.resources.__main__ import main
 from helmr.resources.crd import RESOURCES, custom_resource_definition, render
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FILES = (
     "helmr.dev_actors.yaml",
     "helmr.dev_sessions.yaml",

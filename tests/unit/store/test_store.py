@@ -15,8 +15,7 @@ import pytest
 from helmr.errors import InvalidInput, NotFound
 from helmr.events import EventKind, lifecycle_event_id
 from helmr.store import Expired, Store, Tx, sessions, timeline, turns
-
-from .test_control_harness import Clock
+from tests.unit.control.harness import Clock
 
 OUTPUT = EventKind.TURN_OUTPUT
 

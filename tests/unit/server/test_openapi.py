@@ -6,7 +6,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     ADMIN,
     Api,
     api_fixture,  # noqa: F401 (the `api` fixture)

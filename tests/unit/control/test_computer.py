@@ -11,8 +11,7 @@ import pytest
 from helmr.control import ControlConfig, SessionView
 from helmr.errors import Conflict
 from helmr.protocol import ErrorInfo
-
-from .test_control_harness import Harness
+from tests.unit.control.harness import Harness
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from helmr.operator.settings import Settings
 
-DEPLOYMENT = Path(__file__).parents[2] / "charts" / "helmr" / "templates" / "deployment.yaml"
+DEPLOYMENT = Path(__file__).parents[3] / "charts" / "helmr" / "templates" / "deployment.yaml"
 # Set by the chart for the CLI and tools run in the pod, not read by the operator.
 NOT_SETTINGS = {"HELMR_NAMESPACE"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from helmr.events import EventKind
-from tests.unit.test_server_support import (
+from tests.unit.api import (
     NAMESPACE,
     Api,
     api_fixture,  # noqa: F401 (the `api` fixture)

@@ -11,8 +11,7 @@ import pytest
 from helmr.errors import Conflict, NotFound, SessionHeld, TurnNotActive, TurnSettling
 from helmr.protocol import ErrorInfo
 from helmr.states import MessageOutcome
-
-from .test_control_harness import Harness
+from tests.unit.control.harness import Harness
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from helmr.errors import (
     SessionNotOpen,
     TurnNotActive,
 )
-
-from .test_control_harness import Harness
+from tests.unit.control.harness import Harness
 
 
 @pytest.fixture

@@ -22,8 +22,7 @@ from helmr.errors import (
 )
 from helmr.protocol import ErrorInfo
 from helmr.states import MessageOutcome
-
-from .test_control_harness import Harness
+from tests.unit.control.harness import Harness
 
 
 @pytest.fixture
