@@ -9,6 +9,7 @@ names, so a pass repeated after an operator restart changes nothing twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from helmr.control import Control, SessionView
@@ -37,6 +38,8 @@ class Disks:
     def __init__(self, control: Control, kube: Kube) -> None:
         self.control = control
         self.kube = kube
+        # When a failed save may be taken again (in memory: a restart retries sooner).
+        self._retry_at: dict[tuple[str, str, int], float] = {}
 
     async def prepare(self, session: SessionView, actor: Actor) -> str:
         """The claim the Session's next runner mounts, created if missing (from
@@ -97,8 +100,13 @@ class Disks:
         namespace, name, version = save.namespace, save.workspace, save.version
         snapshot = await self.kube.get_snapshot(namespace, save_name(name, version))
         if snapshot is None:
-            await self._take(save)
+            key = (namespace, name, version)
+            if asyncio.get_running_loop().time() >= self._retry_at.get(key, 0.0):
+                self._retry_at.pop(key, None)
+                await self._take(save)
             return
+        if (snapshot.get("metadata") or {}).get("deletionTimestamp"):
+            return  # a failed attempt going away; the next one starts once it is gone
         status = snapshot.get("status") or {}
         if status.get("readyToUse"):
             await self.control.save_ready(namespace, name, version)
@@ -113,6 +121,9 @@ class Disks:
             # Deleted first, so the next attempt starts over and a given-up save leaves nothing.
             await self.kube.delete_snapshot(namespace, save_name(name, version))
             save = await self.control.save_failed(namespace, name, version, message)
+            # Backoff: 2, 4, 8... seconds (at most a minute) before the next attempt.
+            delay = min(2.0**save.attempts, 60.0)
+            self._retry_at[(namespace, name, version)] = asyncio.get_running_loop().time() + delay
             log.warning(
                 "workspace %s/%s: save %d attempt %d failed: %s",
                 namespace,
