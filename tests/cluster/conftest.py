@@ -23,6 +23,7 @@ from kubernetes import client, config
 
 from helmr.client import Client, SessionRef
 
+from .pods import PodHistory
 from .sessions import create_actor, create_misbehaving_actor, start_session
 
 REPO = Path(__file__).resolve().parents[2]
@@ -239,3 +240,11 @@ async def misbehaving_session(
     """A session of the misbehaving echo (``sessions.MISBEHAVING``) in the test's namespace."""
     actor = create_misbehaving_actor(api_client, namespace, runner_image)
     return await start_session(helmr, namespace, actor)
+
+
+@pytest.fixture
+def pod_history(kubeconfig: str, namespace: str) -> Iterator[PodHistory]:
+    history = PodHistory(namespace, kubeconfig)
+    history.start()
+    yield history
+    history._stop.set()

@@ -11,6 +11,9 @@ The sessions run ``tests/actors/files.py``: ``{"write": {name: text}}``,
 
 from __future__ import annotations
 
+import asyncio
+import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -20,7 +23,8 @@ from helmr.client import Client, SessionRef, TurnRef
 from helmr.errors import Conflict
 from helmr.resources import GROUP, VERSION, WORKSPACES
 
-from .conftest import kubectl
+from .conftest import Operator, kubectl
+from .pods import PodHistory
 from .sessions import all_events, create_actor, event_data, eventually, runner_pods
 
 WORKSPACE = "ws"
@@ -227,3 +231,61 @@ async def test_a_held_workspace_is_exclusive_and_its_deletion_leaves_nothing(
 
 async def _closed(session: SessionRef) -> bool:
     return (await session.retrieve()).status == "closed"
+
+
+async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_replays_nothing(
+    operator: Operator,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+    pod_history: PodHistory,
+) -> None:
+    """The operator is SIGKILLed 10 times, each soon after a Turn completed (its save
+    in flight); every third time the runner pod is lost too while the operator is
+    down, so the restore runs after the restart. Then: every completed Turn's file
+    is on the disk, or that Turn is named in a recovery gap (no save is lost
+    silently); no Turn ran twice; never two runner pods, so never two writers of
+    one disk."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 20})
+    async with Client(operator.url, operator.token) as helmr:
+        session_id = (await start(helmr, namespace)).id
+    writes: list[TurnRef] = []
+    try:
+        for i in range(10):
+            async with Client(operator.url, operator.token) as helmr:
+                turn = await helmr.sessions.ref(session_id).enqueue({"write": {f"f{i}": f"v{i}"}})
+                await completed(turn)
+                writes.append(turn)
+            await asyncio.sleep(rng.uniform(0.0, 1.0))
+            operator.kill()
+            if i % 3 == 2 and runner_pods(core, namespace):
+                await lose_runner(core, namespace)
+            operator.start()
+    finally:
+        if operator.process is None or operator.process.poll() is not None:
+            operator.start()  # leave the shared operator running for the next test
+
+    async with Client(operator.url, operator.token) as helmr:
+        session = helmr.sessions.ref(session_id)
+        if (held := await _held(session)) is not None:
+            await session.resume(hold_id=held.hold.hold_id)
+        final = await completed(await session.enqueue({"read": [f"f{i}" for i in range(10)]}))
+        events = await all_events(session)
+    await eventually(
+        lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
+        timeout=120,
+        what="every save settled",
+    )
+    pod_history.stop()
+
+    context = f"seed {seed}"
+    gaps = {turn for gap in event_data(events, "session.recovery_gap") for turn in gap["turnIds"]}
+    for i, turn in enumerate(writes):
+        present = final["read"][f"f{i}"] == f"v{i}"
+        assert present or turn.id in gaps, (i, final, gaps, context)
+    running = Counter(e.turn_id for e in events if e.kind == "turn.running")
+    assert set(running.values()) == {1}, (running, context)
+    assert max(pod_history.live_counts) == 1, (pod_history.live_counts, context)

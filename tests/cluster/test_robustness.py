@@ -20,115 +20,23 @@ import asyncio
 import base64
 import json
 import random
-import threading
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import aiohttp
-import pytest
-from kubernetes import client, config, watch
+from kubernetes import client
 
 from helmr.client import Client, Event, SessionRef, TurnRef
 from helmr.operator import pods
-from helmr.operator.labels import LABEL_COMPONENT, RUNNER
 from helmr.protocol import EPOCH_HEADER, MessageOutcome, routes
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
 from .conftest import Operator
+from .pods import PodHistory
 from .sessions import all_events, create_misbehaving_actor, eventually, start_session
 
 KILLS = 10
-RUNNER_SELECTOR = f"{LABEL_COMPONENT}={RUNNER}"
-
-
-# --- a record of every runner pod change the apiserver made ------------------------------
-
-
-@dataclass
-class PodHistory:
-    """Follows the runner pods of one namespace with a watch, so no state between
-    two polls goes unseen: ``counts`` holds how many runner pods existed after
-    each change, in the apiserver's order."""
-
-    namespace: str
-    kubeconfig: str
-    present: dict[str, client.V1Pod] = field(default_factory=dict)
-    counts: list[int] = field(default_factory=list)
-    live_counts: list[int] = field(default_factory=list)
-    added: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    error: BaseException | None = None
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        api = config.new_client_from_config(config_file=self.kubeconfig)  # type: ignore[no-untyped-call]
-        core = client.CoreV1Api(api)
-        listed = core.list_namespaced_pod(self.namespace, label_selector=RUNNER_SELECTOR)
-        for pod in listed.items:
-            self._apply("ADDED", pod)
-        self._thread = threading.Thread(
-            target=self._follow, args=(core, listed.metadata.resource_version), daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-        if self.error is not None:
-            raise AssertionError("the pod watch failed") from self.error
-
-    def _follow(self, core: client.CoreV1Api, version: str) -> None:
-        try:
-            while not self._stop.is_set():
-                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                    core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=RUNNER_SELECTOR,
-                    resource_version=version,
-                    timeout_seconds=2,
-                )
-                for event in stream:
-                    if event["type"] == "ERROR":
-                        raise RuntimeError(f"pod watch error: {event['raw_object']}")
-                    pod: client.V1Pod = event["object"]
-                    version = str(pod.metadata.resource_version)
-                    self._apply(event["type"], pod)
-        except BaseException as e:  # reported by stop()
-            self.error = e
-
-    def _apply(self, kind: str, pod: client.V1Pod) -> None:
-        name = str(pod.metadata.name)
-        if kind == "DELETED":
-            self.present.pop(name, None)
-            self.deleted.append(name)
-        else:
-            if name not in self.present and name not in self.added:
-                self.added.append(name)
-            self.present[name] = pod
-        self.counts.append(len(self.present))
-        self.live_counts.append(
-            len(
-                [
-                    p
-                    for p in self.present.values()
-                    if p.metadata.deletion_timestamp is None
-                    and p.status.phase in (None, "Pending", "Running")
-                ]
-            )
-        )
-
-
-@pytest.fixture
-def pod_history(kubeconfig: str, namespace: str) -> Iterator[PodHistory]:
-    history = PodHistory(namespace, kubeconfig)
-    history.start()
-    yield history
-    history._stop.set()
 
 
 def operator_log_tail(operator: Operator, lines: int = 60) -> str:
