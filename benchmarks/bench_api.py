@@ -24,20 +24,24 @@ import argparse
 import asyncio
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
-from aiohttp import web
 
 from helmr.control import Control
 from helmr.events import EventKind
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api_requests import MAX_PAGE, EnqueueBody, EventsQuery
-from helmr.server import Grant, StaticAuthenticator, StaticRunnerTokens, User, build_app
-from helmr.store import Store, Tx, timeline
+from helmr.server import Grant, User
+from helmr.store import Tx, timeline
+
+# The composition the unit tests use (store, Control, app): run from a checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.compose import open_plane, serving, static_app
 
 TOKEN = "bench"
 PAGE = MAX_PAGE
@@ -69,8 +73,8 @@ def _percentiles(took: list[float]) -> tuple[float, float]:
 
 async def main(events: int, samples: int, enqueues: int, concurrency: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with await Store.open(Path(tmp) / "timeline.db") as store:
-            control = Control(store)
+        async with open_plane(Path(tmp) / "timeline.db") as plane:
+            store, control = plane.store, plane.control
             session = await control.open_session(
                 namespace="bench", name="bench", actor="bench", workspace="bench"
             )
@@ -80,24 +84,16 @@ async def main(events: int, samples: int, enqueues: int, concurrency: int) -> No
                 await store.write(_fill(sid, start, min(BATCH, events - start)))
             print(f"filled {events} events in {time.perf_counter() - began:.1f} s")
 
-            app = build_app(
-                control, StaticAuthenticator({TOKEN: Grant(User("bench"))}), StaticRunnerTokens()
-            )
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            host, port = runner.addresses[0][:2]
-            base = f"http://{host}:{port}"
-            try:
-                async with aiohttp.ClientSession(
+            app = static_app(control, {TOKEN: Grant(User("bench"))})
+            async with (
+                serving(app) as base,
+                aiohttp.ClientSession(
                     headers={"Authorization": f"Bearer {TOKEN}"},
                     connector=aiohttp.TCPConnector(limit=concurrency),
-                ) as http:
-                    await _reads(http, base, control, sid, events, samples)
-                    await _enqueues(http, base, sid, enqueues, concurrency)
-            finally:
-                await runner.cleanup()
+                ) as http,
+            ):
+                await _reads(http, base, control, sid, events, samples)
+                await _enqueues(http, base, sid, enqueues, concurrency)
 
 
 async def _reads(

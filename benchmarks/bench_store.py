@@ -16,6 +16,7 @@ import asyncio
 import random
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 from functools import partial
@@ -24,32 +25,22 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from helmr.events import EventKind
-from helmr.store import Store, Tx, sessions, timeline
+from helmr.store import Store, Tx, timeline
+
+# The unit tests' way to add a Session row: run from a checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.compose import new_session
 
 PAGE = 1000
 READS = 300
 PAYLOAD: JsonValue = [{"type": "text", "text": "Checking the build: step 42 of 100 passed"}]
 
 
-async def _new_session(store: Store, name: str) -> str:
-    def insert(tx: Tx) -> str:
-        return sessions.insert(
-            tx,
-            namespace="bench",
-            name=name,
-            actor="a",
-            workspace=name,
-            key=None,
-            idempotency_key=None,
-            max_turn_duration=None,
-        ).id
-
-    return await store.write(insert)
-
-
 async def _append_rate(store: Store, writers: int, total: int) -> float:
     """Events per second, each append awaited before its writer sends the next."""
-    session_ids = [await _new_session(store, f"w{writers}-{n}") for n in range(writers)]
+    session_ids = [
+        await new_session(store, f"w{writers}-{n}", namespace="bench") for n in range(writers)
+    ]
 
     async def writer(session_id: str) -> None:
         for _ in range(total // writers):
@@ -66,7 +57,7 @@ def _append_many(tx: Tx, session_id: str, count: int) -> None:
 
 
 async def _fill(store: Store, events: int) -> str:
-    session_id = await _new_session(store, "big")
+    session_id = await new_session(store, "big", namespace="bench")
     for _ in range(events // PAGE):
         await store.write(partial(_append_many, session_id=session_id, count=PAGE))
     return session_id

@@ -1,33 +1,23 @@
-"""Shared fixtures of the server, client and CLI tests (no tests here).
+"""What the server, client and CLI tests call the API with (no tests here).
 
-``api``: the real app (``build_app``) over the real ``Control`` and a SQLite
-store in a temporary directory, served on loopback by aiohttp's test server,
-with static tokens. Nothing is faked but Kubernetes (the authenticator and
-the mirror).
+:class:`Api` is what the ``api`` fixture (``conftest.py``) gives: the real app
+(``build_app``) over the real ``Control`` and a SQLite store in a temporary
+directory, served on loopback by aiohttp's test server, with static tokens.
+Nothing is faked but Kubernetes (the authenticator and the mirror).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from pydantic import JsonValue
 
 from helmr.control import Control, SessionView, TurnView
 from helmr.protocol import EPOCH_HEADER
-from helmr.server import (
-    Grant,
-    StaticAuthenticator,
-    StaticRunnerTokens,
-    User,
-    build_app,
-)
-from helmr.store import Store
+from helmr.server import Grant, StaticRunnerTokens, User
 
 NAMESPACE = "team-a"
 ADMIN = "admin-token"  # every verb in every namespace
@@ -128,23 +118,3 @@ class Api:
         )
         turn_id: str = reply["id"]
         return turn_id, headers
-
-
-# Named apart from the fixture so a test module can import it without its
-# `api` parameters shadowing the import.
-@pytest.fixture(name="api")
-async def api_fixture(tmp_path: Path) -> AsyncIterator[Api]:
-    async with await Store.open(tmp_path / "timeline.db") as store:
-        control = Control(store)
-        tokens = StaticRunnerTokens()
-        mirror = RecordingMirror()
-        app = build_app(
-            control,
-            StaticAuthenticator(GRANTS),
-            tokens,
-            mirror=mirror,
-            workspaces=mirror,
-            keepalive=0.05,
-        )
-        async with TestClient(TestServer(app)) as http:
-            yield Api(control, app, http, tokens, mirror)

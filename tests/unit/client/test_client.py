@@ -23,7 +23,6 @@ from tests.unit.api import (
     ADMIN,
     NAMESPACE,
     Api,
-    api_fixture,  # noqa: F401 (the `api` fixture)
 )
 
 

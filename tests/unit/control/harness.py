@@ -1,43 +1,30 @@
 """Shared helpers of the control tests (imported by the test_control_* modules).
 
 A :class:`Harness` is a real store in a temporary file with a controllable
-clock, and the :class:`~helmr.control.Control` over it.
+clock (``tests.compose``), the :class:`~helmr.control.Control` over it, and
+the steps many tests take to reach a state.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from itertools import count
 from pathlib import Path
 
 from pydantic import JsonValue
 
-from helmr.control import Control, ControlConfig, SessionView, TurnView
+from helmr.control import ControlConfig, SessionView, TurnView
 from helmr.events import Event
-from helmr.store import Store
-
-
-class Clock:
-    """The store's clock: it moves only when a test moves it."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> datetime:
-        self.now += delta
-        return self.now
+from tests.compose import Clock, Plane, open_plane
 
 
 class Harness:
-    def __init__(self, store: Store, clock: Clock, config: ControlConfig) -> None:
-        self.store = store
+    def __init__(self, plane: Plane, clock: Clock) -> None:
+        self.store = plane.store
         self.clock = clock
-        self.control = Control(store, config)
+        self.control = plane.control
         self._names = count(1)
 
     @classmethod
@@ -51,11 +38,8 @@ class Harness:
         retention: timedelta | None = None,
     ) -> AsyncIterator[Harness]:
         clock = clock or Clock()
-        store = await Store.open(path, clock=clock, retention=retention)
-        try:
-            yield cls(store, clock, config or ControlConfig())
-        finally:
-            await store.close()
+        async with open_plane(path, clock=clock, config=config, retention=retention) as plane:
+            yield cls(plane, clock)
 
     async def session(self, max_turn_duration: timedelta | None = None) -> SessionView:
         n = next(self._names)

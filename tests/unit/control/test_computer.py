@@ -3,9 +3,6 @@ their progress, and the restore and recovery gap after an execution loss."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from helmr.control import ControlConfig, SessionView
@@ -15,10 +12,8 @@ from tests.unit.control.harness import Harness
 
 
 @pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    config = ControlConfig(max_save_attempts=2)
-    async with Harness.open(tmp_path / "helmr.db", config=config) as harness:
-        yield harness
+def control_config() -> ControlConfig:
+    return ControlConfig(max_save_attempts=2)
 
 
 async def _complete(h: Harness, session: SessionView, epoch: int, input: str) -> str:

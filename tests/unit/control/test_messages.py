@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -12,12 +10,6 @@ from helmr.errors import Conflict, NotFound, SessionHeld, TurnNotActive, TurnSet
 from helmr.protocol import ErrorInfo
 from helmr.states import MessageOutcome
 from tests.unit.control.harness import Harness
-
-
-@pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "helmr.db") as harness:
-        yield harness
 
 
 async def test_send_to_an_idle_session_enqueues(h: Harness) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,13 +12,8 @@ from helmr.control import ControlConfig
 from helmr.errors import Conflict, InvalidInput, SessionNotOpen, StaleEpoch
 from helmr.events import EventKind
 from helmr.protocol import ExitCode
-from tests.unit.control.harness import Clock, Harness
-
-
-@pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "helmr.db") as harness:
-        yield harness
+from tests.compose import Clock
+from tests.unit.control.harness import Harness
 
 
 async def test_each_process_gets_a_new_epoch_that_fences_the_old_one(h: Harness) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from helmr.errors import (
@@ -17,12 +14,6 @@ from helmr.errors import (
     TurnNotActive,
 )
 from tests.unit.control.harness import Harness
-
-
-@pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "helmr.db") as harness:
-        yield harness
 
 
 async def test_open_with_the_same_idempotency_key_returns_the_same_session(h: Harness) -> None:

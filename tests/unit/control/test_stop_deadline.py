@@ -10,7 +10,6 @@ runs on a new process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,15 +18,15 @@ import pytest
 from helmr.control import ControlConfig
 from helmr.errors import ReceiveTimeout
 from helmr.events import Event, EventKind
-from tests.unit.control.harness import Clock, Harness
+from tests.compose import Clock
+from tests.unit.control.harness import Harness
 
 GRACE = timedelta(seconds=10)
 
 
 @pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "helmr.db", config=ControlConfig(stop_grace=GRACE)) as h:
-        yield h
+def control_config() -> ControlConfig:
+    return ControlConfig(stop_grace=GRACE)
 
 
 def process_ends(events: list[Event]) -> list[tuple[str, object]]:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +25,8 @@ from tests.unit.control.harness import Harness
 
 
 @pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "helmr.db", retention=timedelta(days=7)) as harness:
-        yield harness
+def retention() -> timedelta:
+    return timedelta(days=7)
 
 
 async def test_enqueue_admits_fifo_turns_with_sequences(h: Harness) -> None:

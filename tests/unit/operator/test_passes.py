@@ -4,15 +4,12 @@ overrunning process's pod once."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from helmr.control import ControlConfig
 from helmr.operator.kube import Kube, PodRef
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
@@ -22,7 +19,8 @@ from helmr.operator.supervisor import Supervisor
 from helmr.operator.tokens import RunnerTokens
 from helmr.resources import Resource, Status, TurnStatus
 from helmr.states import ERROR_MESSAGE_MAX, ErrorInfo
-from tests.unit.control.harness import Clock, Harness
+from tests.compose import Clock
+from tests.unit.control.harness import Harness
 
 
 class StubKube(Kube):
@@ -56,12 +54,11 @@ class StubKube(Kube):
 
 
 @pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+def clock() -> Clock:
     # The supervisor compares deadlines with the wall clock: start an hour ago.
     clock = Clock()
     clock.now = datetime.now(UTC) - timedelta(hours=1)
-    async with Harness.open(tmp_path / "store.db", clock=clock, config=ControlConfig()) as h:
-        yield h
+    return clock
 
 
 def status_sync(h: Harness, kube: StubKube) -> StatusSync:

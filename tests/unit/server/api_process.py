@@ -1,9 +1,10 @@
 """The API as a standalone process, for test_kill (no tests here).
 
-``python tests/unit/server/api_process.py --db PATH --token T`` serves the
-same app as the operator, over a SQLite store, with static tokens instead of
-Kubernetes. It lives with the tests because the server package may not import
-the store (docs/architecture.md); the operator is what wires them in a cluster.
+``python -m tests.unit.server.api_process --db PATH --token T``, run from the
+repository, serves the same app as the operator over a SQLite store, with
+static tokens instead of Kubernetes (``tests.compose``). It lives with the
+tests because the server package may not import the store
+(docs/architecture.md); the operator is what wires them in a cluster.
 Prints ``listening on <url>`` once it accepts connections.
 """
 
@@ -15,32 +16,22 @@ import signal
 from pathlib import Path
 
 import click
-from aiohttp import web
 
-from helmr.control import Control
-from helmr.server import Grant, StaticAuthenticator, StaticRunnerTokens, User, build_app
-from helmr.store import Store
+from helmr.server import Grant, StaticRunnerTokens, User
+from tests.compose import open_plane, serving, static_app
 
 
 async def serve(db: Path, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
-    async with await Store.open(db) as store:
-        app = build_app(
-            Control(store),
-            StaticAuthenticator({token: Grant(User("dev"))}),
-            StaticRunnerTokens(runner_tokens),
-        )
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-        bound = runner.addresses[0]
-        click.echo(f"listening on http://{bound[0]}:{bound[1]}", err=True)
-        with contextlib.suppress(asyncio.CancelledError):
-            await stop.wait()
-        await runner.cleanup()
+    async with open_plane(db) as plane:
+        grants = {token: Grant(User("dev"))}
+        app = static_app(plane.control, grants, StaticRunnerTokens(runner_tokens))
+        async with serving(app, host, port) as url:
+            stop = asyncio.Event()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+            click.echo(f"listening on {url}", err=True)
+            with contextlib.suppress(asyncio.CancelledError):
+                await stop.wait()
 
 
 def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:

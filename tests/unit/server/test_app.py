@@ -8,7 +8,6 @@ from helmr.events import EventKind
 from tests.unit.api import (
     NAMESPACE,
     Api,
-    api_fixture,  # noqa: F401 (the `api` fixture)
 )
 
 

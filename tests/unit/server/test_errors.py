@@ -13,7 +13,6 @@ from tests.unit.api import (
     OUTSIDER,
     READER,
     Api,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     bearer,
 )
 

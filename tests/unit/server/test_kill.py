@@ -27,7 +27,8 @@ from helmr.control import Control
 from helmr.protocol import EPOCH_HEADER
 from helmr.store import Store
 
-SERVER = Path(__file__).with_name("api_process.py")
+REPO = Path(__file__).resolve().parents[3]
+SERVER = "tests.unit.server.api_process"
 TOKEN = "admin"
 RUNNER_TOKEN = "runner"
 WRITERS = 8
@@ -40,7 +41,8 @@ async def api_process(
 ) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(SERVER),
+        "-m",
+        SERVER,
         "--db",
         str(db),
         "--port",
@@ -50,6 +52,7 @@ async def api_process(
         "--runner-token",
         f"{session_id}={RUNNER_TOKEN}",
         stderr=asyncio.subprocess.PIPE,
+        cwd=REPO,
     )
     assert process.stderr is not None
     line = (await process.stderr.readline()).decode()

@@ -9,7 +9,6 @@ from pathlib import Path
 from tests.unit.api import (
     ADMIN,
     Api,
-    api_fixture,  # noqa: F401 (the `api` fixture)
 )
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"

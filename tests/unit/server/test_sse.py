@@ -13,7 +13,6 @@ from aiohttp import ClientResponse
 from tests.unit.api import (
     ADMIN,
     Api,
-    api_fixture,  # noqa: F401 (the `api` fixture)
     bearer,
 )
 

@@ -11,7 +11,6 @@ from tests.unit.api import (
     NAMESPACE,
     READER,
     Api,
-    api_fixture,  # noqa: F401 (the `api` fixture)
 )
 
 WORKSPACE = f"/v1/namespaces/{NAMESPACE}/workspaces/ws"

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helmr.events import Event, EventKind
-from helmr.store import Store, Tx, sessions, timeline
+from helmr.store import Store, Tx, timeline
+from tests.compose import new_session
 
 WRITERS = 4
 
@@ -26,19 +27,7 @@ steps = st.tuples(st.integers(0, 3), st.integers(1, 3))
 
 
 async def _open_sessions(store: Store, count: int) -> list[str]:
-    def insert(tx: Tx, n: int) -> str:
-        return sessions.insert(
-            tx,
-            namespace="team",
-            name=f"s{n}",
-            actor="a",
-            workspace=f"w{n}",
-            key=None,
-            idempotency_key=None,
-            max_turn_duration=None,
-        ).id
-
-    return [await store.write(partial(insert, n=n)) for n in range(count)]
+    return [await new_session(store, f"s{n}") for n in range(count)]
 
 
 def _burst(tx: Tx, session_id: str, writer: int, size: int) -> list[Event]:

@@ -1,6 +1,6 @@
 """No acknowledged write is lost when the process is SIGKILLed mid-load.
 
-The writer runs in a child process (this file run as a script): four tasks
+The writer runs in a child process (this module run by ``python -m``): four tasks
 append events as fast as they can and print each one once its write is
 acknowledged. The test kills the child with SIGKILL while it is writing,
 reopens the database and looks for every acknowledged event.
@@ -16,30 +16,21 @@ import sys
 from pathlib import Path
 
 from helmr.events import EventKind
-from helmr.store import Store, sessions
+from helmr.store import Store
+from tests.compose import new_session
 
 ACKS_BEFORE_KILL = 3000
+REPO = Path(__file__).resolve().parents[3]
 
 
 async def _write_until_killed(path: Path) -> None:
     async with await Store.open(path) as store:
-        session = await store.write(
-            lambda tx: sessions.insert(
-                tx,
-                namespace="team",
-                name="durable",
-                actor="a",
-                workspace="w",
-                key=None,
-                idempotency_key=None,
-                max_turn_duration=None,
-            )
-        )
-        print(f"session {session.id}", flush=True)
+        session_id = await new_session(store, "durable")
+        print(f"session {session_id}", flush=True)
 
         async def writer(number: int) -> None:
             while True:
-                event = await store.append_event(session.id, EventKind.TURN_OUTPUT, number)
+                event = await store.append_event(session_id, EventKind.TURN_OUTPUT, number)
                 print(f"ack {event.sequence} {event.id}", flush=True)
 
         await asyncio.gather(*(writer(n) for n in range(4)))
@@ -57,7 +48,7 @@ def _acknowledged(lines: list[str]) -> dict[int, str]:
 def _kill_mid_load(path: Path) -> tuple[str, dict[int, str]]:
     """Runs the writer, SIGKILLs it after enough acks; returns its session and acks."""
     child = subprocess.Popen(
-        [sys.executable, __file__, str(path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", __name__, str(path)], stdout=subprocess.PIPE, text=True, cwd=REPO
     )
     assert child.stdout is not None
     lines = [child.stdout.readline()]

@@ -15,7 +15,7 @@ import pytest
 from helmr.errors import InvalidInput, NotFound
 from helmr.events import EventKind, lifecycle_event_id
 from helmr.store import Expired, Store, Tx, sessions, timeline, turns
-from tests.unit.control.harness import Clock
+from tests.compose import Clock, new_session
 
 OUTPUT = EventKind.TURN_OUTPUT
 
@@ -24,22 +24,6 @@ OUTPUT = EventKind.TURN_OUTPUT
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
     async with await Store.open(tmp_path / "helmr.db") as opened:
         yield opened
-
-
-async def new_session(store: Store, workspace: str = "w") -> str:
-    row = await store.write(
-        lambda tx: sessions.insert(
-            tx,
-            namespace="team",
-            name=workspace,
-            actor="a",
-            workspace=workspace,
-            key=None,
-            idempotency_key=None,
-            max_turn_duration=None,
-        )
-    )
-    return row.id
 
 
 async def test_sequences_are_per_session_shared_by_all_kinds_and_gap_free(store: Store) -> None:

@@ -1,0 +1,117 @@
+"""Helmr's control plane without Kubernetes, for the unit tests and the benchmarks.
+
+What the operator puts together in a cluster (``helmr.operator.control_plane``):
+a SQLite :class:`~helmr.store.Store`, the :class:`~helmr.control.Control` over
+it, and the REST app (``build_app``), here with static tokens in place of the
+apiserver's reviews and an optional clock that moves only when a test moves it.
+
+It lives beside the tests rather than in the ``helmr`` package: the package's
+one composition is the operator's (the server may not import the store), and
+the benchmarks run from a checkout, where they import ``tests`` as they
+already do for the cluster helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from aiohttp import web
+
+from helmr.control import Control, ControlConfig
+from helmr.protocol.api_routes import STREAM_KEEPALIVE
+from helmr.server import Grant, Mirror, StaticAuthenticator, StaticRunnerTokens, build_app
+from helmr.server.workspaces import WorkspaceDeleter
+from helmr.store import Store, sessions, utc_now
+
+
+class Clock:
+    """The store's clock: it moves only when a test moves it."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.now += delta
+        return self.now
+
+
+@dataclass(frozen=True)
+class Plane:
+    """A store and the Control over it."""
+
+    store: Store
+    control: Control
+
+
+@asynccontextmanager
+async def open_plane(
+    path: Path,
+    *,
+    clock: Clock | None = None,
+    config: ControlConfig | None = None,
+    retention: timedelta | None = None,
+) -> AsyncIterator[Plane]:
+    """The store at ``path`` (created if new) and a Control over it; closes the store after."""
+    async with await Store.open(path, clock=clock or utc_now, retention=retention) as store:
+        yield Plane(store, Control(store, config))
+
+
+def static_app(
+    control: Control,
+    grants: Mapping[str, Grant],
+    runner_tokens: StaticRunnerTokens | None = None,
+    *,
+    mirror: Mirror | None = None,
+    workspaces: WorkspaceDeleter | None = None,
+    keepalive: float = STREAM_KEEPALIVE,
+) -> web.Application:
+    """The REST app over ``control``: bearer tokens from ``grants``, runner tokens
+    from ``runner_tokens`` (none if omitted)."""
+    return build_app(
+        control,
+        StaticAuthenticator(grants),
+        runner_tokens if runner_tokens is not None else StaticRunnerTokens(),
+        mirror=mirror,
+        workspaces=workspaces,
+        keepalive=keepalive,
+    )
+
+
+@asynccontextmanager
+async def serving(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serves ``app`` over TCP (port 0 picks a free one); yields its base URL."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        yield f"http://{bound_host}:{bound_port}"
+    finally:
+        await runner.cleanup()
+
+
+async def new_session(store: Store, name: str = "w", namespace: str = "team") -> str:
+    """A Session row written straight to the store (no Control): named ``name``,
+    on the Workspace ``name``; its id."""
+    row = await store.write(
+        lambda tx: sessions.insert(
+            tx,
+            namespace=namespace,
+            name=name,
+            actor="a",
+            workspace=name,
+            key=None,
+            idempotency_key=None,
+            max_turn_duration=None,
+        )
+    )
+    return row.id
