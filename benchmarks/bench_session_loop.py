@@ -35,127 +35,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from datetime import datetime
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client, config, watch  # noqa: E402
-from tests.cluster import conftest  # noqa: E402
-from tests.cluster.pods import restricted_container  # noqa: E402
-from tests.cluster.sessions import all_events, create_actor, start_session  # noqa: E402
+from _common import (
+    BARE,
+    BARE_LABEL,
+    RUNNER_LABEL,
+    PodTimes,
+    Table,
+    bare_pod,
+    bench_namespace,
+    control_plane,
+    first,
+    log_line_time,
+    new_api_client,
+    no_pods_left,
+    prepare,
+    resource_version,
+)
+from kubernetes import client, config, watch
+from tests.cluster import conftest
+from tests.cluster.sessions import all_events, create_actor, start_session
 
-from helmr.client import Client, Event, SessionRef  # noqa: E402
-from helmr.resources import API_VERSION, GROUP, TURNS, VERSION  # noqa: E402
+from helmr.client import Client, Event, SessionRef
+from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
-RUNNER_LABEL = "helmr.dev/component=runner"
-BARE_LABEL = "bench=bare-pod"
 CM_LABEL = "bench=configmap"
 
 
-# --- statistics and the table -----------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100), linear between closest ranks."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-class Table:
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, str, str, str, str]] = []
-
-    def section(self, title: str) -> None:
-        self.rows.append((title, "", "", "", ""))
-
-    def latency(self, name: str, seconds: list[float]) -> tuple[float, float]:
-        ms = [s * 1000 for s in seconds]
-        p50, p99 = percentile(ms, 50), percentile(ms, 99)
-        mean = statistics.fmean(ms)
-        self.rows.append((f"  {name}", str(len(ms)), f"{p50:.1f}", f"{p99:.1f}", f"{mean:.1f}"))
-        return p50, p99
-
-    def ratio(self, name: str, top: tuple[float, float], bottom: tuple[float, float]) -> None:
-        self.rows.append(
-            (f"  {name}", "", f"{top[0] / bottom[0]:.2f}x", f"{top[1] / bottom[1]:.2f}x", "")
-        )
-
-    def print(self) -> None:
-        header = ("measurement", "n", "p50 ms", "p99 ms", "mean ms")
-        width = max(len(r[0]) for r in [*self.rows, header])
-        line = f"{{:<{width}}}  {{:>4}}  {{:>9}}  {{:>9}}  {{:>9}}"
-        print(line.format(*header))
-        print("-" * (width + 40))
-        for row in self.rows:
-            print(line.format(*row))
-
-
 # --- the cluster side ---------------------------------------------------------------------
-
-
-def list_version(listed: Any) -> str:
-    """The resource version of a list, to watch from."""
-    return str(listed.metadata.resource_version)
-
-
-class PodTimes(threading.Thread):
-    """Watches pods of a namespace; records when each was first seen, and ``Running``."""
-
-    def __init__(self, kubeconfig: str, namespace: str) -> None:
-        super().__init__(daemon=True)
-        api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        self.core = client.CoreV1Api(api)
-        self.namespace = namespace
-        self.running: dict[str, float] = {}
-        self.added: dict[str, float] = {}
-        self.nodes: dict[str, str] = {}
-        self.done = threading.Event()
-        self.changed = threading.Condition()
-
-    def run(self) -> None:
-        version = list_version(self.core.list_namespaced_pod(self.namespace))
-        while not self.done.is_set():
-            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                self.core.list_namespaced_pod,
-                self.namespace,
-                resource_version=version,
-                timeout_seconds=2,
-            )
-            for event in stream:
-                seen = time.time()
-                pod = event["object"]
-                version = pod.metadata.resource_version
-                name = pod.metadata.name
-                self.added.setdefault(name, seen)
-                if pod.spec.node_name:
-                    self.nodes[name] = pod.spec.node_name
-                if pod.status.phase == "Running" and name not in self.running:
-                    with self.changed:
-                        self.running[name] = seen
-                        self.changed.notify_all()
-
-    def wait_running(self, name: str, timeout: float = 120) -> float:
-        with self.changed:
-            if not self.changed.wait_for(lambda: name in self.running, timeout):
-                raise TimeoutError(f"pod {name} not Running within {timeout}s")
-            return self.running[name]
 
 
 def configmap_latencies(kubeconfig: str, namespace: str, n: int) -> list[float]:
@@ -164,7 +80,7 @@ def configmap_latencies(kubeconfig: str, namespace: str, n: int) -> list[float]:
     core = client.CoreV1Api(api)
     seen: dict[str, float] = {}
     cond = threading.Condition()
-    version = list_version(core.list_namespaced_config_map(namespace, label_selector=CM_LABEL))
+    version = resource_version(core.list_namespaced_config_map(namespace, label_selector=CM_LABEL))
     stop = threading.Event()
 
     def follow() -> None:
@@ -206,55 +122,11 @@ def configmap_latencies(kubeconfig: str, namespace: str, n: int) -> list[float]:
     return latencies
 
 
-def log_line_time(core: client.CoreV1Api, namespace: str, name: str) -> float:
-    """When the container runtime stamped the pod's first log line."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            text = core.read_namespaced_pod_log(name, namespace, timestamps=True)
-        except client.ApiException:
-            text = ""
-        if text.strip():
-            stamp = text.split(" ", 1)[0]
-            return parse_rfc3339(stamp)
-        time.sleep(0.1)
-    raise TimeoutError(f"pod {name} logged nothing")
+# --- the Helmr side -----------------------------------------------------------------------
 
 
-def parse_rfc3339(stamp: str) -> float:
-    # 2024-01-01T00:00:00.123456789Z: trim the nanoseconds Python cannot parse.
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    micro = (frac + "000000")[:6]
-    return datetime.fromisoformat(f"{head}.{micro}+00:00").timestamp()
-
-
-BARE = "print('up', flush=True); import time; time.sleep(3600)"
-"""A bare pod: Python prints a line at once."""
 IMPORTS = "import helmr.runner.entrypoint, echo.echo; " + BARE
 """The same after importing what a runner process imports before its first call."""
-
-
-def bare_pod(name: str, image: str, node: str, code: str) -> client.V1Pod:
-    container = restricted_container(name, ["python3", "-c", code], image=image)
-    # As the runner pods get them (the Actor's resources, a read-only root).
-    container.resources = client.V1ResourceRequirements(
-        requests={"cpu": "10m"}, limits={"memory": "128Mi"}
-    )
-    assert container.security_context is not None
-    container.security_context.read_only_root_filesystem = True
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name, labels={"bench": "bare-pod"}),
-        spec=client.V1PodSpec(
-            restart_policy="Never",
-            automount_service_account_token=False,
-            termination_grace_period_seconds=0,
-            node_selector={"kubernetes.io/hostname": node},
-            containers=[container],
-        ),
-    )
-
-
-# --- the Helmr side -----------------------------------------------------------------------
 
 
 class Timeline:
@@ -283,13 +155,6 @@ class Timeline:
         self._task.cancel()
         with suppress(asyncio.CancelledError):
             await self._task
-
-
-def first(events: list[Event], kind: str, turn_id: str) -> float:
-    for event in events:
-        if event.kind == kind and event.turn_id == turn_id:
-            return event.created_at.timestamp()
-    raise LookupError(f"no {kind} for {turn_id}")
 
 
 def turn_cr(name: str, session_name: str, input: Any) -> dict[str, Any]:
@@ -387,7 +252,7 @@ async def cold_starts(
         out["helmr_pod_created"].append(pods.added[pod] - started)
         node = pods.nodes[pod]
         await session.cancel()
-        await _gone(core, namespace, RUNNER_LABEL)
+        await no_pods_left(core, namespace, RUNNER_LABEL)
         # Bare pods of the same image on the same node: Python alone, then with the
         # runner's imports (what a runner process does before its first call).
         for kind, code in (("bare", BARE), ("imports", IMPORTS)):
@@ -402,63 +267,11 @@ async def cold_starts(
             await asyncio.to_thread(
                 core.delete_namespaced_pod, name, namespace, grace_period_seconds=0
             )
-            await _gone(core, namespace, BARE_LABEL)
+            await no_pods_left(core, namespace, BARE_LABEL)
     return out
 
 
-async def _gone(core: client.CoreV1Api, namespace: str, selector: str) -> None:
-    """Waits until no pod of ``selector`` is left, so samples never overlap."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        listed = await asyncio.to_thread(
-            core.list_namespaced_pod, namespace, label_selector=selector
-        )
-        if not listed.items:
-            return
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"pods {selector} still there")
-
-
 # --- setup and main -----------------------------------------------------------------------
-
-
-@contextmanager
-def control_plane(kubeconfig: str) -> Iterator[conftest.Operator]:
-    op = conftest.Operator.for_cluster(kubeconfig, Path(tempfile.mkdtemp(prefix="helmr-bench-")))
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
-        print(f"operator log: {op.log}")
-
-
-@contextmanager
-def bench_namespace(core: client.CoreV1Api) -> Iterator[str]:
-    name = f"{conftest.RUN_PREFIX}bench-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(
-        client.V1Namespace(
-            metadata=client.V1ObjectMeta(
-                name=name, labels={"pod-security.kubernetes.io/enforce": "restricted"}
-            )
-        )
-    )
-    try:
-        yield name
-    finally:
-        core.delete_namespace(name, propagation_policy="Background")
-
-
-def prepare(kubeconfig: str, build: bool) -> None:
-    for args in (
-        ["apply", "--server-side", "-f", str(REPO / "crds")],
-        ["wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "crds")],
-    ):
-        done = conftest.kubectl(kubeconfig, *args)
-        if done.returncode != 0:
-            raise SystemExit(done.stderr)
-    if build:
-        subprocess.run(["bash", str(REPO / "hack" / "build-images.sh"), "--import"], check=True)
 
 
 async def bench(args: argparse.Namespace) -> None:
@@ -472,7 +285,7 @@ async def bench(args: argparse.Namespace) -> None:
     table = Table()
     with control_plane(kubeconfig) as op, bench_namespace(core) as namespace:
         create_actor(api, namespace, image)
-        pods = PodTimes(kubeconfig, namespace)
+        pods = PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
         pods.start()
         async with Client(op.url, op.token) as helmr:
             print(f"warm: {args.turns} turns per path ...", flush=True)
