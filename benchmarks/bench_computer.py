@@ -1,0 +1,478 @@
+"""Computer disk costs against a real cluster with real storage: saves, restores
+after an execution loss, and what a fresh PVC adds to a cold start.
+
+Starts a real control plane (``kopf run -m helmr.operator``, as the cluster tests
+and bench_session_loop do) with its default settings, and runs sessions of the
+``files`` test actor (tests/actors/files.py), each on a fresh Workspace, so each
+starts on a new, empty PVC. Measured, in one run:
+
+save and restore, for each size (default 100 MB and 1 GB: one turn writes that
+many random, incompressible bytes, ``{"fill": {"data.bin": size}}``):
+  - save: the writing turn's ``turn.completed`` → the operator's VolumeSnapshot
+    (``<workspace>-save-1``) created → ``readyToUse`` → the Workspace's
+    ``status.computerVersion`` naming it (the committed Computer version);
+  - restore: with a later turn running (a sleep) and one more queued, the runner
+    pod is deleted (an execution loss). From the delete call → the old pod gone
+    from the apiserver → the restored claim (``<workspace>-disk-2``, its
+    dataSource the save) created → Bound (the PVC-from-snapshot bind time) → the
+    new runner pod Running → the queued turn's ``turn.running``. The queued turn
+    reads the file's size back, so a restore that lost bytes fails the run.
+
+cold start, one pod at a time on the runner's node, the kinds alternating so
+they share the node's load:
+  - a Helmr session started on a fresh Workspace and a turn enqueued → its PVC
+    Bound → its runner pod Running → the first ``turn.running``;
+  - bare pods of the runner image printing a line at once: with no volume (as
+    bench_session_loop's bare pod), with an emptyDir at /computer, and with a
+    fresh PVC of the Actor's size and the default StorageClass (claim and pod
+    created back to back, ``fsGroup`` as the runner has it).
+
+Why no "Helmr session without a volume": every runner now mounts its
+Workspace's PVC, so that path no longer exists. The honest comparison is in two
+parts, measured side by side: a Helmr session with a fresh PVC against the bare
+pod without a volume (the baseline bench_session_loop's cold ratio uses, so the
+two runs' ratios compare), and what a fresh PVC costs a pod on its own (bare pod
+with the PVC against without). Execution loss → the next turn running is given
+as a ratio to the Helmr cold start of this run.
+
+Every timestamp is this host's wall clock (the control plane and the node run
+here). Figures are printed, never asserted; only the restored bytes are checked.
+
+    KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
+        .venv/bin/python benchmarks/bench_computer.py [--sizes 100M,1G] [--samples 3] [--cold 5]
+    ... benchmarks/bench_computer.py --quick   # 1 MB and 10 MB, one sample, 2 cold starts
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import (
+    BARE,
+    BARE_LABEL,
+    RUNNER_LABEL,
+    Follower,
+    PodTimes,
+    Table,
+    bare_pod,
+    bench_namespace,
+    control_plane,
+    first,
+    log_line_time,
+    new_api_client,
+    no_pods_left,
+    prepare,
+)
+from kubernetes import client
+from tests.cluster import conftest
+from tests.cluster.sessions import all_events, create_actor, eventually
+
+from helmr.client import Client, SessionRef, TurnRef
+from helmr.operator.pods import pod_name
+from helmr.operator.volumes import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.resources import GROUP, VERSION, WORKSPACES
+from helmr.resources.workspace import claim_name, save_name
+
+FILES = "files"
+"""The Actor of tests/actors/files.py."""
+DATA = "data.bin"
+GIB = 1 << 30
+LONG = 1800.0
+"""Seconds any one step of a large size may take before the run gives up."""
+UNITS = {"K": 10**3, "M": 10**6, "G": 10**9}
+
+
+# --- what the cluster shows, timestamped as this host sees it -------------------------------
+
+
+class ClaimTimes(Follower):
+    """When each PVC of a namespace was first seen, and Bound."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        super().__init__(core.list_namespaced_persistent_volume_claim, namespace)
+        self.added: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+
+    def note(self, change: str, obj: Any, at: float) -> None:
+        self.added.setdefault(obj.metadata.name, at)
+        if obj.status is not None and obj.status.phase == "Bound":
+            self.bound.setdefault(obj.metadata.name, at)
+
+
+class SnapshotTimes(Follower):
+    """When each VolumeSnapshot of a namespace was first seen, and ready to use."""
+
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
+        super().__init__(
+            custom.list_namespaced_custom_object,
+            SNAPSHOT_GROUP,
+            SNAPSHOT_VERSION,
+            namespace,
+            SNAPSHOTS,
+        )
+        self.added: dict[str, float] = {}
+        self.ready: dict[str, float] = {}
+
+    def note(self, change: str, obj: Any, at: float) -> None:
+        name = obj["metadata"]["name"]
+        self.added.setdefault(name, at)
+        if (obj.get("status") or {}).get("readyToUse"):
+            self.ready.setdefault(name, at)
+
+
+class CommitTimes(Follower):
+    """When each save was first the committed version of its Workspace
+    (``status.computerVersion``)."""
+
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
+        super().__init__(
+            custom.list_namespaced_custom_object, GROUP, VERSION, namespace, WORKSPACES
+        )
+        self.committed: dict[str, float] = {}
+
+    def note(self, change: str, obj: Any, at: float) -> None:
+        version = (obj.get("status") or {}).get("computerVersion")
+        if version:
+            self.committed.setdefault(version, at)
+
+
+@dataclass
+class Watched:
+    pods: PodTimes
+    claims: ClaimTimes
+    snapshots: SnapshotTimes
+    commits: CommitTimes
+
+    async def wait(self, follower: Follower, record: dict[str, float], name: str) -> float:
+        return await asyncio.to_thread(follower.wait, record, name, LONG)
+
+
+@contextmanager
+def watching(kubeconfig: str, namespace: str) -> Iterator[Watched]:
+    """Each follower on an API client of its own (a watch holds its connection)."""
+    watched = Watched(
+        PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace),
+        ClaimTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace),
+        SnapshotTimes(client.CustomObjectsApi(new_api_client(kubeconfig)), namespace),
+        CommitTimes(client.CustomObjectsApi(new_api_client(kubeconfig)), namespace),
+    )
+    followers: list[Follower] = [watched.pods, watched.claims, watched.snapshots, watched.commits]
+    for follower in followers:
+        follower.start()
+    try:
+        yield watched
+    finally:
+        for follower in followers:
+            follower.done.set()
+
+
+# --- save and restore ---------------------------------------------------------------------
+
+
+async def save_and_restore(
+    helmr: Client,
+    core: client.CoreV1Api,
+    watched: Watched,
+    namespace: str,
+    workspace: str,
+    size: int,
+) -> dict[str, float]:
+    """One sample: a turn fills the disk, its save commits, the runner is lost,
+    and the next runner runs on the disk restored from that save."""
+    session, _ = await helmr.actors.start(FILES, namespace=namespace, workspace=workspace)
+    fill = await session.enqueue({"fill": {DATA: size}})
+    assert (await fill.wait(timeout=LONG)).status == "completed"
+    events = await all_events(session)
+    running = first(events, "turn.running", fill.id)
+    completed = first(events, "turn.completed", fill.id)
+    save = save_name(workspace, 1)
+    created = await watched.wait(watched.snapshots, watched.snapshots.added, save)
+    ready = await watched.wait(watched.snapshots, watched.snapshots.ready, save)
+    committed = await watched.wait(watched.commits, watched.commits.committed, save)
+    out = {
+        "fill_write": completed - running,
+        "save_created": created - completed,
+        "save_ready": ready - completed,
+        "save_committed": committed - completed,
+    }
+
+    busy = await session.enqueue({"sleep": 3600})
+    check = await session.enqueue({"size": [DATA]})
+    await eventually(lambda: _running(busy), timeout=LONG, what=f"turn {busy.id} running")
+    view = await session.retrieve()
+    lost_pod = pod_name(view.name, view.process_epoch)
+    lost = time.time()
+    await asyncio.to_thread(core.delete_namespaced_pod, lost_pod, namespace)
+    checked = await check.wait(timeout=LONG)
+    assert checked.status == "completed", checked
+    assert checked.result == {"read": {}, "size": {DATA: size}}, checked.result
+    events = await all_events(session)
+    restored = claim_name(workspace, 2)
+    view = await session.retrieve()
+    runner = pod_name(view.name, view.process_epoch)
+    claim_created = await watched.wait(watched.claims, watched.claims.added, restored)
+    out |= {
+        "loss_old_pod_gone": await watched.wait(watched.pods, watched.pods.gone, lost_pod) - lost,
+        "loss_claim_created": claim_created - lost,
+        "restore_claim_bound": (
+            await watched.wait(watched.claims, watched.claims.bound, restored) - claim_created
+        ),
+        "loss_pod_running": await watched.wait(watched.pods, watched.pods.running, runner) - lost,
+        "loss_turn_running": first(events, "turn.running", check.id) - lost,
+    }
+    await _end(session, core, namespace)
+    return out
+
+
+async def _running(turn: TurnRef) -> bool:
+    return (await turn.retrieve()).status == "running"
+
+
+async def _end(session: SessionRef, core: client.CoreV1Api, namespace: str) -> None:
+    await session.cancel()
+    await no_pods_left(core, namespace, RUNNER_LABEL)
+
+
+# --- cold starts ----------------------------------------------------------------------------
+
+
+async def helmr_cold_start(
+    helmr: Client, core: client.CoreV1Api, watched: Watched, namespace: str, workspace: str
+) -> tuple[dict[str, float], str]:
+    """A session on a fresh Workspace, a turn enqueued, until that turn runs; and
+    the node its runner ran on."""
+    started = time.time()
+    session, _ = await helmr.actors.start(FILES, namespace=namespace, workspace=workspace)
+    turn = await session.enqueue({"read": []})
+    assert (await turn.wait(timeout=LONG)).status == "completed"
+    events = await all_events(session)
+    view = await session.retrieve()
+    runner = pod_name(view.name, view.process_epoch)
+    claim = claim_name(workspace, 1)
+    out = {
+        "helmr_claim_bound": await watched.wait(watched.claims, watched.claims.bound, claim),
+        "helmr_pod_running": await watched.wait(watched.pods, watched.pods.running, runner),
+        "helmr_turn_running": first(events, "turn.running", turn.id),
+    }
+    node = watched.pods.nodes[runner]
+    await _end(session, core, namespace)
+    return {k: v - started for k, v in out.items()}, node
+
+
+BARE_KINDS = ("bare", "emptydir", "pvc")
+"""No volume; an emptyDir at the Computer's path; a fresh PVC there."""
+
+
+async def bare_cold_start(
+    core: client.CoreV1Api,
+    watched: Watched,
+    namespace: str,
+    image: str,
+    node: str,
+    kind: str,
+    name: str,
+    disk_size: str,
+) -> dict[str, float]:
+    claim = f"{name}-disk" if kind == "pvc" else None
+    volume = None
+    if kind == "emptydir":
+        volume = client.V1Volume(name="computer", empty_dir=client.V1EmptyDirVolumeSource())
+    elif claim is not None:
+        source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
+        volume = client.V1Volume(name="computer", persistent_volume_claim=source)
+    pod = bare_pod(name, image, node, BARE, volume)
+    started = time.time()
+    if claim is not None:
+        await asyncio.to_thread(
+            core.create_namespaced_persistent_volume_claim, namespace, _claim(claim, disk_size)
+        )
+    await asyncio.to_thread(core.create_namespaced_pod, namespace, pod)
+    running = await watched.wait(watched.pods, watched.pods.running, name)
+    logged = await asyncio.to_thread(log_line_time, core, namespace, name)
+    out = {f"{kind}_running": running - started, f"{kind}_log": logged - started}
+    if claim is not None:
+        bound = await watched.wait(watched.claims, watched.claims.bound, claim)
+        out[f"{kind}_claim_bound"] = bound - started
+    await asyncio.to_thread(core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+    await no_pods_left(core, namespace, BARE_LABEL)
+    if claim is not None:
+        await asyncio.to_thread(core.delete_namespaced_persistent_volume_claim, claim, namespace)
+    return out
+
+
+def _claim(name: str, size: str) -> client.V1PersistentVolumeClaim:
+    """A claim as the operator makes a fresh disk: the Actor's size, the default class."""
+    return client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name=name, labels={"bench": "bare-claim"}),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": size}),
+        ),
+    )
+
+
+async def cold_starts(
+    helmr: Client,
+    core: client.CoreV1Api,
+    watched: Watched,
+    namespace: str,
+    image: str,
+    samples: int,
+    disk_size: str,
+) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for i in range(samples):
+        helmr_times, node = await helmr_cold_start(helmr, core, watched, namespace, f"cold-{i}")
+        times = [helmr_times]
+        for kind in BARE_KINDS:
+            name = f"{kind}-{i}"
+            times.append(
+                await bare_cold_start(core, watched, namespace, image, node, kind, name, disk_size)
+            )
+        for key, value in (pair for t in times for pair in t.items()):
+            out.setdefault(key, []).append(value)
+    return out
+
+
+# --- setup and main -----------------------------------------------------------------------
+
+
+def parse_size(text: str) -> int:
+    """``100M`` → 100 000 000 bytes (decimal units, as "100 MB" and "1 GB" mean)."""
+    unit = text[-1].upper()
+    return int(float(text[:-1]) * UNITS[unit]) if unit in UNITS else int(text)
+
+
+def size_label(size: int) -> str:
+    for unit, scale in sorted(UNITS.items(), key=lambda u: -u[1]):
+        if size >= scale:
+            return f"{size / scale:g} {unit}B"
+    return f"{size} B"
+
+
+def disk_size(sizes: list[int]) -> str:
+    """The Actor's ``computer.size``: room for the largest file twice over, at least 2Gi."""
+    return f"{max(2, math.ceil(2 * max(sizes) / GIB))}Gi"
+
+
+def storage_summary(api: client.ApiClient) -> str:
+    """The default StorageClass and the VolumeSnapshotClasses the run measured."""
+    default = "storageclass.kubernetes.io/is-default-class"
+    storage = [
+        f"{c.metadata.name} ({c.provisioner}, {c.volume_binding_mode})"
+        for c in client.StorageV1Api(api).list_storage_class().items
+        if c.metadata is not None and (c.metadata.annotations or {}).get(default) == "true"
+    ]
+    listed: Any = client.CustomObjectsApi(api).list_cluster_custom_object(
+        SNAPSHOT_GROUP, SNAPSHOT_VERSION, "volumesnapshotclasses"
+    )
+    snapshots = [f"{c['metadata']['name']} ({c['driver']})" for c in listed["items"]]
+    return (
+        f"default storage class: {', '.join(storage) or 'none'};"
+        f" snapshot classes: {', '.join(snapshots) or 'none'}"
+    )
+
+
+async def bench(args: argparse.Namespace) -> None:
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        raise SystemExit("set KUBECONFIG to the cluster to measure")
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    prepare(kubeconfig, args.build)
+    image = conftest.RUNNER_IMAGE
+    api = new_api_client(kubeconfig)
+    core = client.CoreV1Api(api)
+    print(storage_summary(api), flush=True)
+    saves: dict[int, list[dict[str, float]]] = {}
+    disk = disk_size(sizes)
+    with (
+        control_plane(kubeconfig) as op,
+        bench_namespace(core) as namespace,
+        watching(kubeconfig, namespace) as watched,
+    ):
+        create_actor(
+            api, namespace, image, FILES, entrypoint="files:files", computer={"size": disk}
+        )
+        async with Client(op.url, op.token) as helmr:
+            print(f"cold: {args.cold} sessions and {args.cold} of each bare pod ...", flush=True)
+            cold = await cold_starts(helmr, core, watched, namespace, image, args.cold, disk)
+            for size in sizes:
+                print(f"save and restore: {size_label(size)} x {args.samples} ...", flush=True)
+                saves[size] = [
+                    await save_and_restore(
+                        helmr, core, watched, namespace, f"fill-{size}-{i}", size
+                    )
+                    for i in range(args.samples)
+                ]
+
+    table = Table()
+    table.section(f"cold start (same image, same node; fresh PVCs of {disk})")
+    bare = table.latency("bare pod, no volume: create -> Running", cold["bare_running"])
+    table.latency("bare pod, no volume: create -> first log line", cold["bare_log"])
+    table.latency("bare pod + emptyDir: create -> Running", cold["emptydir_running"])
+    table.latency("bare pod + fresh PVC: create -> claim Bound", cold["pvc_claim_bound"])
+    with_pvc = table.latency("bare pod + fresh PVC: create -> Running", cold["pvc_running"])
+    table.latency("helmr: session start -> claim Bound", cold["helmr_claim_bound"])
+    table.latency("helmr: session start -> runner pod Running", cold["helmr_pod_running"])
+    helmr_cold = table.latency(
+        "helmr: session start -> first turn.running", cold["helmr_turn_running"]
+    )
+    table.ratio("ratio bare+PVC Running / bare Running", with_pvc, bare)
+    table.ratio("ratio helmr first turn.running / bare Running", helmr_cold, bare)
+    table.ratio("ratio helmr first turn.running / bare+PVC Running", helmr_cold, with_pvc)
+    for size, samples in saves.items():
+        label = size_label(size)
+
+        def column(key: str, samples: list[dict[str, float]] = samples) -> list[float]:
+            return [s[key] for s in samples]
+
+        table.section(f"{label} of files on the Computer disk")
+        table.latency("fill turn: turn.running -> turn.completed", column("fill_write"))
+        table.latency("save: turn.completed -> VolumeSnapshot created", column("save_created"))
+        table.latency("save: turn.completed -> readyToUse", column("save_ready"))
+        table.latency("save: turn.completed -> status.computerVersion", column("save_committed"))
+        table.latency("loss: pod delete -> old pod gone", column("loss_old_pod_gone"))
+        table.latency("loss: pod delete -> restored claim created", column("loss_claim_created"))
+        table.latency("restore: claim created -> Bound", column("restore_claim_bound"))
+        table.latency("loss: pod delete -> new runner pod Running", column("loss_pod_running"))
+        restore = table.latency(
+            "loss: pod delete -> next turn.running", column("loss_turn_running")
+        )
+        table.ratio("ratio loss -> turn.running / helmr cold start", restore, helmr_cold)
+    print()
+    table.print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes", default="100M,1G", help="bytes written per sample, comma-separated (K, M, G)"
+    )
+    parser.add_argument("--samples", type=int, default=3, help="save/restore samples per size")
+    parser.add_argument("--cold", type=int, default=5, help="cold starts of each kind")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes (1M,10M), one sample, 2 cold starts"
+    )
+    parser.add_argument(
+        "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.samples, args.cold = "1M,10M", 1, 2
+    asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    main()
