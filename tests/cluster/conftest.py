@@ -94,8 +94,8 @@ def crds(kubeconfig: str) -> None:
     assert applied.returncode == 0, applied.stderr
 
 
-@pytest.fixture
-def namespace(core: client.CoreV1Api) -> Iterator[str]:
+def create_namespace(core: client.CoreV1Api) -> str:
+    """A new namespace of this test run (the operator under test watches it)."""
     name = f"{RUN_PREFIX}{uuid.uuid4().hex[:8]}"
     core.create_namespace(
         client.V1Namespace(
@@ -105,8 +105,18 @@ def namespace(core: client.CoreV1Api) -> Iterator[str]:
             )
         )
     )
-    yield name
+    return name
+
+
+def delete_namespace(core: client.CoreV1Api, name: str) -> None:
     core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = create_namespace(core)
+    yield name
+    delete_namespace(core, name)
 
 
 @pytest.fixture(scope="session")

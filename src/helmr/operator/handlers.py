@@ -81,7 +81,7 @@ async def session_admit(
         idempotency_key=f"k8s:{uid}",
         max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
     )
-    await plane.mirror.sync_session(view, runner_pod=None)
+    plane.mirror.request(view.id)
 
 
 @kopf.on.event(GROUP, VERSION, SESSIONS)
@@ -100,6 +100,23 @@ async def session_deleted(type: str, body: kopf.Body, memo: Any, **_: Any) -> No
         # An ended session has nothing left to cancel; an unknown one, nothing at all.
         with contextlib.suppress(SessionNotOpen, NotFound):
             await _plane(memo).control.cancel(session_id)
+
+
+async def _session_id(plane: ControlPlane, owner: Session) -> str | None:
+    """The store id of a Session resource: in its status once mirrored, or, for one
+    the API created, in its label, at once (checked against the store, since
+    anyone who may create Sessions may set that label)."""
+    if owner.status is not None and owner.status.session_id:
+        return owner.status.session_id
+    labelled = (owner.metadata.labels or {}).get(LABEL_SESSION_ID)
+    if labelled is None:
+        return None
+    try:
+        view = await plane.control.get_session(labelled)
+    except NotFound:
+        return None
+    placed = (view.namespace, view.name) == (owner.metadata.namespace, owner.metadata.name)
+    return labelled if placed else None
 
 
 @kopf.on.resume(GROUP, VERSION, TURNS)
@@ -121,7 +138,7 @@ async def turn_admit(
     spec = Turn.from_manifest(body).spec
     session_name = spec.session_ref.name
     owner = await plane.kube.get_resource(Session, namespace, session_name)
-    session_id = None if owner is None or owner.status is None else owner.status.session_id
+    session_id = None if owner is None else await _session_id(plane, owner)
     if session_id is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
     turn = await plane.control.enqueue(
@@ -131,8 +148,9 @@ async def turn_admit(
         source=spec.source or "kubernetes",
     )
     plane.mirror.turn_names[turn.id] = (namespace, name)
-    session = await plane.control.get_session(session_id)
-    await plane.mirror.sync_turn(session, turn)
+    # Not a status patch from ``turn``: by the time it landed, the status sync
+    # could have written the Turn running or completed (see helmr.operator.mirror).
+    plane.mirror.request(session_id, turn.id)
     plane.supervisor.wake()
 
 

@@ -7,6 +7,7 @@ control plane's one event loop never blocks on the apiserver.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +21,23 @@ from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
 R = TypeVar("R", bound=Resource[Any, Any])
 S = TypeVar("S", bound=Status)
+
+
+NAMESPACE_TERMINATING = "namespace_terminating"
+"""The failure reason of a Session whose namespace is being deleted: the apiserver
+refuses every new object there, so its runner can never start again."""
+
+
+def namespace_terminating(error: BaseException) -> bool:
+    """Whether ``error`` is the apiserver refusing a create because the namespace
+    is being deleted (403 with the cause ``NamespaceTerminating``)."""
+    if not isinstance(error, ApiException) or error.status != 403 or not error.body:
+        return False
+    try:
+        details = json.loads(error.body).get("details") or {}
+    except (ValueError, AttributeError):
+        return False
+    return any(cause.get("reason") == "NamespaceTerminating" for cause in details.get("causes", []))
 
 
 def load_config() -> client.ApiClient:

@@ -7,12 +7,17 @@ CRs are the live face users `kubectl get`. This module:
   server's ``Mirror``), labelled with their store ids so the operator's
   handlers know they are admitted already;
 - writes each CR's ``.status`` from the store's view (idempotent merge
-  patches, so repeating one after a restart is harmless);
+  patches, so repeating one after a restart is harmless). Only the status
+  sync writes statuses, each from a fresh read of the store: a writer with
+  a view of its own (the Turn admitted a moment ago, still ``queued``) could
+  land it after the status sync's newer one, and nothing would write the
+  status again. The others ask for a status with :meth:`request`;
 - records Kubernetes Events on the CRs for lifecycle changes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from helmr.control import SessionView, TurnView
@@ -122,6 +127,10 @@ class CustomResourceMirror:
         self._owners: dict[str, OwnerReference] = {}
         # The last status written per session, to skip patches that change nothing.
         self._session_statuses: dict[str, SessionStatus] = {}
+        # Statuses asked for (Session id -> Turn ids, maybe none), for the status sync.
+        self._requested: dict[str, set[str]] = {}
+        self.requested = asyncio.Event()
+        """Set while there are requests to take."""
 
     # --- the server's Mirror: objects for what the API admitted
 
@@ -129,11 +138,11 @@ class CustomResourceMirror:
         created = await self.kube.create_resource(session_manifest(session))
         if created is not None:
             self._owners[session.id] = created.owner_reference()
-        await self.sync_session(session, runner_pod=None)
+        self.request(session.id)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         await self.kube.create_resource(turn_manifest(session, turn, await self._owner(session)))
-        await self.sync_turn(session, turn)
+        self.request(session.id, turn.id)
 
     async def _owner(self, session: SessionView) -> OwnerReference | None:
         owner = self._owners.get(session.id)
@@ -145,6 +154,18 @@ class CustomResourceMirror:
         return owner
 
     # --- status
+
+    def request(self, session_id: str, turn_id: str | None = None) -> None:
+        """Asks the status sync to write the Session's status (and the Turn's) from
+        the store as it is then: the object was just created, or just admitted."""
+        self._requested.setdefault(session_id, set()).update(() if turn_id is None else (turn_id,))
+        self.requested.set()
+
+    def take_requests(self) -> dict[str, set[str]]:
+        """The statuses asked for since the last call (the status sync's)."""
+        taken, self._requested = self._requested, {}
+        self.requested.clear()
+        return taken
 
     async def sync_session(self, view: SessionView, runner_pod: str | None) -> None:
         status = session_status(view, runner_pod)

@@ -20,8 +20,10 @@ from kubernetes.client.exceptions import ApiException
 from helmr.control import Control, SessionView
 from helmr.events import EventKind
 from helmr.operator import pods
+from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
+from helmr.states import ENDED_SESSION_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -78,21 +80,41 @@ class StatusSync:
     async def run(self) -> None:
         while True:
             try:
-                # Retries are due within a second; otherwise wait for changes.
-                timeout = 1.0 if self._retry else 5.0
-                await self.sync(await self.control.changed_sessions(timeout=timeout))
+                await self.sync(await self._changes())
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("status sync failed; retrying")
                 await asyncio.sleep(1)
 
+    async def _changes(self) -> set[str]:
+        """The Sessions changed in the store, once there are some or the mirror
+        was asked for a status; retries are due within a second, else 5 s."""
+        changed = asyncio.ensure_future(
+            self.control.changed_sessions(timeout=1.0 if self._retry else 5.0)
+        )
+        asked = asyncio.ensure_future(self.mirror.requested.wait())
+        try:
+            await asyncio.wait((changed, asked), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asked.cancel()
+            # Cancelled while it still waits, the change feed keeps what it has.
+            changed.cancel()
+            await asyncio.wait((changed, asked))
+        return set() if changed.cancelled() else changed.result()
+
     async def sync(self, changed: set[str]) -> None:
         """One pass: wakes the supervisor (a change may need a process started or
-        stopped), then mirrors each changed Session and each one left to retry."""
+        stopped), then mirrors each changed Session, each one asked for (with the
+        Turns asked for) and each one left to retry."""
         self._wake()
         pending, self._retry = changed | self._retry, set()
-        for session_id in sorted(pending):
+        requested = self.mirror.take_requests()
+        for session_id, turn_ids in requested.items():
+            self._turns.setdefault(session_id, set()).update(turn_ids)
+        # What was asked for first: someone waits for it (a Turn's admission
+        # needs its Session's status), while changes are many.
+        for session_id in [*sorted(requested), *sorted(pending - set(requested))]:
             try:
                 done = await self._sync_session(session_id)
             except Exception:
@@ -105,14 +127,15 @@ class StatusSync:
         """Mirrors one Session; False when some of it is left to retry."""
         session = await self.control.get_session(session_id)
         pod = pods.pod_name(session.name, session.process_epoch) if session.process_live else None
-        done = await self._attempt(f"session {session_id}", self.mirror.sync_session(session, pod))
+        done = await self._attempt(session, "its status", self.mirror.sync_session(session, pod))
         for hook in self._hooks:
-            done &= await self._attempt(f"session {session_id}", hook(session))
+            done &= await self._attempt(session, "its status", hook(session))
         turns = self._turns.setdefault(session_id, set())
         await self._follow(session, turns)
         for turn_id in sorted(turns):
             turn = await self.control.get_turn(session_id, turn_id)
-            if await self._attempt(f"turn {turn_id}", self.mirror.sync_turn(session, turn)):
+            step = self.mirror.sync_turn(session, turn)
+            if await self._attempt(session, f"turn {turn_id}", step):
                 turns.discard(turn_id)
             else:
                 done = False
@@ -137,23 +160,39 @@ class StatusSync:
                 if event.kind in _K8S_EVENT_KINDS:
                     warning = event.kind in _WARNINGS
                     await self._attempt(
-                        f"event {event.id}", self.mirror.record(session, event, warning=warning)
+                        session,
+                        f"event {event.id}",
+                        self.mirror.record(session, event, warning=warning),
                     )
             self._cursors[session.id] = page.next_after
             if not page.has_more:
                 return
 
-    async def _attempt(self, what: str, step: Awaitable[None]) -> bool:
-        """Runs one object's mirroring step; False when it should be tried again."""
+    async def _attempt(self, session: SessionView, what: str, step: Awaitable[None]) -> bool:
+        """Runs one object's mirroring step; False when it should be tried again.
+
+        A namespace being deleted ends the session (``namespace_terminating``):
+        nothing more of it can be created, so nothing is retried.
+        """
         try:
             await step
         except ApiException as e:
-            if e.status in _INVALID:
-                log.error("%s: the apiserver refused it as invalid, not retried: %s", what, e.body)
+            if namespace_terminating(e):
+                if session.status not in ENDED_SESSION_STATUSES:
+                    log.info("session %s: its namespace is being deleted; it fails", session.id)
+                    await self.control.fail_session(session.id, NAMESPACE_TERMINATING)
                 return True
-            log.exception("%s: mirroring failed; retrying", what)
+            if e.status in _INVALID:
+                log.error(
+                    "session %s, %s: the apiserver refused it as invalid, not retried: %s",
+                    session.id,
+                    what,
+                    e.body,
+                )
+                return True
+            log.exception("session %s, %s: mirroring failed; retrying", session.id, what)
             return False
         except Exception:
-            log.exception("%s: mirroring failed; retrying", what)
+            log.exception("session %s, %s: mirroring failed; retrying", session.id, what)
             return False
         return True

@@ -22,7 +22,7 @@ from typing import Any
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
 from helmr.operator.computer import Disks, RestoreFailed
-from helmr.operator.kube import Kube
+from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, namespace_terminating
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
@@ -101,10 +101,15 @@ class Supervisor:
 
     async def _isolated(self, session_id: str, step: Awaitable[None]) -> None:
         """Runs one session's step: its failure is logged and retried on the next
-        pass, and does not keep the other sessions waiting."""
+        pass, and does not keep the other sessions waiting. A namespace being
+        deleted ends the session instead: nothing can be created there again."""
         try:
             await step
-        except Exception:
+        except Exception as exc:
+            if namespace_terminating(exc):
+                log.info("session %s: its namespace is being deleted; it fails", session_id)
+                await self.control.fail_session(session_id, NAMESPACE_TERMINATING)
+                return
             log.exception("session %s: supervisor step failed; retrying", session_id)
 
     async def stop(self, stop: ProcessStop) -> None:

@@ -1,0 +1,177 @@
+"""A Session in a namespace being deleted ends, and stalls no other (issue 9, item 7b).
+
+The apiserver refuses every create in a terminating namespace with 403 and the
+cause ``NamespaceTerminating``: the supervisor and the status sync end such a
+Session (``failed``, reason ``namespace_terminating``) instead of retrying it
+every pass, and go on with the others.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from helmr.control import SessionView
+from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
+from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
+from helmr.operator.settings import Settings
+from helmr.operator.status_sync import StatusSync
+from helmr.operator.supervisor import Supervisor
+from helmr.operator.tokens import RunnerTokens
+from helmr.resources import API_VERSION, Actor, Session, TurnStatus, Workspace
+from helmr.states import ErrorInfo
+from tests.unit.control.harness import Harness
+from tests.unit.operator.test_passes import StubKube
+
+DYING = "dying"
+FAILURE = ErrorInfo(code="boom", message="failed")
+
+
+def terminating(namespace: str) -> ApiException:
+    """The apiserver's answer to a create in a namespace being deleted."""
+    error = ApiException(status=403, reason="Forbidden")
+    error.body = json.dumps(
+        {
+            "kind": "Status",
+            "status": "Failure",
+            "message": f"unable to create new content in namespace {namespace}"
+            " because it is being terminated",
+            "reason": "Forbidden",
+            "details": {
+                "causes": [
+                    {
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ]
+            },
+            "code": 403,
+        }
+    )
+    return error
+
+
+class ClusterKube(StubKube):
+    """Every object the supervisor reads exists; creates in ``DYING`` are refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.created: list[str] = []
+        self.refused: list[str] = []
+
+    def _create(self, namespace: str, what: str) -> None:
+        if namespace == DYING:
+            self.refused.append(what)
+            raise terminating(namespace)
+        self.created.append(f"{namespace}/{what}")
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+        manifest: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind.KIND, "metadata": meta}
+        if kind is Session:
+            manifest["spec"] = {"actorRef": {"name": "reviewer"}, "workspace": "ws"}
+        elif kind is Actor:
+            manifest["spec"] = {"image": "runner:dev", "entrypoint": "echo.echo:echo"}
+        elif kind is Workspace:
+            manifest["spec"] = {}
+        else:
+            return None
+        return kind.from_manifest(manifest)
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
+        self._create(namespace, "claim")
+
+    async def list_claims(self, namespace: str, selector: str) -> list[str]:
+        return []
+
+    async def ensure_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        self._create(namespace, "secret")
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+        self._create(namespace, "pod")
+
+    async def record_event(self, kind: Any, namespace: str, *_: Any, **__: Any) -> None:
+        self._create(namespace, "event")
+
+
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with Harness.open(tmp_path / "store.db") as h:
+        yield h
+
+
+async def dying_session(h: Harness) -> SessionView:
+    return await h.control.open_session(
+        namespace=DYING, name="s-dying", actor="reviewer", workspace="ws-dying"
+    )
+
+
+def test_only_a_namespace_terminating_refusal_is_recognised() -> None:
+    assert namespace_terminating(terminating("x"))
+    assert not namespace_terminating(ApiException(status=403, reason="Forbidden"))
+    assert not namespace_terminating(ApiException(status=500, reason="boom"))
+    assert not namespace_terminating(RuntimeError("403 NamespaceTerminating"))
+
+
+async def test_the_supervisor_ends_a_session_in_a_terminating_namespace_and_starts_the_others(
+    h: Harness,
+) -> None:
+    kube = ClusterKube()
+    supervisor = Supervisor(h.control, kube, RunnerTokens(b"k" * 32), Settings(), OperatorMetrics())
+    dying = await dying_session(h)
+    queued = await h.control.enqueue(dying.id, "never runs")
+    other = await h.session()
+    await h.control.enqueue(other.id, "runs")
+
+    await supervisor.reconcile()
+
+    assert kube.created == ["team/claim", "team/secret", "team/pod"]
+    ended = await h.control.get_session(dying.id)
+    assert ended.status == "failed"
+    assert ended.failure_reason == NAMESPACE_TERMINATING
+    assert (await h.control.get_turn(dying.id, queued.id)).status == "cancelled"
+    assert (await h.control.get_session(other.id)).process_live
+
+    refused = list(kube.refused)
+    await supervisor.reconcile()
+    assert kube.refused == refused  # not tried again
+
+
+async def test_the_status_sync_ends_a_session_in_a_terminating_namespace_and_mirrors_the_others(
+    h: Harness,
+) -> None:
+    kube = ClusterKube()
+    sync = StatusSync(h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda: None)
+    dying = await dying_session(h)
+    dying_epoch, dying_turn = await h.running(dying.id)
+    other = await h.session()
+    epoch, turn = await h.running(other.id)
+    # Both Turns fail: a Kubernetes Event is recorded for each (and refused in DYING).
+    await h.control.fail(dying.id, dying_epoch, dying_turn.id, FAILURE)
+    await h.control.fail(other.id, epoch, turn.id, FAILURE)
+
+    await sync.sync(await h.control.changed_sessions(timeout=0))
+
+    mirrored = kube.statuses[("Turn", turn_cr_name(turn.id))]
+    assert isinstance(mirrored, TurnStatus)
+    assert mirrored.phase == "failed"
+    assert "team/event" in kube.created
+    ended = await h.control.get_session(dying.id)
+    assert ended.status == "failed"
+    assert ended.failure_reason == NAMESPACE_TERMINATING
+
+    # Its end is mirrored once more (the status patch is allowed), and then nothing is left.
+    await sync.sync(await h.control.changed_sessions(timeout=0))
+    refused = list(kube.refused)
+    await sync.sync(await h.control.changed_sessions(timeout=0))
+    assert kube.refused == refused
