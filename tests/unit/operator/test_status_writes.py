@@ -5,8 +5,7 @@ newer one, and a status asked for is written without waiting for a change."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
-from pathlib import Path
+from collections.abc import Callable, Coroutine
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -64,12 +63,6 @@ class SlowKube(StubKube):
         status = self.statuses.get(("Turn", name))
         assert status is None or isinstance(status, TurnStatus)
         return None if status is None else status.phase
-
-
-@pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "store.db") as h:
-        yield h
 
 
 def mirroring(h: Harness) -> tuple[SlowKube, CustomResourceMirror, StatusSync]:

@@ -9,11 +9,8 @@ every pass, and go on with the others.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView
@@ -102,12 +99,6 @@ class ClusterKube(StubKube):
 
     async def record_event(self, kind: Any, namespace: str, *_: Any, **__: Any) -> None:
         self._create(namespace, "event")
-
-
-@pytest.fixture
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with Harness.open(tmp_path / "store.db") as h:
-        yield h
 
 
 async def dying_session(h: Harness) -> SessionView:
