@@ -32,7 +32,7 @@ async def serve(session: Session, handle: Callable[[Turn], Awaitable[None]]) -> 
         try:
             await handle(turn)
         except TurnNotActive:
-            pass  # interrupted or cancelled elsewhere: its outcome is already recorded
+            pass  # being interrupted or cancelled: letting go (receive) ends it
         except Exception as error:
             # An exception that escaped run would be a process failure; this
             # fails the one turn ("failed: the handler threw") and goes on.

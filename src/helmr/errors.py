@@ -16,6 +16,7 @@ The tree, which the REST API maps to status codes and ``code`` strings::
     │   ├── TurnNotActive       409 turn_not_active    exact-turn send, turn not active
     │   ├── TurnSettling        409 turn_settling      send while the turn settles
     │   ├── HoldMismatch        409 hold_mismatch      resume with another holdId
+    │   ├── HoldNotConverged    409 hold_not_converged resume before the interrupted Turn stopped
     │   └── StaleEpoch          409 stale_epoch        a runner call from a fenced epoch
     ├── PayloadTooLarge         413 payload_too_large
     ├── Unavailable             503 unavailable        the control plane cannot answer now
@@ -41,6 +42,7 @@ __all__ = [
     "Forbidden",
     "HelmrError",
     "HoldMismatch",
+    "HoldNotConverged",
     "InvalidInput",
     "MessageRejected",
     "MethodNotAllowed",
@@ -136,6 +138,13 @@ class TurnSettling(Conflict):
 
 class HoldMismatch(Conflict):
     code = "hold_mismatch"
+
+
+class HoldNotConverged(Conflict):
+    """The hold's interrupted Turn is still stopping: its process has not let go of it
+    yet. Resume once the Turn shows ``interrupted`` (or the hold ``converged``)."""
+
+    code = "hold_not_converged"
 
 
 class StaleEpoch(Conflict):

@@ -43,8 +43,8 @@ class MessageOutcome(enum.StrEnum):
 
 
 HoldScope = Literal["session", "turn"]
-"""``session``: held until resumed; ``turn``: an exact-Turn interrupt, held only
-until the interrupted processing has stopped."""
+"""What a hold's interrupt named: the ``session``, or one running ``turn``. Both hold
+the whole Session until ``resume(hold_id)`` (explicit interruption requires resume)."""
 HoldReason = Literal["interrupt", "process_failures", "recovery_gap"]
 
 CloseHow = Literal["close", "cancel", "idle"]

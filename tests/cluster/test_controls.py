@@ -123,9 +123,11 @@ async def test_session_interrupt_holds_queued_work_until_resumed_and_never_repla
     assert max(e.sequence for e in events if e.turn_id == long.id) == ended
 
 
-async def test_turn_interrupt_stops_only_that_turn_and_the_next_runs_without_resume(
+async def test_turn_interrupt_stops_only_that_turn_and_holds_until_resumed(
     session: SessionRef,
 ) -> None:
+    """001: "`turn.interrupt()` returns a stop receipt and hold identity"; "Explicit
+    interruption requires resume; infrastructure recovery is automatic"."""
     long = await session.enqueue(words(600))
     following = await session.enqueue("next")
     await streaming(session, long)
@@ -135,19 +137,28 @@ async def test_turn_interrupt_stops_only_that_turn_and_the_next_runs_without_res
     assert (receipt.scope, receipt.turn_id) == ("turn", long.id)
     outcome = await long.wait(timeout=60)
     assert (outcome.status, outcome.reason) == ("interrupted", "interrupt")
+    state = await session.retrieve()
+    assert state.hold is not None
+    assert (state.hold.hold_id, state.hold.converged) == (receipt.hold_id, True)
+    with pytest.raises(SessionHeld):
+        await session.send("hello?")
+    await still_queued(session, following)
+    with pytest.raises(TurnNotActive):
+        await long.interrupt()
+
+    await session.resume(hold_id=receipt.hold_id)
+
     done = await following.wait(timeout=60)
     assert done.status == "completed"
     # The cooperative handler stopped, so the same process took the next Turn.
     assert done.epoch == outcome.epoch
-    state = await session.retrieve()
-    assert state.hold is None
-    assert state.status == "open"
     events = await all_events(session)
     assert [data(e) for e in of_kind(events, "session.resume")] == [
-        {"holdId": receipt.hold_id, "how": "converged"}
+        {"holdId": receipt.hold_id, "how": "resume"}
     ]
-    with pytest.raises(TurnNotActive):
-        await long.interrupt()
+    # Nothing of the interrupted Turn was recorded after its outcome.
+    ended = of_kind(events, "turn.interrupted", long)[0].sequence
+    assert max(e.sequence for e in events if e.turn_id == long.id) == ended
 
 
 # Cancel and close -------------------------------------------------------------------------

@@ -1,13 +1,14 @@
 """Interrupted work that does not stop: the stop grace period, with real runner pods.
 
-After an interrupt ends a running Turn, its runner process has the stop grace
-period (``HELMR_STOP_GRACE_SECONDS``, 3 s for the test operator) to let go of
-it. The misbehaving echo's ``{"sleep": s}`` (``tests/actors/misbehaving.py``)
-ignores its signal and cancellation, so it never does: the operator then stops
-the process, and that is a counted process failure with reason
-``stop_deadline_elapsed`` (spec/000 "After a failure", spec/002
-``session.process_failed``). The next Turn runs on a new process: after
-``resume`` for a Session interrupt, at once for an exact-Turn interrupt.
+After an interrupt is accepted for a running Turn, its runner process has the
+stop grace period (``HELMR_STOP_GRACE_SECONDS``, 3 s for the test operator) to
+let go of it; the Turn stays ``running`` until then. The misbehaving echo's
+``{"sleep": s}`` (``tests/actors/misbehaving.py``) ignores its signal and
+cancellation, so it never does: the operator then stops the process, the Turn
+converges (``interrupted``) once the pod has ended, and that end is a counted
+process failure with reason ``stop_deadline_elapsed`` (spec/000 "After a
+failure", spec/002 ``session.process_failed``). Either interrupt holds the
+Session: the next Turn runs on a new process after ``resume``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from helmr.client import Event, SessionRef, TurnRef
+from helmr.errors import HoldNotConverged
 
 from .sessions import all_events, eventually, runner_pods
 
@@ -72,13 +74,21 @@ async def test_a_session_interrupt_of_a_turn_that_ignores_it_stops_the_process_a
 
     receipt = await session.interrupt()
 
-    # The Turn is interrupted at once; its process is still there, still busy.
-    interrupted = await stuck.retrieve()
-    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
+    # 001: "Acceptance may precede physical convergence": the Turn keeps running
+    # while its process, still busy, has not let go of it, and resume is refused.
+    assert (await stuck.retrieve()).status == "running"
     state = await session.retrieve()
     assert (state.process_live, state.process_epoch) == (True, epoch)
+    assert state.hold is not None
+    assert state.hold.converged is False
+    with pytest.raises(HoldNotConverged):
+        await session.resume(hold_id=receipt.hold_id)
 
     failure = await eventually(partial(process_failed, session), what="the process to stop")
+    interrupted = await stuck.retrieve()
+    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
+    [ended] = of_kind(await all_events(session), "turn.interrupted")
+    assert ended.sequence < failure.sequence
 
     assert data(failure) == {
         "processEpoch": epoch,
@@ -115,25 +125,28 @@ async def test_an_exact_turn_interrupt_of_a_turn_that_ignores_it_runs_the_next_o
 
     receipt = await stuck.interrupt()
 
-    interrupted = await stuck.retrieve()
-    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
-    # The stuck process cannot take the next Turn; no resume is needed for it.
-    assert (await following.retrieve()).status == "queued"
-    done = await following.wait(timeout=90)
-    assert done.status == "completed"
-    assert done.epoch == epoch + 1
-    events = await all_events(session)
-    [failure] = of_kind(events, "session.process_failed")
+    assert (await stuck.retrieve()).status == "running"  # accepted, not converged
+    failure = await eventually(partial(process_failed, session), what="the process to stop")
     assert data(failure) == {
         "processEpoch": epoch,
         "reason": "stop_deadline_elapsed",
         "holdId": None,
     }
     assert failure.created_at - receipt.accepted_at >= GRACE
-    # The Turn hold ended with the process, just before its failure was recorded.
-    assert [data(e) for e in of_kind(events, "session.resume")] == [
-        {"holdId": receipt.hold_id, "how": "converged"}
-    ]
-    assert of_kind(events, "session.resume")[0].sequence < failure.sequence
+    interrupted = await stuck.retrieve()
+    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
+    # The exact-Turn interrupt holds the Session like a Session interrupt.
     state = await session.retrieve()
-    assert (state.hold, state.status) == (None, "open")
+    assert state.hold is not None
+    assert (state.hold.hold_id, state.hold.converged) == (receipt.hold_id, True)
+    assert (await following.retrieve()).status == "queued"
+
+    await session.resume(hold_id=receipt.hold_id)
+
+    done = await following.wait(timeout=90)
+    assert done.status == "completed"
+    assert done.epoch == epoch + 1
+    events = await all_events(session)
+    assert [data(e) for e in of_kind(events, "session.resume")] == [
+        {"holdId": receipt.hold_id, "how": "resume"}
+    ]

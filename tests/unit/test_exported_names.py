@@ -45,6 +45,7 @@ EXPECTED = {
         "Forbidden",
         "HelmrError",
         "HoldMismatch",
+        "HoldNotConverged",
         "InvalidInput",
         "MessageRejected",
         "MethodNotAllowed",

@@ -76,10 +76,9 @@ def message(view: Message) -> None:
 
 
 def receipt(view: StopReceipt) -> None:
-    stopped = f"turn {view.turn_id} stopped; " if view.turn_id else ""
+    stopped = f"turn {view.turn_id} asked to stop; " if view.turn_id else ""
     click.echo(f"{stopped}hold {view.hold_id} ({view.scope})")
-    if view.scope == "session":
-        click.echo(f"resume with: helmr session resume {view.session_id} --hold-id {view.hold_id}")
+    click.echo(f"resume with: helmr session resume {view.session_id} --hold-id {view.hold_id}")
 
 
 def _text(record: Event) -> str:

@@ -12,7 +12,8 @@ reference (``help(Control.enqueue)`` shows them):
 - ``messages``: send, and the runner's message readiness and reports
   (``report_message`` with a ``helmr.states.MessageOutcome``);
 - ``processes``: the operator's side (process started, exited, lost; deadlines);
-- ``lifecycle``: the transitions those share; ``guards`` their preconditions.
+- ``lifecycle``: the transitions those share; ``guards`` their preconditions;
+  ``stops`` whether a running Turn's stop (interrupt, cancel) is pending.
 
 Errors are ``helmr.errors`` classes. Timeouts are seconds; a long poll's
 timeout shapes its answer, it does not cancel anything. The views returned

@@ -40,9 +40,10 @@ class Control:
     enqueue = writes(turns.enqueue)
     get_turn = reads(load_turn)
     send = writes(messages.send)
+    get_message = reads(messages.load_message)
     interrupt = writes_configured(sessions.interrupt)
     resume = writes(sessions.resume)
-    cancel = writes_configured(sessions.cancel)
+    cancel = writes(sessions.cancel)
     close = writes(sessions.close)
 
     async def wait_turn(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from helmr.control.stops import stop_request
 from helmr.errors import SessionNotOpen, StaleEpoch, TurnNotActive, TurnSettling
 from helmr.states import ENDED_SESSION_STATUSES
 from helmr.store import ReadTx, SessionRow, TurnRow, sessions, turns
@@ -36,11 +37,19 @@ def runner(rt: ReadTx, session_id: str, epoch: int) -> SessionRow:
 
 
 def active(rt: ReadTx, session: SessionRow, turn_id: str) -> TurnRow:
-    """The Turn, if it is running on the Session's live process."""
+    """The Turn, if it is running on the Session's live process and no stop of it
+    was accepted (its runner calls are fenced from then on)."""
     turn = turns.require(rt, session.id, turn_id)
     if turn.status != "running" or turn.epoch != session.process_epoch:
         raise TurnNotActive(
             f"turn {turn_id} is {turn.status}, not the active turn", turn_id=turn_id
+        )
+    stop = stop_request(session, turn)
+    if stop is not None:
+        raise TurnNotActive(
+            f"turn {turn_id} is being stopped ({stop.reason}): stop its work and let go of it",
+            turn_id=turn_id,
+            reason=stop.reason,
         )
     return turn
 

@@ -13,6 +13,7 @@ from pydantic import JsonValue
 
 from helmr.control import computer
 from helmr.control.record import record
+from helmr.control.stops import StopRequest, stop_request
 from helmr.events import EventKind
 from helmr.store import SessionRow, TurnRow, Tx, holds, messages, sessions, turns
 
@@ -75,15 +76,17 @@ def interrupt_turn(tx: Tx, turn: TurnRow, reason: str, **details: JsonValue) -> 
     return end_turn(tx, turn, "interrupted", {"reason": reason, **details}, reason=reason)
 
 
-def await_release(tx: Tx, turn: TurnRow, grace: timedelta) -> None:
-    """Gives the live process ``grace`` to let go of ``turn``, just interrupted on it.
+def request_stop(tx: Tx, turn: TurnRow, grace: timedelta) -> None:
+    """Gives the live process ``grace`` to let go of ``turn``, whose stop was just accepted.
 
-    Letting go is the process's next ``receive`` or its end; either clears
-    ``stop_deadline_at``. Past it, ``expire_deadlines`` asks for the process to
-    stop (``stop_deadline_elapsed``), and its end counts as a process failure.
-    A stop asked for meanwhile (cancel, close) supersedes the deadline; an
-    earlier deadline stands.
+    The Turn keeps ``running`` until then; its ``maxTurnDuration`` no longer
+    applies (the grace does). Letting go is the process's next ``receive`` or its
+    end (:func:`converge_stop`). Past the grace, ``expire_deadlines`` asks for the
+    process to stop (``stop_deadline_elapsed``), and its end counts as a process
+    failure. A stop asked for meanwhile (cancel, close) supersedes the deadline;
+    an earlier deadline stands.
     """
+    turns.update(tx, turn, deadline_at=None)
     session = sessions.require(tx, turn.session_id)
     if (
         session.process_live
@@ -91,6 +94,19 @@ def await_release(tx: Tx, turn: TurnRow, grace: timedelta) -> None:
         and session.stop_deadline_at is None
     ):
         sessions.update(tx, session.id, stop_deadline_at=tx.now + grace)
+
+
+def converge_stop(tx: Tx, session: SessionRow) -> TurnRow | None:
+    """The process has let go of its active Turn: a pending stop (:func:`stop_request`)
+    becomes that Turn's ``interrupted`` outcome now, exactly once. Returns the Turn
+    it ended, if any; the stop grace deadline is cleared either way."""
+    if session.stop_deadline_at is not None:
+        sessions.update(tx, session.id, stop_deadline_at=None)
+    turn = active_turn(tx, session)
+    stop = None if turn is None else stop_request(session, turn)
+    if turn is None or stop is None:
+        return None
+    return interrupt_turn(tx, turn, stop.reason, **stop.details)
 
 
 def cancel_queued(tx: Tx, session_id: str, *, reason: str | None) -> None:
@@ -124,11 +140,14 @@ def finish_closing(tx: Tx, session_id: str) -> None:
 
     While the process is still live it is asked to stop first: a Session is
     ``closed`` only after its execution is excluded, so its Workspace is free.
+    An active Turn whose stop was accepted counts as drained: its process is
+    asked to stop now, and that Turn converges when the process has ended.
     """
     session = sessions.require(tx, session_id)
+    turn = active_turn(tx, session)
     if (
         session.status != "closing"
-        or session.active_turn_id is not None
+        or (turn is not None and stop_request(session, turn) is None)
         or turns.count_queued(tx, session_id)
     ):
         return
@@ -142,22 +161,6 @@ def finish_closing(tx: Tx, session_id: str) -> None:
     record(tx, session_id, EventKind.SESSION_CLOSED, {"how": session.close_how}, subject=None)
 
 
-def release_converged_hold(tx: Tx, session: SessionRow) -> None:
-    """Ends an exact-Turn interrupt's hold: the interrupted processing has stopped."""
-    hold = session.hold
-    if hold is None or hold.scope != "turn":
-        return
-    holds.release(tx, hold.id, how="converged")
-    sessions.update(tx, session.id, hold_id=None)
-    record(
-        tx,
-        session.id,
-        EventKind.SESSION_RESUME,
-        {"holdId": hold.id, "how": "converged"},
-        subject=hold.id,
-    )
-
-
 def fail_session(tx: Tx, session_id: str, reason: str) -> None:
     """Terminates the Session: nothing more runs in it.
 
@@ -169,7 +172,10 @@ def fail_session(tx: Tx, session_id: str, reason: str) -> None:
     cancel_queued(tx, session_id, reason="session_failed")
     turn = active_turn(tx, session)
     if turn is not None:
-        interrupt_turn(tx, turn, "session_failed")
+        # Ended now, before its process is gone: the Session is over, and the stop
+        # asked for below fences every later call. A stop already accepted keeps its reason.
+        stop = stop_request(session, turn) or StopRequest("session_failed", {})
+        interrupt_turn(tx, turn, stop.reason, **stop.details)
     if session.hold is not None:
         holds.release(tx, session.hold.id, how="failed")
     sessions.update(

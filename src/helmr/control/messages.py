@@ -20,14 +20,20 @@ from helmr.states import MessageOutcome, MessageStatus
 from helmr.store import ReadTx, Tx, messages, sessions, turns
 
 # For each reportable outcome: the statuses it may follow, and the event it records.
-# "unknown" (the handler failed unexpectedly) is neither a delivery nor a
-# rejection fact, so the timeline records nothing for it.
-_OUTCOMES: dict[MessageOutcome, tuple[frozenset[MessageStatus], EventKind | None]] = {
+# spec/002 has no kind of its own for "unknown" (the handler failed unexpectedly):
+# it is recorded as message.rejected with reason HANDLER_FAILED and outcome
+# "unknown", since the message was not handled successfully, while the message
+# itself keeps status "unknown" (its effects may or may not have happened).
+_OUTCOMES: dict[MessageOutcome, tuple[frozenset[MessageStatus], EventKind]] = {
     MessageOutcome.STARTED: (frozenset({"admitted"}), EventKind.MESSAGE_STARTED),
     MessageOutcome.DELIVERED: (frozenset({"admitted", "started"}), EventKind.MESSAGE_DELIVERED),
     MessageOutcome.REJECTED: (frozenset({"admitted", "started"}), EventKind.MESSAGE_REJECTED),
-    MessageOutcome.UNKNOWN: (frozenset({"admitted", "started"}), None),
+    MessageOutcome.UNKNOWN: (frozenset({"admitted", "started"}), EventKind.MESSAGE_REJECTED),
 }
+
+HANDLER_FAILED = "handler_failed"
+"""The ``message.rejected`` reason of an unknown outcome: the handler raised
+something other than ``MessageRejected``."""
 
 
 def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None = None) -> SendResult:
@@ -66,6 +72,13 @@ def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None = None) -
     return SendResult(kind="messaged", turn=turn_view(target), message=message_view(message))
 
 
+def load_message(rt: ReadTx, session_id: str, turn_id: str, message_id: str) -> MessageView:
+    """The exact message sent to that Turn (NotFound otherwise): its status, and the
+    ``reason`` of a ``rejected`` or ``unknown`` outcome."""
+    turns.require(rt, session_id, turn_id)
+    return message_view(messages.require(rt, turn_id, message_id))
+
+
 def ready(tx: Tx, session_id: str, epoch: int, turn_id: str) -> TurnView:
     """The runner registered the Turn's message handler."""
     session = guards.runner(tx, session_id, epoch)
@@ -94,7 +107,10 @@ def report(
     reason: str | None = None,
 ) -> MessageView:
     """Records a handler's progress (``reason`` explains ``rejected`` and
-    ``unknown``); repeating a report is a no-op; ``unknown`` records no event.
+    ``unknown``); repeating a report is a no-op. ``unknown`` keeps that status
+    on the message (with the runner's ``reason``) and records
+    ``message.rejected`` {messageId, reason ``handler_failed``, outcome
+    ``unknown``, error: the runner's reason}.
 
     A finished handler may let a settling Turn commit its outcome.
     """
@@ -111,11 +127,12 @@ def report(
             message_id=message_id,
         )
     message = messages.update(tx, message, status=outcome.value, reason=reason)
-    if kind is not None:
-        data: dict[str, JsonValue] = {"messageId": message_id}
-        if reason is not None:
-            data["reason"] = reason
-        record(tx, session_id, kind, data, subject=message_id, turn_id=turn_id, epoch=epoch)
+    data: dict[str, JsonValue] = {"messageId": message_id}
+    if outcome is MessageOutcome.UNKNOWN:
+        data |= {"reason": HANDLER_FAILED, "outcome": outcome.value, "error": reason}
+    elif reason is not None:
+        data["reason"] = reason
+    record(tx, session_id, kind, data, subject=message_id, turn_id=turn_id, epoch=epoch)
     if outcome is not MessageOutcome.STARTED:
         settle_if_drained(tx, turn)
     return message_view(message)

@@ -16,10 +16,10 @@ from helmr.control import computer
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
     active_turn,
+    converge_stop,
     fail_session,
     finish_closing,
     interrupt_turn,
-    release_converged_hold,
 )
 from helmr.control.record import record
 from helmr.control.views import ProcessEnd, ProcessOutcome, ProcessStop, load_session
@@ -77,8 +77,10 @@ def exited(
     A process stopped because it did not let go of an interrupted Turn in time
     (stop reason ``stop_deadline_elapsed``) failed with that reason, however it
     ended. Otherwise the exit decides: the process failed (``process_failed``)
-    if it ended on its own with a nonzero code, or left a Turn running; a stop
-    that was asked for, or a clean exit, is a stop.
+    if it ended on its own with a nonzero code, or left a Turn running whose
+    stop nobody asked for; a stop that was asked for, or a clean exit, is a stop.
+    A Turn whose stop was accepted (interrupt, cancel) converges now, keeping
+    that reason, whatever the process's end is counted as.
 
     A failure interrupts the running Turn and counts; the count reaching the
     limit holds the Session (``process_failures``). A process that could not load its actor
@@ -90,14 +92,14 @@ def exited(
     if not _is_live(session, epoch):
         return _outcome(tx, session_id, epoch, "ignored", None)
     turn = active_turn(tx, session)
+    # With the process gone it has let go: a Turn whose stop was accepted ends now.
+    left_running = turn is not None and converge_stop(tx, session) is None
     if failure is None and session.stop_reason == STOP_DEADLINE_ELAPSED:
         failure = STOP_DEADLINE_ELAPSED
-    failed = (
-        failure is not None or turn is not None or (session.stop_reason is None and exit_code != 0)
-    )
+    failed = failure is not None or left_running or (session.stop_reason is None and exit_code != 0)
     reason = failure or "process_failed"
     _end_process(tx, session)
-    if turn is not None:
+    if turn is not None and left_running:
         interrupt_turn(tx, turn, reason, processEpoch=epoch)
     hold_id = None
     if failed:
@@ -131,7 +133,9 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     with it the disk it wrote: reported once the old pod is gone, so the old
     writer is physically excluded.
 
-    The next runner gets a disk restored from the last ready save
+    A running Turn whose interrupt was accepted converges with reason
+    ``interrupt``; otherwise it is interrupted by the loss. The next runner
+    gets a disk restored from the last ready save
     (:func:`helmr.control.computer.lose_disk`). Recorded, in order: the running
     Turn ``interrupted`` (``computer_execution_lost`` with ``computerId``,
     ``leaseEpoch`` and ``recoveryGap``), ``session.process_failed`` (reason
@@ -153,10 +157,12 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
         # stop (stop_deadline_elapsed) stays a failure.
         return exited(tx, config, session_id, epoch, 0)
     turn = active_turn(tx, session)
+    # A stop accepted before the loss (an interrupt) converges with its own reason.
+    stopped = converge_stop(tx, session)
     _end_process(tx, session)
     restore = computer.lose_disk(tx, session)
     hold_id = _hold_for_gap(tx, session_id) if restore.gap else None
-    if turn is not None:
+    if turn is not None and stopped is None:
         interrupt_turn(
             tx,
             turn,
@@ -212,14 +218,12 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
 def _hold_for_gap(tx: Tx, session_id: str) -> str | None:
     """Holds the Session until the recovery gap is acknowledged (``resume``).
 
-    A Session already held by a Session-scoped hold stays under that hold,
-    whose resume then acknowledges the gap too; an exact-Turn hold is superseded.
+    A Session already held stays under that hold, whose resume then
+    acknowledges the gap too.
     """
     session = sessions.require(tx, session_id)
     if session.hold is not None:
-        if session.hold.scope == "session":
-            return None
-        holds.release(tx, session.hold.id, how="superseded")
+        return None
     hold = holds.insert(tx, session_id, reason="recovery_gap", scope="session", turn_id=None)
     sessions.update(tx, session_id, hold_id=hold.id)
     return hold.id
@@ -283,8 +287,6 @@ def _is_live(session: SessionRow, epoch: int | None) -> bool:
 
 def _end_process(tx: Tx, session: SessionRow) -> None:
     sessions.update(tx, session.id, process_live=False, stop_reason=None, stop_deadline_at=None)
-    # With the process gone, an interrupted Turn's processing has certainly stopped.
-    release_converged_hold(tx, session)
 
 
 def _count_failure(tx: Tx, config: ControlConfig, session_id: str) -> str | None:

@@ -13,15 +13,15 @@ from helmr.control import guards
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
     active_turn,
-    await_release,
     cancel_queued,
     fail_session,
     finish_closing,
-    interrupt_turn,
+    request_stop,
 )
 from helmr.control.record import record
+from helmr.control.stops import hold_converged
 from helmr.control.views import load_session, stop_receipt
-from helmr.errors import Conflict, HoldMismatch, SessionNotOpen, TurnNotActive
+from helmr.errors import Conflict, HoldMismatch, HoldNotConverged, SessionNotOpen, TurnNotActive
 from helmr.events import EventKind
 from helmr.protocol.api import SessionView, StopReceipt
 from helmr.states import ENDED_SESSION_STATUSES, HoldScope
@@ -72,33 +72,33 @@ def open_session(
 def interrupt(
     tx: Tx, config: ControlConfig, session_id: str, turn_id: str | None = None
 ) -> StopReceipt:
-    """Stops the running Turn (``interrupted``, reason ``interrupt``) and holds the Session.
+    """Holds the Session and asks its running Turn to stop; returns the stop receipt.
 
-    Without ``turn_id`` the hold is Session-scoped: queued work waits until
-    ``resume(hold_id)``. With ``turn_id`` (which must be running) only that
-    Turn is stopped: the hold is Turn-scoped and ends by itself once the
-    interrupted processing has stopped (the runner asks for its next Turn or
-    its process ends), so the next queued Turn then runs. Interrupting a
-    Session already held by a Session-scoped hold returns that hold.
+    Acceptance may precede physical convergence: the hold and ``session.interrupt``
+    are recorded now, while the Turn stays ``running`` (every runner call for it
+    refused with ``turn_not_active``) until its process lets go of it (its next
+    ``receive``, or its end, :func:`helmr.control.lifecycle.converge_stop`); only
+    then is it ``interrupted`` (reason ``interrupt``, with the ``holdId``). The
+    process has ``ControlConfig.stop_grace`` to let go before it is stopped
+    (``stop_deadline_elapsed``, a process failure).
 
-    The process then has ``ControlConfig.stop_grace`` to let go of the interrupted
-    Turn (:func:`helmr.control.lifecycle.await_release`) before it is stopped
-    (``stop_deadline_elapsed``, a process failure). TurnNotActive when ``turn_id``
-    is not running.
+    Without ``turn_id`` the running Turn, if any, is interrupted (scope
+    ``session``); with it, exactly that Turn, which must be running (else
+    TurnNotActive; scope ``turn``). Either way the whole Session is held: queued
+    work waits until ``resume(hold_id)``, which is refused until the hold has
+    converged. Interrupting a held Session returns its hold.
     """
     session = sessions.require(tx, session_id)
     guards.accepting_controls(session)
     if turn_id is None:
         turn = active_turn(tx, session)
-        if session.hold is not None and session.hold.scope == "session":
-            return stop_receipt(session.hold)
     else:
         turn = turns.require(tx, session_id, turn_id)
         if turn.status != "running":
             raise TurnNotActive(f"turn {turn_id} is {turn.status}, not running", turn_id=turn_id)
     if session.hold is not None:
-        # Only a Turn-scoped hold can be here; the Session-scoped one replaces it.
-        holds.release(tx, session.hold.id, how="superseded")
+        # While a Turn runs, the only hold there can be is an interrupt of that Turn.
+        return stop_receipt(session.hold)
     scope: HoldScope = "session" if turn_id is None else "turn"
     hold = holds.insert(
         tx, session_id, reason="interrupt", scope=scope, turn_id=None if turn is None else turn.id
@@ -113,22 +113,30 @@ def interrupt(
         turn_id=None if turn is None else turn.id,
     )
     if turn is not None:
-        await_release(tx, interrupt_turn(tx, turn, "interrupt", holdId=hold.id), config.stop_grace)
+        request_stop(tx, turn, config.stop_grace)
     finish_closing(tx, session_id)
     return stop_receipt(hold)
 
 
 def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
-    """Releases exactly that hold; the interrupted Turn is never replayed.
+    """Releases exactly that converged hold; the interrupted Turn is never replayed.
 
-    Repeating the resume of a hold already released is accepted while the
-    Session is not held again. Resuming a ``process_failures`` hold also
-    resets the consecutive failure count.
+    HoldNotConverged while the hold's interrupted Turn is still stopping (its
+    process has not let go of it yet). Repeating the resume of a hold already
+    released is accepted while the Session is not held again. Resuming a
+    ``process_failures`` hold also resets the consecutive failure count.
     """
     session = sessions.require(tx, session_id)
     guards.accepting_controls(session)
     hold = session.hold
     if hold is not None and hold.id == hold_id:
+        if not hold_converged(session):
+            raise HoldNotConverged(
+                f"hold {hold_id} is not converged: turn {hold.turn_id} is still stopping;"
+                " resume once it is interrupted",
+                hold_id=hold_id,
+                turn_id=hold.turn_id,
+            )
         holds.release(tx, hold_id, how="resume")
         changes: dict[str, object] = {"hold_id": None}
         if hold.reason == "process_failures":
@@ -152,14 +160,16 @@ def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
     )
 
 
-def cancel(tx: Tx, config: ControlConfig, session_id: str) -> SessionView:
+def cancel(tx: Tx, session_id: str) -> SessionView:
     """Rejects new input, cancels queued Turns, interrupts the active one, then closes.
 
-    ``cancel_requested_at`` is set at once; the Session becomes ``closed``
-    (how ``cancel``) when its process is gone. Cancelling again returns the
-    same state; a closing Session is escalated; it cannot be resumed. The
-    process is asked to stop at once (``finish_closing``), which supersedes the
-    ``stop_grace`` an interrupted Turn is otherwise given.
+    ``cancel_requested_at`` is set at once, and the process is asked to stop
+    at once (``finish_closing``; no stop grace). The active Turn stays
+    ``running`` (its runner calls refused) until the process has let go of it
+    or ended; then it is ``interrupted`` (reason ``cancel``, or ``interrupt`` if
+    an interrupt was accepted first), and the Session becomes ``closed`` (how
+    ``cancel``) once the process is gone. Cancelling again returns the same
+    state; a closing Session is escalated; it cannot be resumed.
     """
     session = sessions.require(tx, session_id)
     if session.cancel_requested_at is not None:
@@ -170,9 +180,6 @@ def cancel(tx: Tx, config: ControlConfig, session_id: str) -> SessionView:
         tx, session_id, status="closing", close_how="cancel", cancel_requested_at=tx.now
     )
     cancel_queued(tx, session_id, reason=None)
-    turn = active_turn(tx, session)
-    if turn is not None:
-        await_release(tx, interrupt_turn(tx, turn, "cancel"), config.stop_grace)
     finish_closing(tx, session_id)
     return load_session(tx, session_id)
 

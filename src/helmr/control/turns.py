@@ -14,9 +14,9 @@ from pydantic import JsonValue
 from helmr.control import guards
 from helmr.control.lifecycle import (
     active_turn,
+    converge_stop,
     finish_closing,
     reject_waiting_messages,
-    release_converged_hold,
     settle_if_drained,
 )
 from helmr.control.record import record
@@ -71,23 +71,22 @@ def admit(
 def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
     """The Turn this process is to run now, ``"drained"``, or None to wait.
 
-    The active unsettled Turn is answered again (a receive whose reply was
-    lost must not lose the Turn, and asking again never settles it). Then,
+    A Turn whose stop was accepted converges first: asking for work is letting
+    go of it. The active unsettled Turn is answered again (a receive whose reply
+    was lost must not lose the Turn, and asking again never settles it). Then,
     unless the Session is held, the FIFO head starts running: its deadline
     is stored now, from ``maxTurnDuration``, so it survives restarts.
     """
     session = guards.runner(tx, session_id, epoch)
+    # The runner asks for work, so it has let go of a Turn whose stop was
+    # accepted: that Turn is interrupted now (the stop has converged).
+    converge_stop(tx, session)
+    session = sessions.require(tx, session_id)
     if session.stop_reason is not None:
         return "drained"
     current = active_turn(tx, session)
     if current is not None:
         return None if current.settling is not None else turn_view(current)
-    # The runner asks for work, so an interrupted Turn's processing has stopped:
-    # its process let go in time, and an exact-Turn interrupt's hold ends.
-    if session.stop_deadline_at is not None:
-        sessions.update(tx, session_id, stop_deadline_at=None)
-    release_converged_hold(tx, session)
-    session = sessions.require(tx, session_id)
     if session.hold is not None:
         return None
     head = turns.next_queued(tx, session_id)

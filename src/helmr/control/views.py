@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from helmr.control.stops import hold_converged
 from helmr.protocol.api import (
     HoldView,
     MessageView,
@@ -24,13 +25,14 @@ from helmr.states import ErrorInfo, SessionStatus
 from helmr.store import HoldRow, MessageRow, ReadTx, SessionRow, TurnRow, sessions, turns
 
 
-def hold_view(row: HoldRow) -> HoldView:
+def hold_view(session: SessionRow, row: HoldRow) -> HoldView:
     return HoldView(
         hold_id=row.id,
         reason=row.reason,
         scope=row.scope,
         turn_id=row.turn_id,
         created_at=row.created_at,
+        converged=hold_converged(session),
     )
 
 
@@ -55,7 +57,7 @@ def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
         workspace_id=workspace_id(row.namespace, row.workspace),
         key=row.key,
         status=row.status,
-        hold=None if row.hold is None else hold_view(row.hold),
+        hold=None if row.hold is None else hold_view(row, row.hold),
         consecutive_failures=row.consecutive_failures,
         process_epoch=row.process_epoch,
         process_live=row.process_live,

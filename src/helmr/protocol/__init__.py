@@ -37,7 +37,9 @@ The rules of the conversation, which both sides rely on:
   answers 408 ``receive_timeout``, ``messages/next`` answers
   ``{"message": null}``. The runner polls again while its own deadline allows.
 - A turn-scoped call for a turn that is no longer active (interrupted,
-  cancelled, already settled by another outcome) is answered 409
+  cancelled, already settled by another outcome), or whose stop was accepted
+  (an interrupt or cancel; it ends ``interrupted`` once this process lets go
+  of it: its next ``receive``, or its end), is answered 409
   ``turn_not_active``; ``messages/next`` during settlement answers 409
   ``turn_settling``. The runner then sets the turn's signal.
 - A message is ``started`` just before its handler runs, then exactly one of

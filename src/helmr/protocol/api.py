@@ -39,10 +39,13 @@ class HoldView(_View):
     hold_id: str
     reason: HoldReason
     scope: HoldScope
-    """``session``: held until resumed; ``turn``: an exact-Turn interrupt, held only
-    until the interrupted processing has stopped."""
+    """What was interrupted: the ``session``, or one ``turn`` (an exact-Turn interrupt).
+    Either way the Session stays held until ``resume(hold_id)``."""
     turn_id: str | None
     created_at: datetime
+    converged: bool
+    """False while the interrupted Turn is still stopping (it shows ``running``): its
+    process has not let go of it yet, and ``resume`` is refused (``hold_not_converged``)."""
 
 
 class SessionView(_View):
@@ -146,8 +149,8 @@ class SendResult(_View):
 
 
 class StopReceipt(_View):
-    """An accepted interrupt; the process may still be converging. Resume a
-    Session-scoped hold with ``hold_id``."""
+    """An accepted interrupt; the process may still be converging (the Turn ends
+    ``interrupted`` once it has let go). Resume the Session with ``hold_id``."""
 
     session_id: str
     hold_id: str

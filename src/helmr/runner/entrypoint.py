@@ -4,8 +4,10 @@ Reads the environment the operator sets (``helmr.protocol.contract``),
 imports ``HELMR_ENTRYPOINT`` and awaits ``actor.run(session)``. The exit code
 tells the control plane how the process ended (``ExitCode``): 0 when ``run``
 returned or the process was asked to stop, 1 when ``run`` raised (the runner
-first fails the turn it held, with the exception), 75 when fenced, 78 when the
-actor could not be loaded. SIGTERM (and SIGINT) set the held turn's signal and
+first fails the turn it held: ``handler_raised``), 75 when fenced, 78 when the
+actor could not be loaded. A ``run`` that returns while it holds a turn
+unsettled broke the Turn contract: the runner fails that turn
+(``turn_contract_broken``) before it exits 0. SIGTERM (and SIGINT) set the held turn's signal and
 cancel ``run``.
 """
 
@@ -26,6 +28,7 @@ from helmr.protocol import ExitCode, contract
 from helmr.runner.actor import Actor
 from helmr.runner.session import Session
 from helmr.runner.transport import Transport
+from helmr.runner.turn import HANDLER_RAISED, TURN_CONTRACT_BROKEN
 
 log = logging.getLogger("helmr.runner")
 
@@ -155,13 +158,19 @@ async def _serve(actor: Actor, config: Config) -> int:
                 log.info("run ended with %r while stopping", e)
                 return ExitCode.OK
             log.exception("run raised: this process has failed")
-            await _fail_held(session, e)
+            await _fail_held(session, e, HANDLER_RAISED)
             return ExitCode.ACTOR_FAILED
         # Writes the actor started but did not await still belong to it: let them land.
         await session.output.drain()
         held = session._unsettled_turn()
         if held is not None:
-            await held.output.drain()
+            # Returning from run is not completion (spec/001): the turn fails.
+            log.error("run returned with turn %s unsettled: failing it", held.id)
+            await _fail_held(
+                session,
+                f"run returned with turn {held.id} unsettled; settle it with complete or fail",
+                TURN_CONTRACT_BROKEN,
+            )
         return ExitCode.OK
 
 
@@ -169,12 +178,13 @@ async def _run(actor: Actor, session: Session) -> None:
     await actor.run(session)
 
 
-async def _fail_held(session: Session, error: Exception) -> None:
+async def _fail_held(session: Session, error: Exception | str, code: str) -> None:
     held = session._unsettled_turn()
     if held is None:
         return
     try:
-        await asyncio.wait_for(held.fail(error), FAIL_GRACE)
+        # fail drains the turn's started output first.
+        await asyncio.wait_for(held.fail(error, code=code), FAIL_GRACE)
     except Exception:
         log.exception("could not fail turn %s", held.id)
 

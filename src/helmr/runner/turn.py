@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
 
-from helmr.errors import Conflict, HelmrError, TurnNotActive
+from helmr.errors import Conflict, HelmrError, InvalidInput, PayloadTooLarge, TurnNotActive
 from helmr.protocol import (
     CompleteRequest,
     ErrorInfo,
@@ -25,8 +26,18 @@ from helmr.runner.transport import Call
 from helmr.runner.wire import request
 from helmr.states import NO_RESULT
 
+log = logging.getLogger(__name__)
+
+# The error codes of a failed Turn (spec/000: "The handler threw, returned an
+# invalid result or broke the Turn contract"), each saying which.
 ACTOR_ERROR = "actor_error"
-"""The error code of a failure the actor gave as a plain exception or string."""
+"""The actor failed the Turn itself, giving a plain exception or string."""
+HANDLER_RAISED = "handler_raised"
+"""``run`` raised while it held the Turn (the runner fails it, then exits 1)."""
+INVALID_RESULT = "invalid_result"
+"""``complete(result)`` was given a result that is not JSON or is too large."""
+TURN_CONTRACT_BROKEN = "turn_contract_broken"
+"""``run`` returned while it held the Turn unsettled (the runner fails it, then exits 0)."""
 
 
 class _State(enum.Enum):
@@ -87,10 +98,19 @@ class Turn:
     async def complete(self, result: Any = NO_RESULT) -> None:
         """Settles the turn as completed, after its started output and messages finish.
 
-        ``complete()`` records no result; ``complete(None)`` records JSON null.
+        ``complete()`` records no result; ``complete(None)`` records JSON null. A
+        result that is not JSON, or that the server refuses as invalid or too large,
+        fails the turn instead (code ``invalid_result``, logged); ``complete``
+        then returns as after any settlement.
         """
-        body = CompleteRequest() if result is NO_RESULT else request(CompleteRequest, result=result)
-        await self._settle(routes.complete(self._session_id, self.id), body)
+        body = CompleteRequest()
+        try:
+            if result is not NO_RESULT:
+                body = request(CompleteRequest, result=result)
+            await self._settle(routes.complete(self._session_id, self.id), body)
+        except (InvalidInput, PayloadTooLarge) as e:
+            log.error("turn %s returned an invalid result; failing it: %s", self.id, e.message)
+            await self.fail(e, code=INVALID_RESULT)
 
     async def fail(self, error: BaseException | str, *, code: str | None = None) -> None:
         """Settles the turn as failed, after its started output and messages finish.

@@ -102,6 +102,10 @@ async def test_send_interrupt_resume_cancel_close(api: Api, cli: Cli) -> None:
     hold_id = (await cli.json("session", "get", sid))["hold"]["hold_id"]
     assert f"--hold-id {hold_id}" in held.stdout
     assert "resume it first" in (await cli("session", "send", sid, "1", code=1)).stderr
+    early = await cli("session", "resume", sid, "--hold-id", hold_id, code=1)
+    assert "hold_not_converged" in early.stderr  # the interrupted Turn is still stopping
+    epoch = (await api.control.get_session(sid)).process_epoch
+    await api.control.process_exited(sid, epoch, 0)  # its process let go of it
     assert (await cli.json("session", "resume", sid, "--hold-id", hold_id))["hold"] is None
 
     cancelled = await cli.json("session", "cancel", sid, "--idempotency-key", "stop")

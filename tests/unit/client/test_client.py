@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestServer
 from helmr.client import Client, SessionRef, Turn
 from helmr.errors import (
     HelmrError,
+    HoldNotConverged,
     NotFound,
     SessionHeld,
     SessionNotOpen,
@@ -104,9 +105,13 @@ async def test_interrupt_resume_cancel_close(api: Api, client: Client) -> None:
     stopped = await session.turn(running).interrupt()
     assert (stopped.turn_id, stopped.scope) == (queued.id, "turn")
     hold = await session.interrupt()
-    assert hold.scope == "session"
+    assert hold == stopped  # an exact-Turn interrupt holds the whole Session
     with pytest.raises(SessionHeld):
         await session.send("held")
+    with pytest.raises(HoldNotConverged):
+        await session.resume(hold_id=hold.hold_id)
+    epoch = (await api.control.get_session(session.id)).process_epoch
+    await api.control.process_exited(session.id, epoch, 0)  # its process let go
     resumed = await session.resume(hold_id=hold.hold_id)
     assert resumed.hold is None
     cancelled = await session.cancel(idempotency_key="stop-review")

@@ -159,9 +159,10 @@ async def test_fail_settles_like_complete(h: Harness) -> None:
 
 async def test_interruption_rejects_messages_whose_handler_never_started(h: Harness) -> None:
     session = await h.session()
-    _, turn = await h.running(session.id)
+    epoch, turn = await h.running(session.id)
     waiting = await h.message(session.id, "pending")
     await h.control.interrupt(session.id, turn.id)
+    await h.control.process_exited(session.id, epoch, 0)  # the interrupt converges
     rejected = [e for e in await h.events(session.id) if e.kind == "message.rejected"]
     assert [e.data for e in rejected] == [{"messageId": waiting, "reason": "turn_interrupted"}]
 
@@ -192,16 +193,28 @@ async def test_message_outcomes_repeat_safely_and_follow_their_order(h: Harness)
     assert (await h.events(session.id))[-1].data == {"messageId": message_id, "reason": "nope"}
 
 
-async def test_an_unknown_outcome_is_kept_but_is_no_delivery_fact(h: Harness) -> None:
+async def test_an_unknown_outcome_is_on_the_message_and_in_an_event(h: Harness) -> None:
+    """001: "an unexpected handler failure produces an unknown message outcome": the
+    exact message read shows ``unknown`` with the failure, and the timeline records it
+    as ``message.rejected`` (reason ``handler_failed``, outcome ``unknown``)."""
     session = await h.session()
     epoch, turn = await h.running(session.id)
     message_id = await h.message(session.id, "m")
     await h.control.report_message(session.id, epoch, turn.id, message_id, MessageOutcome.STARTED)
     unknown = await h.control.report_message(
-        session.id, epoch, turn.id, message_id, MessageOutcome.UNKNOWN, "TypeError"
+        session.id, epoch, turn.id, message_id, MessageOutcome.UNKNOWN, "TypeError: boom"
     )
-    assert (unknown.status, unknown.reason) == ("unknown", "TypeError")
-    assert (await h.kinds(session.id))[-1] == "message.started"
+    assert (unknown.status, unknown.reason) == ("unknown", "TypeError: boom")
+    read = await h.control.get_message(session.id, turn.id, message_id)
+    assert (read.status, read.reason) == ("unknown", "TypeError: boom")
+    last = (await h.events(session.id))[-1]
+    assert (last.kind.value, last.turn_id) == ("message.rejected", turn.id)
+    assert last.data == {
+        "messageId": message_id,
+        "reason": "handler_failed",
+        "outcome": "unknown",
+        "error": "TypeError: boom",
+    }
     # A settling Turn does not wait for a handler whose outcome is unknown.
     done = await h.control.complete(session.id, epoch, turn.id)
     assert done.status == "completed"

@@ -134,22 +134,24 @@ async def test_cancel_cancels_queued_interrupts_active_and_closes_once_stopped(
     assert accepted.status == "closing"
     for turn in queued:
         assert (await h.control.get_turn(session.id, turn.id)).status == "cancelled"
-    interrupted = await h.control.get_turn(session.id, active.id)
-    assert (interrupted.status, interrupted.reason) == ("interrupted", "cancel")
-    assert await h.kinds(session.id, after=mark) == [
-        "turn.cancelled",
-        "turn.cancelled",
-        "turn.interrupted",
-    ]
+    # The active Turn stops first: it is interrupted once its process has ended.
+    assert (await h.control.get_turn(session.id, active.id)).status == "running"
+    assert await h.kinds(session.id, after=mark) == ["turn.cancelled", "turn.cancelled"]
     stops = await h.control.processes_to_stop()
     assert [(s.session_id, s.reason) for s in stops] == [(session.id, "cancel")]
 
     await h.control.process_exited(session.id, epoch, -15)
+    interrupted = await h.control.get_turn(session.id, active.id)
+    assert (interrupted.status, interrupted.reason) == ("interrupted", "cancel")
     state = await h.control.get_session(session.id)
     assert (state.status, state.closed_how) == ("closed", "cancel")
     assert state.cancel_requested_at == accepted.cancel_requested_at
-    tail = await h.events(session.id, after=mark + 3)
-    assert [e.kind.value for e in tail] == ["session.process_stopped", "session.closed"]
+    tail = await h.events(session.id, after=mark + 2)
+    assert [e.kind.value for e in tail] == [
+        "turn.interrupted",
+        "session.process_stopped",
+        "session.closed",
+    ]
     assert tail[-1].data == {"how": "cancel"}
 
 
@@ -199,14 +201,14 @@ async def test_session_interrupt_holds_and_keeps_queued_work(h: Harness) -> None
     assert receipt.scope == "session"
     assert receipt.turn_id == active.id
     assert receipt.hold_id.startswith("hold_")
-    turn = await h.control.get_turn(session.id, active.id)
-    assert (turn.status, turn.reason) == ("interrupted", "interrupt")
     assert (await h.control.get_turn(session.id, queued.id)).status == "queued"
     state = await h.control.get_session(session.id)
     assert state.hold is not None
     assert (state.hold.hold_id, state.hold.reason) == (receipt.hold_id, "interrupt")
-    with pytest.raises(ReceiveTimeout):
+    with pytest.raises(ReceiveTimeout):  # the runner lets go: the interrupt converges
         await h.control.receive(session.id, epoch, timeout=0)
+    turn = await h.control.get_turn(session.id, active.id)
+    assert (turn.status, turn.reason) == ("interrupted", "interrupt")
     with pytest.raises(SessionHeld):
         await h.control.send(session.id, "hi")
     assert (await h.control.enqueue(session.id, "more")).status == "queued"
@@ -221,6 +223,8 @@ async def test_resume_releases_exactly_that_hold_and_never_replays(h: Harness) -
     epoch, active = await h.running(session.id)
     queued = await h.control.enqueue(session.id, "next")
     receipt = await h.control.interrupt(session.id)
+    with pytest.raises(ReceiveTimeout):  # the runner lets go: the interrupt converges
+        await h.control.receive(session.id, epoch, timeout=0)
 
     with pytest.raises(HoldMismatch):
         await h.control.resume(session.id, "hold_other")
@@ -268,7 +272,7 @@ async def test_interrupting_a_held_session_returns_its_hold(h: Harness) -> None:
     assert await h.last_sequence(session.id) == before
 
 
-async def test_exact_turn_interrupt_lets_the_next_turn_run_once_processing_stopped(
+async def test_exact_turn_interrupt_stops_that_turn_and_holds_until_resumed(
     h: Harness,
 ) -> None:
     session = await h.session()
@@ -278,28 +282,17 @@ async def test_exact_turn_interrupt_lets_the_next_turn_run_once_processing_stopp
     receipt = await h.control.interrupt(session.id, active.id)
 
     assert (receipt.scope, receipt.turn_id) == ("turn", active.id)
-    turn = await h.control.get_turn(session.id, active.id)
-    assert (turn.status, turn.reason) == ("interrupted", "interrupt")
-    # Until the runner stops that processing the session is held.
     with pytest.raises(SessionHeld):
         await h.control.send(session.id, "hi")
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session.id, epoch, timeout=0)
+    turn = await h.control.get_turn(session.id, active.id)
+    assert (turn.status, turn.reason) == ("interrupted", "interrupt")
+    assert (await h.control.get_turn(session.id, queued.id)).status == "queued"
+    await h.control.resume(session.id, receipt.hold_id)
     nxt = await h.control.receive(session.id, epoch, timeout=0)
     assert nxt is not None
     assert nxt.id == queued.id
-    assert (await h.control.get_session(session.id)).hold is None
-    resume = [e for e in await h.events(session.id) if e.kind == "session.resume"]
-    assert [e.data for e in resume] == [{"holdId": receipt.hold_id, "how": "converged"}]
-
-
-async def test_an_exact_turn_hold_also_ends_when_the_process_ends(h: Harness) -> None:
-    session = await h.session()
-    epoch, active = await h.running(session.id)
-    await h.control.enqueue(session.id, "next")
-    await h.control.interrupt(session.id, active.id)
-    await h.control.process_exited(session.id, epoch, 0)
-    state = await h.control.get_session(session.id)
-    assert state.hold is None
-    assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
 
 
 async def test_exact_turn_interrupt_needs_the_running_turn(h: Harness) -> None:
@@ -311,18 +304,15 @@ async def test_exact_turn_interrupt_needs_the_running_turn(h: Harness) -> None:
         await h.control.interrupt(session.id, "turn_missing")
 
 
-async def test_a_session_interrupt_supersedes_an_exact_turn_hold(h: Harness) -> None:
+async def test_a_session_interrupt_during_an_exact_turn_hold_returns_that_hold(
+    h: Harness,
+) -> None:
     session = await h.session()
-    epoch, active = await h.running(session.id)
+    _, active = await h.running(session.id)
     await h.control.enqueue(session.id, "next")
     turn_hold = await h.control.interrupt(session.id, active.id)
-    session_hold = await h.control.interrupt(session.id)
-    assert session_hold.hold_id != turn_hold.hold_id
-    assert session_hold.scope == "session"
-    with pytest.raises(ReceiveTimeout):
-        await h.control.receive(session.id, epoch, timeout=0)
-    with pytest.raises(HoldMismatch):
-        await h.control.resume(session.id, turn_hold.hold_id)
+    assert await h.control.interrupt(session.id) == turn_hold
+    assert await h.control.interrupt(session.id, active.id) == turn_hold
 
 
 async def test_controls_on_a_closed_session_are_refused(h: Harness) -> None:

@@ -1,8 +1,8 @@
 """The stop grace period: a process must let go of a Turn interrupted on it in time.
 
-After an interrupt (or cancel) ends a running Turn, its process has
+After an interrupt is accepted for a running Turn, its process has
 ``ControlConfig.stop_grace`` to let go of it: its next ``receive``, or its
-end. Otherwise ``expire_deadlines`` asks for it to stop
+end (only then is the Turn ``interrupted``). Otherwise ``expire_deadlines`` asks for it to stop
 (``stop_deadline_elapsed``) and its end is a counted process failure (spec/000
 "After a failure"; spec/002 ``session.process_failed``), so the next Turn
 runs on a new process.
@@ -43,9 +43,8 @@ async def test_a_session_interrupted_turn_not_let_go_of_stops_its_process_as_a_f
 
     receipt = await h.control.interrupt(session.id)
 
-    # The Turn ends at once; its process gets the grace period to let go of it.
-    interrupted = await h.control.get_turn(session.id, turn.id)
-    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
+    # The Turn keeps running; its process gets the grace period to let go of it.
+    assert (await h.control.get_turn(session.id, turn.id)).status == "running"
     assert await h.control.next_deadline() == h.clock.now + GRACE
     assert await h.control.expire_deadlines(h.clock.now + GRACE - timedelta(seconds=1)) == []
     assert await h.control.processes_to_stop() == []
@@ -60,6 +59,8 @@ async def test_a_session_interrupted_turn_not_let_go_of_stops_its_process_as_a_f
     assert await h.control.expire_deadlines(h.clock.advance(GRACE)) == []
     # Letting go now is too late: the process gets no more Turns.
     assert await h.control.receive(session.id, epoch, timeout=0) is None
+    interrupted = await h.control.get_turn(session.id, turn.id)
+    assert (interrupted.status, interrupted.reason) == ("interrupted", "interrupt")
 
     # The operator deletes the pod; however its end is seen, it is a failure.
     outcome = await h.control.execution_lost(session.id, epoch)
@@ -91,6 +92,7 @@ async def test_a_session_interrupted_turn_not_let_go_of_stops_its_process_as_a_f
 async def test_an_exact_turn_interrupt_not_let_go_of_runs_the_next_turn_on_a_new_process(
     h: Harness,
 ) -> None:
+    """The Turn converges when its stopped process ends, and stays held until resumed."""
     session = await h.session()
     epoch, turn = await h.running(session.id)
     queued = await h.control.enqueue(session.id, "next")
@@ -104,15 +106,17 @@ async def test_an_exact_turn_interrupt_not_let_go_of_runs_the_next_turn_on_a_new
     assert outcome.outcome == "failed"
     events = await h.events(session.id)
     assert [(e.kind.value, e.data) for e in events[-2:]] == [
-        ("session.resume", {"holdId": receipt.hold_id, "how": "converged"}),
+        ("turn.interrupted", {"reason": "interrupt", "holdId": receipt.hold_id}),
         (
             "session.process_failed",
             {"processEpoch": epoch, "reason": "stop_deadline_elapsed", "holdId": None},
         ),
     ]
     state = await h.control.get_session(session.id)
-    assert (state.hold, state.consecutive_failures) == (None, 1)
-    # No resume needed: the next Turn runs on a new process.
+    assert state.consecutive_failures == 1
+    assert state.hold is not None
+    assert state.hold.hold_id == receipt.hold_id
+    await h.control.resume(session.id, receipt.hold_id)
     assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
     new_epoch = await h.control.process_started(session.id)
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)
@@ -125,13 +129,13 @@ async def test_a_process_that_asks_for_its_next_turn_in_time_is_not_stopped(
 ) -> None:
     session = await h.session()
     epoch, turn = await h.running(session.id)
-    queued = await h.control.enqueue(session.id, "next")
+    await h.control.enqueue(session.id, "next")
     await h.control.interrupt(session.id, turn.id)
 
-    nxt = await h.control.receive(session.id, epoch, timeout=0)
+    with pytest.raises(ReceiveTimeout):  # held until resumed, but it has let go
+        await h.control.receive(session.id, epoch, timeout=0)
 
-    assert nxt is not None
-    assert (nxt.id, nxt.epoch) == (queued.id, epoch)
+    assert (await h.control.get_turn(session.id, turn.id)).status == "interrupted"
     assert await h.control.next_deadline() is None
     assert await h.control.expire_deadlines(h.clock.advance(GRACE * 2)) == []
     assert (await h.control.get_session(session.id)).consecutive_failures == 0
@@ -237,15 +241,20 @@ async def test_the_stop_deadline_survives_a_restart(tmp_path: Path) -> None:
         assert (await again.control.execution_lost(session.id, epoch)).outcome == "failed"
 
 
-async def test_three_stops_in_a_row_hold_the_session(h: Harness) -> None:
+async def test_forced_stops_count_toward_the_failure_hold(h: Harness) -> None:
+    """Each forced stop counts; the Session, held by each interrupt anyway, is held
+    for its failures by the next one once the interrupt is resumed."""
     session = await h.session()
     for n in range(1, 4):
         epoch, turn = await h.running(session.id)
-        await h.control.interrupt(session.id, turn.id)
+        receipt = await h.control.interrupt(session.id, turn.id)
         await h.control.expire_deadlines(h.clock.advance(GRACE))
         outcome = await h.control.execution_lost(session.id, epoch)
-        assert outcome.outcome == "failed"
-        assert (outcome.hold_id is not None) == (n == 3)
+        assert (outcome.outcome, outcome.hold_id) == ("failed", None)
+        assert (await h.control.get_session(session.id)).consecutive_failures == n
+        await h.control.resume(session.id, receipt.hold_id)
+    epoch, _ = await h.running(session.id)
+    outcome = await h.control.process_exited(session.id, epoch, 1)
     state = await h.control.get_session(session.id)
     assert state.hold is not None
-    assert state.hold.reason == "process_failures"
+    assert (state.hold.hold_id, state.hold.reason) == (outcome.hold_id, "process_failures")

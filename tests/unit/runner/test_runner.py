@@ -366,10 +366,20 @@ async def test_a_value_that_is_not_json_is_refused_before_sending(
     turn = await first_turn(plane, session)
     with pytest.raises(InvalidInput):
         turn.output.write({1, 2})
-    with pytest.raises(InvalidInput):
-        await turn.complete(object())
     assert "turn_output" not in plane.names()
     assert not turn.settled
+
+
+async def test_an_invalid_result_fails_the_turn(plane: FakeControlPlane, session: Session) -> None:
+    """000: "`failed`: The handler threw, returned an invalid result or broke the Turn
+    contract": ``complete`` with a result that is not JSON fails it, ``invalid_result``."""
+    turn = await first_turn(plane, session)
+    await turn.complete(object())
+    assert turn.settled
+    name, body = plane.settled["turn_1"]
+    assert (name, body["error"]["code"]) == ("fail", "invalid_result")
+    assert "result" in body["error"]["message"]  # says what was wrong with it
+    assert "complete" not in plane.names()
 
 
 async def test_a_retried_write_carries_the_same_idempotency_key(
@@ -689,6 +699,11 @@ async def explode(session):
     raise RuntimeError("exploded")
 
 
+async def forget_to_settle(session):
+    turn = await session.receive()
+    await turn.output.write("working")
+
+
 async def keep_writing(session):
     turn = await session.receive()
     for n in range(10):
@@ -714,6 +729,7 @@ async def wait_for_stop(session):
 
 finishes = actor(id="finishes", run=finish)
 explodes = actor(id="explodes", run=explode)
+forgets_to_settle = actor(id="forgets-to-settle", run=forget_to_settle)
 keeps_writing = actor(id="keeps-writing", run=keep_writing)
 waits_for_stop = actor(id="waits-for-stop", run=wait_for_stop)
 not_an_actor = finish
@@ -783,13 +799,27 @@ async def test_an_idle_process_ends_with_0_after_the_control_planes_idle_timeout
 async def test_an_exception_from_run_fails_the_held_turn_and_the_process(
     plane: FakeControlPlane, start_runner: StartRunner
 ) -> None:
+    """000: "`failed`: The handler threw ...": the Turn fails with ``handler_raised``."""
     await plane.turns.put(assignment("turn_1", 1, "a"))
 
     assert await exit_code(await start_runner("actors:explodes")) == ExitCode.ACTOR_FAILED
     assert [v for _, v in plane.outputs.values()] == ["before"]
     assert plane.settled == {
-        "turn_1": ("fail", {"error": {"code": "actor_error", "message": "exploded"}})
+        "turn_1": ("fail", {"error": {"code": "handler_raised", "message": "exploded"}})
     }
+
+
+async def test_returning_from_run_with_the_turn_unsettled_fails_it(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    """000: "`failed`: ... broke the Turn contract"; 001: "Returning from `run` ... is not
+    implicit completion": the runner fails it (``turn_contract_broken``) and exits 0."""
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+
+    assert await exit_code(await start_runner("actors:forgets_to_settle")) == ExitCode.OK
+    assert [v for _, v in plane.outputs.values()] == ["working"]
+    name, body = plane.settled["turn_1"]
+    assert (name, body["error"]["code"]) == ("fail", "turn_contract_broken")
 
 
 @pytest.mark.parametrize(

@@ -192,16 +192,30 @@ async def test_interrupts_and_resume(api: Api) -> None:
     sid = await api.start()
     first = await api.enqueue(sid)
     queued = await api.enqueue(sid)
-    tid, _ = await api.run_turn(sid)
+    tid, runner = await api.run_turn(sid)
     receipt = await api.call("POST", f"/v1/sessions/{sid}/turns/{tid}/interrupt", json={})
     assert (receipt["turn_id"], receipt["scope"]) == (first, "turn")
+    # Accepted, not converged: the Turn runs until its process lets go of it.
+    view = await api.call("GET", f"/v1/sessions/{sid}/turns/{tid}")
+    assert view["status"] == "running"
+    early = await api.call(
+        "POST", f"/v1/sessions/{sid}/resume", json={"hold_id": receipt["hold_id"]}, status=409
+    )
+    assert early["error"]["code"] == "hold_not_converged"
+    await api.call(
+        "POST",
+        f"/runner/v1/sessions/{sid}/receive",
+        headers=runner,
+        json={"timeout": 0.01},
+        status=408,  # held: no next Turn, but the runner has let go
+    )
     view = await api.call("GET", f"/v1/sessions/{sid}/turns/{tid}")
     assert (view["status"], view["reason"]) == ("interrupted", "interrupt")
 
     held = await api.call("POST", f"/v1/sessions/{sid}/interrupt")  # no body at all
-    assert held["scope"] == "session"
+    assert held == receipt  # the Session is already held by the exact-Turn interrupt
     session = await api.call("GET", f"/v1/sessions/{sid}")
-    assert session["hold"]["hold_id"] == held["hold_id"]
+    assert (session["hold"]["hold_id"], session["hold"]["converged"]) == (held["hold_id"], True)
     # A held session still admits FIFO work.
     await api.enqueue(sid)
     resumed = await api.call(
