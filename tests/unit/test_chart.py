@@ -1,16 +1,16 @@
 """The Helm chart, rendered by the real helm binary and read as Kubernetes objects.
 
 No cluster: ``helm template`` and ``helm lint`` only. The helm binary is part
-of the toolchain that ``hack/build.sh`` builds (CI builds it before the
-tests), so a missing helm fails these tests instead of skipping them: a skip
-would let a broken chart through unnoticed.
+of the toolchain that ``hack/build.sh`` builds. Without it these tests are
+skipped (``make unit`` runs anywhere), except under ``make test`` and CI,
+which build it first and fail them instead: there a skip would let a broken
+chart through unnoticed (``conftest.py``).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import shutil
 import subprocess
 import tarfile
 from collections.abc import Iterable
@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from helmr.resources.crd import RESOURCES
+from tests.unit.helm import find_helm
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "helmr"
@@ -30,16 +31,13 @@ NAMESPACE = "helmr-system"
 
 Manifest = dict[str, Any]
 
+pytestmark = pytest.mark.helm
+
 
 def _helm() -> str:
-    found = shutil.which("helm")
-    if found:
-        return found
-    cache = Path(os.environ.get("HELMR_CACHE", Path.home() / ".cache" / "helmr"))
-    built = cache / "bin" / "current" / "helm"
-    if built.is_file() and os.access(built, os.X_OK):
-        return str(built)
-    pytest.fail(f"helm is neither on PATH nor at {built}; build it with `make build`")
+    found = find_helm()
+    assert found is not None, "the helm marker skips these tests without helm"
+    return found
 
 
 def _run_helm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

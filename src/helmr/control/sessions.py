@@ -180,6 +180,10 @@ def cancel(tx: Tx, session_id: str) -> SessionView:
         tx, session_id, status="closing", close_how="cancel", cancel_requested_at=tx.now
     )
     cancel_queued(tx, session_id, reason=None)
+    turn = active_turn(tx, session)
+    if turn is not None:
+        # Stopping for the cancel now: its maxTurnDuration must not end it otherwise.
+        turns.update(tx, turn, deadline_at=None)
     finish_closing(tx, session_id)
     return load_session(tx, session_id)
 

@@ -251,3 +251,16 @@ async def test_a_session_failure_while_stopping_ends_the_turn_once(h: Harness) -
     await h.control.fail_session(session.id, "actor_missing")
     await h.control.process_exited(session.id, epoch, 0)
     assert await interrupted_events(h, session.id) == [{"reason": "cancel"}]
+
+
+async def test_a_cancelled_turn_past_its_deadline_still_ends_as_cancelled(h: Harness) -> None:
+    """001: the stopping Turn ends once, with the cancel's reason, not its deadline's."""
+    session = await h.session(max_turn_duration=timedelta(seconds=5))
+    epoch, _ = await h.running(session.id)
+    await h.control.cancel(session.id)
+    assert await h.control.next_deadline() is None
+    assert await h.control.expire_deadlines(h.clock.advance(timedelta(seconds=10))) == []
+    await h.control.process_exited(session.id, epoch, 0)
+    assert await interrupted_events(h, session.id) == [{"reason": "cancel"}]
+    stopped = [e.data for e in await h.events(session.id) if e.kind == "session.process_stopped"]
+    assert stopped == [{"processEpoch": epoch, "reason": "cancel"}]

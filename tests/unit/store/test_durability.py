@@ -47,18 +47,18 @@ def _acknowledged(lines: list[str]) -> dict[int, str]:
 
 def _kill_mid_load(path: Path) -> tuple[str, dict[int, str]]:
     """Runs the writer, SIGKILLs it after enough acks; returns its session and acks."""
-    child = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", __name__, str(path)], stdout=subprocess.PIPE, text=True, cwd=REPO
-    )
-    assert child.stdout is not None
-    lines = [child.stdout.readline()]
-    while len(lines) <= ACKS_BEFORE_KILL:
-        line = child.stdout.readline()
-        assert line, f"the writer ended early with {child.poll()}"
-        lines.append(line)
-    os.kill(child.pid, signal.SIGKILL)
-    lines.extend(child.stdout.readlines())  # printed before the kill: acknowledged too
-    assert child.wait() == -signal.SIGKILL
+    ) as child:
+        assert child.stdout is not None
+        lines = [child.stdout.readline()]
+        while len(lines) <= ACKS_BEFORE_KILL:
+            line = child.stdout.readline()
+            assert line, f"the writer ended early with {child.poll()}"
+            lines.append(line)
+        os.kill(child.pid, signal.SIGKILL)
+        lines.extend(child.stdout.readlines())  # printed before the kill: acknowledged too
+        assert child.wait() == -signal.SIGKILL
     return lines[0].split()[1], _acknowledged(lines)
 
 
