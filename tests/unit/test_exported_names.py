@@ -12,6 +12,8 @@ import pytest
 
 import helmr.client
 import helmr.errors
+import helmr.resources
+import helmr.runner
 
 EXPECTED = {
     helmr.client: [
@@ -62,6 +64,60 @@ EXPECTED = {
         "Unavailable",
         "UnsupportedMediaType",
         "from_json",
+    ],
+    helmr.resources: [
+        "ACTORS",
+        "API_VERSION",
+        "GROUP",
+        "SESSIONS",
+        "TERMINAL_TURN_PHASES",
+        "TURNS",
+        "VERSION",
+        "WORKSPACES",
+        "Actor",
+        "ActorRef",
+        "ActorSpec",
+        "ActorStatus",
+        "ClosedHow",
+        "ComputerSpec",
+        "Condition",
+        "EnvVar",
+        "Hold",
+        "HoldReason",
+        "ObjectMeta",
+        "OwnerReference",
+        "Resource",
+        "ResourceAmounts",
+        "ResourceRequirements",
+        "RetrySpec",
+        "Session",
+        "SessionPhase",
+        "SessionRef",
+        "SessionSpec",
+        "SessionStatus",
+        "Status",
+        "Turn",
+        "TurnError",
+        "TurnPhase",
+        "TurnSpec",
+        "TurnStatus",
+        "WireModel",
+        "Workspace",
+        "WorkspaceSpec",
+        "WorkspaceStatus",
+    ],
+    helmr.runner: [
+        "Actor",
+        "Message",
+        "MessageHandler",
+        "MessageRejected",
+        "Output",
+        "ReceiveTimeout",
+        "Session",
+        "Signal",
+        "Turn",
+        "TurnNotActive",
+        "actor",
     ],
 }
 
