@@ -5,52 +5,20 @@ overrunning process's pod once."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
-from helmr.operator.kube import Kube, PodRef
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
 from helmr.operator.tokens import RunnerTokens
-from helmr.resources import Resource, Status, TurnStatus
+from helmr.resources import TurnStatus
 from helmr.states import ERROR_MESSAGE_MAX, ErrorInfo
 from tests.compose import Clock
 from tests.unit.control.harness import Harness
-
-
-class StubKube(Kube):
-    """Records what the operator writes; names in ``failing`` answer 500."""
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-        self.statuses: dict[tuple[str, str], Status] = {}
-        self.deleted_pods: list[str] = []
-        self.failing: set[str] = set()
-
-    async def patch_resource_status(
-        self, kind: type[Resource[Any, Any]], namespace: str, name: str, status: Any
-    ) -> bool:
-        if name in self.failing:
-            raise ApiException(status=500, reason="injected")
-        self.log.append(f"{kind.KIND}/{name}")
-        self.statuses[(kind.KIND, name)] = status
-        return True
-
-    async def record_event(self, *args: Any, **kwargs: Any) -> None:
-        self.log.append("event")
-
-    async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
-        return []
-
-    async def delete_pod(
-        self, namespace: str, name: str, *, grace_seconds: int | None = None
-    ) -> None:
-        self.deleted_pods.append(name)
+from tests.unit.operator.stub_kube import StubKube
 
 
 @pytest.fixture

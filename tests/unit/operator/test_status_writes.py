@@ -24,7 +24,7 @@ from helmr.operator.mirror import (
 from helmr.operator.status_sync import StatusSync
 from helmr.resources import API_VERSION, Resource, Session, TurnStatus
 from tests.unit.control.harness import Harness
-from tests.unit.operator.test_passes import StubKube
+from tests.unit.operator.stub_kube import StubKube
 
 KUBECTL_TURN = "by-kubectl"
 

@@ -24,7 +24,7 @@ from helmr.operator.tokens import RunnerTokens
 from helmr.resources import API_VERSION, Actor, Session, TurnStatus, Workspace
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
-from tests.unit.operator.test_passes import StubKube
+from tests.unit.operator.stub_kube import StubKube
 
 DYING = "dying"
 FAILURE = ErrorInfo(code="boom", message="failed")
