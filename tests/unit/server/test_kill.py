@@ -23,9 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from helmr.control import Control
 from helmr.protocol import EPOCH_HEADER
-from helmr.store import Store
+from tests.compose import open_plane
 
 REPO = Path(__file__).resolve().parents[3]
 SERVER = "tests.unit.server.api_process"
@@ -127,12 +126,11 @@ async def _timeline(url: str, sid: str) -> list[dict[str, Any]]:
 
 async def test_sigkill_mid_load_loses_no_acknowledged_event(tmp_path: Path) -> None:
     db = tmp_path / "timeline.db"
-    async with await Store.open(db) as store:
-        control = Control(store)
-        session = await control.open_session(
+    async with open_plane(db) as plane:
+        session = await plane.control.open_session(
             namespace="team-a", name="load", actor="reviewer", workspace="ws"
         )
-        epoch = await control.process_started(session.id)
+        epoch = await plane.control.process_started(session.id)
     sid = session.id
 
     acked = Acknowledged()
