@@ -23,7 +23,7 @@ from tests.unit.api import GRANTS, Api, RecordingMirror
 from tests.unit.control.harness import Harness
 from tests.unit.helm import BUILT, find_helm
 
-# A unit test runs in well under a second; one that hangs should fail fast,
+# A unit test takes a few seconds at most; one that hangs should fail fast,
 # not after the 600 s the cluster tests need (pyproject.toml).
 UNIT_TIMEOUT = 30
 HERE = Path(__file__).parent
