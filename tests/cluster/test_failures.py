@@ -156,17 +156,21 @@ async def test_a_deleted_runner_pod_is_an_execution_loss_not_a_process_failure(
     assert state.hold is None
     assert state.status == "open"
     events = await all_events(session)
-    assert of_kind(events, "session.execution_lost") == [
-        {"processEpoch": epoch, "computerVersion": None}
+    [loss] = of_kind(events, "session.execution_lost")
+    computer_id = loss["computerId"]  # the lost disk's claim
+    assert isinstance(computer_id, str)
+    assert loss == {"processEpoch": epoch, "computerId": computer_id, "computerVersion": None}
+    # Recorded as process_failed with reason execution_lost, counted toward the loss limit.
+    assert [d for d in of_kind(events, "session.process_failed") if d["processEpoch"] == epoch] == [
+        {"processEpoch": epoch, "reason": "execution_lost", "holdId": None}
     ]
-    assert epoch not in [d["processEpoch"] for d in of_kind(events, "session.process_failed")]
     interrupted = next(
         e.data for e in events if e.kind == "turn.interrupted" and e.turn_id == stuck.id
     )
     assert isinstance(interrupted, dict)
     assert interrupted == {
         "reason": "computer_execution_lost",
-        "computerId": None,
+        "computerId": computer_id,
         "leaseEpoch": epoch,
         "recoveryGap": False,
     }
@@ -222,7 +226,9 @@ async def test_repeated_execution_loss_fails_the_session(
     assert (never.status, never.reason, never.started_at) == ("cancelled", "session_failed", None)
     events = await all_events(session)
     assert [d["processEpoch"] for d in of_kind(events, "session.execution_lost")] == epochs
-    assert of_kind(events, "session.process_failed") == []
+    assert of_kind(events, "session.process_failed") == [
+        {"processEpoch": e, "reason": "execution_lost", "holdId": None} for e in epochs
+    ]
     with pytest.raises(SessionNotOpen):
         await session.enqueue("too late")
     await eventually(lambda: not runner_pods(core, namespace), what="no runner pod left")
