@@ -98,7 +98,8 @@ class TurnRef:
         return reply.message
 
     async def interrupt(self) -> StopReceipt:
-        """Stops only this turn; the next queued turn runs once processing has stopped."""
+        """Stops only this turn and holds the session until ``resume(hold_id=...)``; the turn
+        ends ``interrupted`` once its runner has let go of it."""
         return StopReceipt.model_validate(
             await self._http.request(
                 "POST", routes.turn_interrupt(self.session_id, self.id), body=NoBody()
@@ -198,7 +199,8 @@ class SessionRef:
         )
 
     async def resume(self, *, hold_id: str) -> Session:
-        """Releases exactly that hold; never replays the interrupted turn."""
+        """Releases exactly that hold once converged (else ``HoldNotConverged``); never
+        replays the interrupted turn."""
         return await self._control(
             routes.session_resume(self.id), ResumeBody.model_construct(hold_id=hold_id)
         )

@@ -168,7 +168,9 @@ class PublicApi:
         summary="Interrupt exactly this running turn.",
     )
     async def interrupt_turn(self, path: TurnPath, body: NoBody) -> StopReceipt:
-        """The next queued turn runs once processing has stopped."""
+        """Holds the session like a session interrupt: queued work waits for resume with the
+        receipt's hold_id. Acceptance may precede physical convergence: the turn stays
+        running until its runner lets go of it."""
         return await self._control.interrupt(path.session_id, turn_id=path.turn_id)
 
     @public(
@@ -179,7 +181,7 @@ class PublicApi:
     )
     async def interrupt(self, path: SessionPath, body: NoBody) -> StopReceipt:
         """Queued work stays; resume with the receipt's hold_id. Acceptance may precede
-        physical convergence."""
+        physical convergence. A held session returns its hold."""
         return await self._control.interrupt(path.session_id)
 
     @public(
@@ -189,7 +191,8 @@ class PublicApi:
         summary="Release exactly this hold.",
     )
     async def resume(self, path: SessionPath, body: ResumeBody) -> SessionView:
-        """Never replays the interrupted turn."""
+        """Never replays the interrupted turn. 409 hold_mismatch for another hold,
+        409 hold_not_converged while the interrupted turn is still stopping."""
         return await self._control.resume(path.session_id, body.hold_id)
 
     @public("POST", routes.SESSION_CANCEL, verb="update", summary="Cancel the session.")
