@@ -125,13 +125,18 @@ class PodHistory:
                     label_selector=RUNNER_SELECTOR,
                     resource_version=version,
                     timeout_seconds=2,
+                    # Bookmarks keep the version current while no pod changes, so a
+                    # quiet watch resumes from a version the apiserver still has
+                    # (else 410 Gone once etcd compacts past it).
+                    allow_watch_bookmarks=True,
                 )
                 for event in stream:
                     if event["type"] == "ERROR":
                         raise RuntimeError(f"pod watch error: {event['raw_object']}")
                     pod: client.V1Pod = event["object"]
                     version = str(pod.metadata.resource_version)
-                    self._apply(event["type"], pod)
+                    if event["type"] != "BOOKMARK":
+                        self._apply(event["type"], pod)
         except BaseException as e:  # reported by stop()
             self.error = e
 

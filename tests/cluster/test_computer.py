@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import pytest
@@ -229,6 +230,15 @@ async def test_a_held_workspace_is_exclusive_and_its_deletion_leaves_nothing(
     await eventually(lambda: not leftovers(), timeout=120, what="no claim or save left")
 
 
+async def _done_or_acknowledged(session: SessionRef, turn: TurnRef) -> bool:
+    """Whether ``turn`` completed; resumes a recovery-gap hold on the way."""
+    if (held := await _held(session)) is not None:
+        await session.resume(hold_id=held.hold.hold_id)
+    state = await turn.retrieve()
+    assert state.status in ("queued", "running", "completed"), state
+    return state.status == "completed"
+
+
 async def _closed(session: SessionRef) -> bool:
     return (await session.retrieve()).status == "closed"
 
@@ -256,8 +266,14 @@ async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_re
     try:
         for i in range(10):
             async with Client(operator.url, operator.token) as helmr:
-                turn = await helmr.sessions.ref(session_id).enqueue({"write": {f"f{i}": f"v{i}"}})
-                await completed(turn)
+                session = helmr.sessions.ref(session_id)
+                turn = await session.enqueue({"write": {f"f{i}": f"v{i}"}})
+                # A loss whose gap named completed work holds the session: acknowledge it.
+                await eventually(
+                    partial(_done_or_acknowledged, session, turn),
+                    timeout=180,
+                    what=f"write {i} completed",
+                )
                 writes.append(turn)
             await asyncio.sleep(rng.uniform(0.0, 1.0))
             operator.kill()
@@ -270,9 +286,11 @@ async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_re
 
     async with Client(operator.url, operator.token) as helmr:
         session = helmr.sessions.ref(session_id)
-        if (held := await _held(session)) is not None:
-            await session.resume(hold_id=held.hold.hold_id)
-        final = await completed(await session.enqueue({"read": [f"f{i}" for i in range(10)]}))
+        reader = await session.enqueue({"read": [f"f{i}" for i in range(10)]})
+        await eventually(
+            lambda: _done_or_acknowledged(session, reader), timeout=180, what="the final read"
+        )
+        final: dict[str, Any] = (await reader.retrieve()).result  # type: ignore[assignment]
         events = await all_events(session)
     await eventually(
         lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
