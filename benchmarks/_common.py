@@ -109,22 +109,55 @@ class Follower(threading.Thread):
         self.args = args
         self.done = threading.Event()
         self.changed = threading.Condition()
+        self._present: dict[str, Any] = {}
+        """The last state of each object seen and not deleted, by name."""
 
     def run(self) -> None:
         version = resource_version(self.list_objects(*self.args))
         while not self.done.is_set():
             stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                self.list_objects, *self.args, resource_version=version, timeout_seconds=2
+                self.list_objects,
+                *self.args,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=30,
             )
-            for event in stream:
-                seen = time.time()
-                version = resource_version(event["object"])
-                with self.changed:
-                    self.note(event["type"], event["object"], seen)
-                    self.changed.notify_all()
+            try:
+                for event in stream:
+                    seen = time.time()
+                    version = resource_version(event["object"])
+                    if event["type"] != "BOOKMARK":
+                        self._noted(event["type"], event["object"], seen)
+            except client.ApiException as e:
+                if e.status != 410:
+                    raise
+                version = self._relist()
+
+    def _noted(self, change: str, obj: Any, at: float) -> None:
+        with self.changed:
+            self.note(change, obj, at)
+            self._present[object_name(obj)] = obj
+            if change == "DELETED":
+                del self._present[object_name(obj)]
+            self.changed.notify_all()
+
+    def _relist(self) -> str:
+        """After ``410 Expired`` (other clients' churn moved the apiserver's window past
+        this watch): lists again and notes every object, and every deletion, as seen
+        now, so a change made in the gap is timed late rather than never seen."""
+        listed = self.list_objects(*self.args)
+        seen = time.time()
+        items = listed["items"] if isinstance(listed, dict) else listed.items
+        gone = set(self._present) - {object_name(obj) for obj in items}
+        for name in gone:
+            self._noted("DELETED", self._present[name], seen)
+        for obj in items:
+            self._noted("LISTED", obj, seen)
+        return resource_version(listed)
 
     def note(self, change: str, obj: Any, at: float) -> None:
-        """Records what one watch event (``ADDED``, ``MODIFIED``, ``DELETED``) shows."""
+        """Records what one watch event (``ADDED``, ``MODIFIED``, ``DELETED``) or a
+        re-list (``LISTED``) shows."""
         raise NotImplementedError
 
     def wait(self, record: dict[str, float], name: str, timeout: float = 120) -> float:

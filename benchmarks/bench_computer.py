@@ -9,8 +9,11 @@ starts on a new, empty PVC. Measured, in one run:
 save and restore, for each size (default 100 MB and 1 GB: one turn writes that
 many random, incompressible bytes, ``{"fill": {"data.bin": size}}``):
   - save: the writing turn's ``turn.completed`` → the operator's VolumeSnapshot
-    (``<workspace>-save-1``) created → ``readyToUse`` → the Workspace's
-    ``status.computerVersion`` naming it (the committed Computer version);
+    (``<workspace>-save-1``) created → bound to the VolumeSnapshotContent the
+    snapshot controller makes (the CSI driver's snapshot starts) →
+    ``readyToUse`` → the Workspace's ``status.computerVersion`` naming it (the
+    committed Computer version; the operator polls pending saves once a
+    supervisor pass, 1 s by default);
   - restore: with a later turn running (a sleep) and one more queued, the runner
     pod is deleted (an execution loss). From the delete call → the old pod gone
     from the apiserver → the restored claim (``<workspace>-disk-2``, its
@@ -112,7 +115,8 @@ class ClaimTimes(Follower):
 
 
 class SnapshotTimes(Follower):
-    """When each VolumeSnapshot of a namespace was first seen, and ready to use."""
+    """When each VolumeSnapshot of a namespace was first seen, bound to the content
+    the snapshot controller made for it (the CSI driver's work starts), and ready."""
 
     def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
         super().__init__(
@@ -123,12 +127,16 @@ class SnapshotTimes(Follower):
             SNAPSHOTS,
         )
         self.added: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
         self.ready: dict[str, float] = {}
 
     def note(self, change: str, obj: Any, at: float) -> None:
         name = obj["metadata"]["name"]
+        status = obj.get("status") or {}
         self.added.setdefault(name, at)
-        if (obj.get("status") or {}).get("readyToUse"):
+        if status.get("boundVolumeSnapshotContentName"):
+            self.bound.setdefault(name, at)
+        if status.get("readyToUse"):
             self.ready.setdefault(name, at)
 
 
@@ -199,11 +207,13 @@ async def save_and_restore(
     completed = first(events, "turn.completed", fill.id)
     save = save_name(workspace, 1)
     created = await watched.wait(watched.snapshots, watched.snapshots.added, save)
+    bound = await watched.wait(watched.snapshots, watched.snapshots.bound, save)
     ready = await watched.wait(watched.snapshots, watched.snapshots.ready, save)
     committed = await watched.wait(watched.commits, watched.commits.committed, save)
     out = {
         "fill_write": completed - running,
         "save_created": created - completed,
+        "save_bound": bound - completed,
         "save_ready": ready - completed,
         "save_committed": committed - completed,
     }
@@ -441,6 +451,7 @@ async def bench(args: argparse.Namespace) -> None:
         table.section(f"{label} of files on the Computer disk")
         table.latency("fill turn: turn.running -> turn.completed", column("fill_write"))
         table.latency("save: turn.completed -> VolumeSnapshot created", column("save_created"))
+        table.latency("save: turn.completed -> content bound", column("save_bound"))
         table.latency("save: turn.completed -> readyToUse", column("save_ready"))
         table.latency("save: turn.completed -> status.computerVersion", column("save_committed"))
         table.latency("loss: pod delete -> old pod gone", column("loss_old_pod_gone"))
