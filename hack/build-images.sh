@@ -5,6 +5,8 @@
 #   runner  python + helmr (runner side, no kopf) + examples/ and the test actors, user 65532
 #   operator python + helmr[operator] (the control plane), user 65532
 #   coredns cluster DNS (hack/go/coredns)
+#   csi     the storage stack (hack/go/csi): hostpath CSI driver, its sidecars,
+#           the snapshot controller; each pod names its command
 # Each is an OCI tarball in the cache, rebuilt only when its inputs change.
 #
 #   hack/build-images.sh              build all
@@ -21,6 +23,7 @@ declare -A REF=(
   [runner]="helmr.local/runner:dev"
   [operator]="helmr.local/operator:dev"
   [coredns]="helmr.local/coredns:$COREDNS_VERSION"
+  [csi]="helmr.local/csi:$EXTERNAL_SNAPSHOTTER_VERSION-$EXTERNAL_PROVISIONER_VERSION"
 )
 if [[ "${1:-}" == --name ]]; then echo "${REF[$2]}"; exit 0; fi
 
@@ -79,6 +82,17 @@ static_image() {
   local root="$IMAGES/$name/rootfs-$key"
   [[ -d "$root" ]] || { mkdir -p "$root"; cp "$bin" "$root/"; }
   image "$name" "$key" --layer "$(layer "$name-$key" "$root")" --entrypoint "[\"/$(basename "$bin")\"]" "$@"
+}
+
+# bundle_image NAME BINARY...: one image of several static Go binaries, no
+# entrypoint (the pods name the command); one layer, pulled once for all.
+bundle_image() {
+  local name="$1" bins=() b; shift
+  for b in "$@"; do bins+=("$(readlink -f "$HELMR_BIN/current/$b")"); done
+  local key; key="$(key_of "${bins[@]}")"
+  local root="$IMAGES/$name/rootfs-$key"
+  [[ -d "$root" ]] || { mkdir -p "$root.tmp"; cp "${bins[@]}" "$root.tmp/"; mv "$root.tmp" "$root"; }
+  image "$name" "$key" --layer "$(layer "$name-$key" "$root")"
 }
 
 PYTHON_PACKAGES="python3,ca-certificates"
@@ -155,6 +169,7 @@ import_image() {
 
 static_image pause pause --user 65535
 static_image coredns coredns --user 65532
+bundle_image csi csi-hostpath csi-provisioner csi-snapshotter snapshot-controller
 build_python
 helmr_image runner helmr '["python3", "-m", "helmr.runner"]'
 helmr_image operator "helmr[operator]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator", "--standalone"]'

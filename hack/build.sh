@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every pinned Go component from the Go module proxy into the cache:
 # Kubernetes (apiserver, controller-manager, scheduler, kubelet, kube-proxy,
-# kubectl), etcd, helm, CoreDNS and the pod sandbox's pause binary. Each
+# kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary and the
+# storage stack (snapshot controller, CSI sidecars, hostpath CSI driver). Each
 # module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
 # pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
 #
@@ -66,11 +67,30 @@ build_coredns() {
 
 build_pause() { build_module pause "" .; }
 
+# The storage stack: the snapshot controller and the CSI sidecars from their
+# pinned modules, and this repository's hostpath driver (hack/go/csi). The
+# VolumeSnapshot CRDs come from the same pin's client module.
+build_csi() {
+  local snapshotter=github.com/kubernetes-csi/external-snapshotter
+  check_pin csi "$snapshotter/v8" "$EXTERNAL_SNAPSHOTTER_VERSION"
+  check_pin csi "$snapshotter/client/v8" "$EXTERNAL_SNAPSHOTTER_VERSION"
+  check_pin csi github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION"
+  build_module csi "" ./csi-hostpath "$snapshotter/v8/cmd/snapshot-controller" \
+    "$snapshotter/v8/cmd/csi-snapshotter" github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+  local crds="$HELMR_BIN/volumesnapshot-crds-$EXTERNAL_SNAPSHOTTER_VERSION.yaml" client
+  if [[ ! -f "$crds" ]]; then
+    client="$(cd "$HACK_DIR/go/csi" && go list -m -f '{{.Dir}}' "$snapshotter/client/v8")"
+    cat "$client"/config/crd/snapshot.storage.k8s.io_*.yaml >"$crds.tmp"
+    mv "$crds.tmp" "$crds"
+  fi
+  ln -sfn "$crds" "$HELMR_BIN/current/volumesnapshot-crds.yaml"
+}
+
 # One build at a time: parallel runs share the cache.
 mkdir -p "$HELMR_BIN"
 exec 9>"$HELMR_BIN/.lock"
 flock 9
 
 modules=("$@")
-[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns)
+[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi)
 for m in "${modules[@]}"; do "build_$m"; done

@@ -3,7 +3,9 @@
 # built by hack/build.sh and images built by hack/build-images.sh: etcd,
 # kube-apiserver (RBAC + Node authorization, PodSecurity), controller-manager,
 # scheduler, containerd + runc through CRI, kubelet (cgroupfs), bridge CNI,
-# kube-proxy (iptables) and CoreDNS. Idempotent: what runs is left alone.
+# kube-proxy (iptables), CoreDNS and storage (hack/storage.sh: CSI hostpath
+# driver, snapshot controller, default StorageClass and VolumeSnapshotClass).
+# Idempotent: what runs is left alone.
 # Waits until the node is Ready and the default service account exists, then
 # prints the admin kubeconfig's path as its last line.
 # shellcheck source=lib/cluster.sh
@@ -189,12 +191,23 @@ evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.availa
 imageGCHighThresholdPercent: 95
 imageGCLowThresholdPercent: 90
 EOF
+# The CSI node plugin mounts volumes into the kubelet's directory from its own
+# mount namespace (Bidirectional propagation), which needs that directory to
+# be a shared mount; / is private here. A recursive bind of the directory onto
+# itself, made shared, leaves the rest of the host alone (cluster-down's
+# unmount of everything under the cluster directory removes it).
+KUBELET_DIR="$HELMR_CLUSTER_DIR/kubelet"
+mkdir -p "$KUBELET_DIR"
+if ! awk -v dir="$KUBELET_DIR" '$5 == dir && / shared:/ {found=1} END {exit !found}' /proc/self/mountinfo; then
+  mount --rbind "$KUBELET_DIR" "$KUBELET_DIR"
+  mount --make-rshared "$KUBELET_DIR"
+fi
 # A Ready condition older than this kubelet may be a stale one from before a
 # restart (the node keeps it until its lease expires): wait for a fresh one.
 KUBELET_SINCE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 pid_of kubelet >/dev/null && KUBELET_SINCE="1970-01-01T00:00:00Z"
 start_daemon kubelet kubelet --config "$CONF/kubelet.yaml" --kubeconfig "$CONF/kubelet.kubeconfig" \
-  --root-dir "$HELMR_CLUSTER_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+  --root-dir "$KUBELET_DIR" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 
 # nodePortAddresses [primary]: NodePorts on the node's own address only, not the pod bridge.
 write_config "$CONF/kube-proxy.yaml" <<EOF
@@ -224,5 +237,6 @@ wait_for 120 "node $NODE_NAME to be Ready" node_ready_since
 log "node $NODE_NAME is Ready"
 wait_for 60 "the default service account" kubectl_admin get serviceaccount default -n default
 "$HACK_DIR/coredns.sh" >&2
+"$HACK_DIR/storage.sh" >&2
 log "cluster up: node $NODE_NAME ($NODE_IP), kubeconfig below"
 echo "$KUBECONFIG_ADMIN"
