@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from helmr.control import Control, SessionView
 from helmr.operator.kube import Kube
 from helmr.operator.labels import LABEL_DISK, LABEL_WORKSPACE
+from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.volumes import (
     DiskSpec,
     SaveSpec,
@@ -35,9 +37,10 @@ class RestoreFailed(Exception):
 
 
 class Disks:
-    def __init__(self, control: Control, kube: Kube) -> None:
+    def __init__(self, control: Control, kube: Kube, metrics: OperatorMetrics) -> None:
         self.control = control
         self.kube = kube
+        self.metrics = metrics
         # When a failed save may be taken again (in memory: a restart retries sooner).
         self._retry_at: dict[tuple[str, str, int], float] = {}
 
@@ -56,6 +59,8 @@ class Disks:
             computer = workspace.spec.resolve(actor.spec.computer)
             spec = DiskSpec(_ref(workspace), disk.disk, computer, disk.restored_from)
             await self.kube.create_claim(namespace, build_claim_spec(spec))
+            source = "empty" if disk.restored_from is None else "restored"
+            self.metrics.disks_created.labels(source).inc()
             log.info("workspace %s/%s: disk %s created", namespace, name, claim)
         selector = f"{LABEL_WORKSPACE}={name},{LABEL_DISK}!={disk.disk}"
         for old in await self.kube.list_claims(namespace, selector):
@@ -110,6 +115,9 @@ class Disks:
         status = snapshot.get("status") or {}
         if status.get("readyToUse"):
             await self.control.save_ready(namespace, name, version)
+            self.metrics.saves.labels("ready").inc()
+            waited = datetime.now(UTC) - save.requested_at
+            self.metrics.save_duration.observe(waited.total_seconds())
             log.info("workspace %s/%s: save %d ready", namespace, name, version)
             session = await self.control.get_session(save.session_id)
             actor = await self._actor(namespace, session.actor)
@@ -121,6 +129,7 @@ class Disks:
             # Deleted first, so the next attempt starts over and a given-up save leaves nothing.
             await self.kube.delete_snapshot(namespace, save_name(name, version))
             save = await self.control.save_failed(namespace, name, version, message)
+            self.metrics.saves.labels("failed").inc()
             # Backoff: 2, 4, 8... seconds (at most a minute) before the next attempt.
             delay = min(2.0**save.attempts, 60.0)
             self._retry_at[(namespace, name, version)] = asyncio.get_running_loop().time() + delay

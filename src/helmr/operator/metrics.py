@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
 
@@ -31,6 +31,24 @@ class OperatorMetrics:
             "Sessions with queued work and no live runner process, at the last supervisor pass.",
             registry=None,
         )
+        self.saves = Counter(
+            "helmr_computer_saves",
+            "Computer disk save attempts that ended, by outcome (ready, failed).",
+            ["outcome"],
+            registry=None,
+        )
+        self.save_duration = Histogram(
+            "helmr_computer_save_duration_seconds",
+            "From a completed Turn's save request to its snapshot being ready.",
+            buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800),
+            registry=None,
+        )
+        self.disks_created = Counter(
+            "helmr_computer_disks_created",
+            "Computer disks (claims) created, by source (empty, or restored from a save).",
+            ["source"],
+            registry=None,
+        )
 
     @property
     def collectors(self) -> list[Collector]:
@@ -39,4 +57,7 @@ class OperatorMetrics:
             self.processes_ended,
             self.turns_finished,
             self.sessions_waiting,
+            self.saves,
+            self.save_duration,
+            self.disks_created,
         ]

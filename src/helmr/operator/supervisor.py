@@ -47,7 +47,7 @@ class Supervisor:
         self.kube = kube
         self.tokens = tokens
         self.settings = settings
-        self.disks = Disks(control, kube)
+        self.disks = Disks(control, kube, metrics)
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()

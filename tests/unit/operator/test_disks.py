@@ -1,0 +1,208 @@
+"""The disk keeper's passes over a stub of the operator's Kube wrapper: saves become
+snapshots and commit when ready, failed attempts are counted once and backed off,
+and a lost disk is replaced by one restored from the last ready save."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import pytest
+
+from helmr.control import Control
+from helmr.operator.computer import Disks, RestoreFailed
+from helmr.operator.metrics import OperatorMetrics
+from helmr.resources import Actor, Resource
+from tests.unit.control.harness import Harness
+
+from .stub_kube import StubKube
+
+R = TypeVar("R", bound=Resource[Any, Any])
+NS = "team"
+
+
+class DiskKube(StubKube):
+    """Claims, snapshots and Helmr resources held in memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resources: dict[tuple[str, str], dict[str, Any]] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
+        self.snapshots: dict[str, dict[str, Any]] = {}
+        self.created_snapshots: list[str] = []
+
+    async def get_resource(self, kind: type[R], namespace: str, name: str) -> R | None:
+        obj = self.resources.get((kind.KIND, name))
+        return None if obj is None else kind.from_manifest(obj)
+
+    async def create_resource(self, resource: R) -> R | None:
+        manifest = resource.to_manifest()
+        manifest["metadata"]["uid"] = f"uid-{resource.metadata.name}"
+        self.resources[(resource.KIND, str(resource.metadata.name))] = manifest
+        return type(resource).from_manifest(manifest)
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.claims.get(name)
+
+    async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
+        self.claims[body["metadata"]["name"]] = body
+
+    async def list_claims(self, namespace: str, selector: str) -> list[str]:
+        other_than = selector.rsplit("!=", 1)[1]
+        return [
+            name
+            for name, c in self.claims.items()
+            if c["metadata"]["labels"]["helmr.dev/disk"] != other_than
+        ]
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        self.claims.pop(name, None)
+
+    async def get_snapshot(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.snapshots.get(name)
+
+    async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
+        self.created_snapshots.append(body["metadata"]["name"])
+        self.snapshots[body["metadata"]["name"]] = body
+
+    async def delete_snapshot(self, namespace: str, name: str) -> None:
+        # As with the snapshot controller's finalizers: gone only once it lets go.
+        if name in self.snapshots:
+            self.snapshots[name]["metadata"]["deletionTimestamp"] = "now"
+
+
+@pytest.fixture
+def kube() -> DiskKube:
+    kube = DiskKube()
+    kube.resources[("Actor", "files")] = {
+        "apiVersion": "helmr.dev/v1alpha1",
+        "kind": "Actor",
+        "metadata": {"name": "files", "namespace": NS},
+        "spec": {"image": "runner:dev", "entrypoint": "files:files", "computer": {}},
+    }
+    return kube
+
+
+@pytest.fixture
+def disks(h: Harness, kube: DiskKube) -> Disks:
+    return Disks(h.control, kube, OperatorMetrics())
+
+
+async def _session_with_a_completed_turn(control: Control, disks: Disks, kube: DiskKube) -> str:
+    """A session whose first run (its disk prepared, as the supervisor does) completed a Turn."""
+    session = await control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+    await disks.prepare(session, await _actor(kube))
+    epoch = await control.process_started(session.id)
+    await control.enqueue(session.id, "write")
+    turn = await control.receive(session.id, epoch, timeout=0)
+    assert turn is not None
+    await control.complete(session.id, epoch, turn.id)
+    return session.id
+
+
+async def _actor(kube: DiskKube) -> Actor:
+    actor = await kube.get_resource(Actor, NS, "files")
+    assert actor is not None
+    return actor
+
+
+async def test_the_first_run_makes_the_workspace_and_an_empty_disk(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    session = await h.control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+    claim = await disks.prepare(session, await _actor(kube))
+    assert claim == "ws-disk-1"
+    assert ("Workspace", "ws") in kube.resources
+    assert "dataSource" not in kube.claims["ws-disk-1"]["spec"]
+    [owner] = kube.claims["ws-disk-1"]["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"]) == ("Workspace", "uid-ws")
+
+
+async def test_a_pending_save_becomes_a_snapshot_and_commits_once_ready(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    await _session_with_a_completed_turn(h.control, disks, kube)
+
+    await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1"]
+    assert kube.snapshots["ws-save-1"]["spec"]["source"] == {
+        "persistentVolumeClaimName": "ws-disk-1"
+    }
+    await disks.reconcile()  # not ready yet: nothing changes
+    assert (await h.control.get_workspace(NS, "ws")).computer_version is None
+
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await disks.reconcile()
+    view = await h.control.get_workspace(NS, "ws")
+    assert (view.computer_version, view.pending_saves) == ("ws-save-1", 0)
+    assert kube.created_snapshots == ["ws-save-1"]
+
+
+async def test_a_failed_attempt_counts_once_and_is_retried_after_a_backoff(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    kube.snapshots["ws-save-1"]["status"] = {"error": {"message": "no space"}}
+
+    for _ in range(3):  # the failed snapshot is being deleted: one attempt, not three
+        await disks.reconcile()
+    [save] = await h.control.pending_saves()
+    assert (save.attempts, save.error) == (1, "no space")
+
+    del kube.snapshots["ws-save-1"]  # gone now; the backoff still holds the next attempt
+    await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1"]
+    disks._retry_at.clear()  # the backoff elapsed
+    await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1", "ws-save-1"]
+
+
+async def test_after_a_loss_the_disk_is_restored_from_the_last_ready_save(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    actor = await _actor(kube)
+    await disks.reconcile()
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await disks.reconcile()
+    session = await h.control.get_session(session_id)
+    await h.control.execution_lost(session_id, session.process_epoch)
+
+    claim = await disks.prepare(await h.control.get_session(session_id), actor)
+
+    assert claim == "ws-disk-2"
+    assert kube.claims["ws-disk-2"]["spec"]["dataSource"]["name"] == "ws-save-1"
+    assert list(kube.claims) == ["ws-disk-2"]  # the lost disk is deleted
+
+
+async def test_a_restore_whose_save_is_gone_fails(h: Harness, kube: DiskKube, disks: Disks) -> None:
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    actor = await _actor(kube)
+    await disks.reconcile()
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await disks.reconcile()
+    await h.control.execution_lost(session_id, 1)
+    kube.snapshots.clear()
+
+    with pytest.raises(RestoreFailed, match="ws-save-1"):
+        await disks.prepare(await h.control.get_session(session_id), actor)
+
+
+async def test_a_workspace_deleted_outside_helmr_starts_again_on_an_empty_disk(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await disks.reconcile()
+    await h.control.execution_lost(session_id, 1)
+    # `kubectl delete workspace ws`: its claims and saves go with it.
+    del kube.resources[("Workspace", "ws")]
+    kube.claims.clear()
+    kube.snapshots.clear()
+
+    claim = await disks.prepare(await h.control.get_session(session_id), await _actor(kube))
+
+    assert claim == "ws-disk-1"
+    assert "dataSource" not in kube.claims["ws-disk-1"]["spec"]
+    assert (await h.control.get_workspace(NS, "ws")).computer_version is None
