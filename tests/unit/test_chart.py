@@ -210,8 +210,13 @@ def test_environment_of_the_control_plane(default: list[Manifest]) -> None:
         "HELMR_MAX_EXECUTION_LOSSES": "3",
         "HELMR_STOP_GRACE_SECONDS": "10",
         "HELMR_MAX_REQUEST_BYTES": "1048576",
+        "HELMR_TURN_EVENTS": "true",
         "HOME": "/tmp",
     }
+
+
+def test_per_turn_events_can_be_turned_off() -> None:
+    assert env(render({"operator.turnEvents": "false"}))["HELMR_TURN_EVENTS"] == "false"
 
 
 def test_environment_values_are_passed_as_integers() -> None:
@@ -460,6 +465,8 @@ CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
     ("authentication.k8s.io", "tokenreviews"): {"create"},
     ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
+    # An Actor's Accepted condition: is its imagePullPolicy Never image on a node?
+    ("", "nodes"): {"list"},
 }
 # kopf lists and watches namespaces only when serving a list of them
 # (kopf/_core/reactor/observation.py: namespace_observer skips it when clusterwide).

@@ -60,6 +60,7 @@ class ControlPlane:
             self.metrics,
             wake=self.supervisor.wake,
             hooks=(self._sync_workspace,),
+            turn_events=settings.turn_events,
         )
         self.app = build_app(
             self.control,

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
 from helmr.errors import NotFound, SessionNotOpen
+from helmr.operator.actor_status import accepted
+from helmr.operator.conditions import settle
 from helmr.operator.control_plane import ControlPlane
 from helmr.operator.labels import (
     LABEL_COMPONENT,
@@ -19,9 +22,23 @@ from helmr.operator.labels import (
     LABEL_TURN_ID,
     RUNNER,
 )
+from helmr.operator.session_controls import NotYet, Refused, apply_spec
 from helmr.operator.settings import Settings
 from helmr.operator.supervisor import pod_outcome
-from helmr.resources import GROUP, SESSIONS, TURNS, VERSION, Session, Turn
+from helmr.resources import (
+    ACTORS,
+    GROUP,
+    SESSIONS,
+    TURNS,
+    VERSION,
+    Actor,
+    ActorStatus,
+    Session,
+    Turn,
+)
+
+# How often an Actor's Accepted condition is checked again (an image may be imported later).
+ACTOR_RECHECK_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -66,22 +83,60 @@ async def session_admit(
     memo: Any,
     **_: Any,
 ) -> None:
-    """A Session applied with kubectl opens a store session (once, keyed by the CR's uid)."""
+    """A Session applied with kubectl opens a store session (once, keyed by the CR's uid);
+    its spec's controls apply (``spec.state`` and ``spec.resume`` are levels)."""
     plane = _plane(memo)
+    session = Session.from_manifest(body)
+    spec = session.spec
     if LABEL_SESSION_ID in labels:
-        return  # opened by the API, which created this CR
-    spec = Session.from_manifest(body).spec
-    seconds = spec.max_turn_duration_seconds
-    view = await plane.control.open_session(
-        namespace=_namespaced(namespace),
-        name=name,
-        actor=spec.actor_ref.name,
-        workspace=spec.workspace,
-        key=spec.key,
-        idempotency_key=f"k8s:{uid}",
-        max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
-    )
-    plane.mirror.request(view.id)
+        # The API opened it and created this CR (the label checked against the store).
+        session_id = await _session_id(plane, session)
+        if session_id is None:
+            return
+    else:
+        seconds = spec.max_turn_duration_seconds
+        view = await plane.control.open_session(
+            namespace=_namespaced(namespace),
+            name=name,
+            actor=spec.actor_ref.name,
+            workspace=spec.workspace,
+            key=spec.key,
+            idempotency_key=f"k8s:{uid}",
+            max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
+        )
+        session_id = view.id
+    await _apply_controls(plane, session_id, session, interrupt=False)
+
+
+@kopf.on.update(GROUP, VERSION, SESSIONS, field="spec")
+async def session_spec_changed(body: kopf.Body, old: Any, new: Any, memo: Any, **_: Any) -> None:
+    """``kubectl patch``/``apply`` of a Session's controls: close, cancel, interrupt, resume."""
+    plane = _plane(memo)
+    session = Session.from_manifest(body)
+    session_id = await _session_id(plane, session)
+    if session_id is None:
+        raise kopf.TemporaryError(f"Session {session.metadata.name} is not admitted yet", delay=1)
+    before = (old or {}).get("interrupt")
+    changed = session.spec.interrupt is not None and session.spec.interrupt != before
+    await _apply_controls(plane, session_id, session, interrupt=changed)
+
+
+async def _apply_controls(
+    plane: ControlPlane, session_id: str, session: Session, *, interrupt: bool
+) -> None:
+    try:
+        await apply_spec(plane.control, session_id, session.spec, interrupt=interrupt)
+    except NotYet as e:
+        raise kopf.TemporaryError(str(e), delay=1) from e
+    except Refused as e:
+        # kopf records it as a Warning Event on the Session (``kubectl describe``).
+        raise kopf.PermanentError(str(e)) from e
+    finally:
+        generation = session.metadata.generation
+        if generation is not None:
+            plane.mirror.observe_generation(session_id, generation)
+        plane.mirror.request(session_id)
+        plane.supervisor.wake()
 
 
 @kopf.on.event(GROUP, VERSION, SESSIONS)
@@ -152,6 +207,36 @@ async def turn_admit(
     # could have written the Turn running or completed (see helmr.operator.mirror).
     plane.mirror.request(session_id, turn.id)
     plane.supervisor.wake()
+
+
+@kopf.on.resume(GROUP, VERSION, ACTORS)
+@kopf.on.create(GROUP, VERSION, ACTORS)
+@kopf.on.update(GROUP, VERSION, ACTORS, field="spec")
+@kopf.timer(
+    GROUP, VERSION, ACTORS, interval=ACTOR_RECHECK_SECONDS, initial_delay=ACTOR_RECHECK_SECONDS
+)
+async def actor_accepted(
+    body: kopf.Body, name: str, namespace: str | None, memo: Any, **_: Any
+) -> None:
+    """Writes the Actor's ``Accepted`` condition (helmr.operator.actor_status)."""
+    plane = _plane(memo)
+    actor = Actor.from_manifest(body)
+    nodes: dict[str, list[list[str]]] | None = None
+    why = ""
+    if actor.spec.image_pull_policy == "Never":
+        try:
+            nodes = await plane.kube.node_images()
+        except ApiException as e:
+            why = f"the operator may not list nodes ({e.status} {e.reason})"
+    observed = accepted(actor.spec, nodes, why)
+    previous = None if actor.status is None else actor.status.conditions
+    generation = actor.metadata.generation
+    status = ActorStatus(
+        conditions=settle(previous, [observed], datetime.now(UTC), generation),
+        observed_generation=generation,
+    )
+    if actor.status is None or actor.status.conditions != status.conditions:
+        await plane.kube.patch_resource_status(Actor, _namespaced(namespace), name, status)
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: RUNNER})

@@ -140,6 +140,19 @@ class Kube:
             raise
         return True
 
+    # --- nodes: what the Actor's Accepted condition may know of images
+
+    async def node_images(self) -> dict[str, list[list[str]]]:
+        """Each node's images, each as its names, as its kubelet reports them (the
+        largest first, at most ``nodeStatusMaxImages`` of them: 50 by default)."""
+        nodes = await asyncio.to_thread(self.core.list_node)
+        return {
+            str(node.metadata and node.metadata.name): [
+                list(image.names or []) for image in (node.status and node.status.images) or []
+            ]
+            for node in nodes.items
+        }
+
     # --- pods and secrets
 
     async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
@@ -163,6 +176,13 @@ class Kube:
                 )
             )
         return refs
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        pod = await _absent_as_none(self.core.read_namespaced_pod, name, namespace)
+        if pod is None:
+            return None
+        wire = self._api.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
+        return cast(dict[str, Any], wire)
 
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
         # The client accepts plain manifests as well as its model classes.

@@ -12,20 +12,26 @@ CRs are the live face users `kubectl get`. This module:
   a view of its own (the Turn admitted a moment ago, still ``queued``) could
   land it after the status sync's newer one, and nothing would write the
   status again. The others ask for a status with :meth:`request`;
-- records Kubernetes Events on the CRs for lifecycle changes.
+- writes their ``status.conditions`` (:mod:`helmr.operator.conditions`);
+- records Kubernetes Events on the CRs for lifecycle changes
+  (:mod:`helmr.operator.event_text`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from helmr.control import SessionView, TurnView
 from helmr.events import Event
+from helmr.operator.conditions import session_observations, settle, turn_observations
+from helmr.operator.event_text import kube_event
 from helmr.operator.kube import Kube
 from helmr.operator.labels import LABEL_SESSION_ID, LABEL_TURN_ID
 from helmr.resources import (
     ActorRef,
+    Condition,
     Hold,
     ObjectMeta,
     OwnerReference,
@@ -125,8 +131,11 @@ class CustomResourceMirror:
         self.turn_names: dict[str, tuple[str, str]] = {}
         # Session CR owner references, for the Turns the API creates.
         self._owners: dict[str, OwnerReference] = {}
-        # The last status written per session, to skip patches that change nothing.
+        # The last status written per session, to skip patches that change nothing
+        # (and to keep its conditions' transition times).
         self._session_statuses: dict[str, SessionStatus] = {}
+        # The Session resource generation whose spec the handlers applied, per session.
+        self._generations: dict[str, int] = {}
         # Statuses asked for (Session id -> Turn ids, maybe none), for the status sync.
         self._requested: dict[str, set[str]] = {}
         self.requested = asyncio.Event()
@@ -167,23 +176,58 @@ class CustomResourceMirror:
         self.requested.clear()
         return taken
 
+    def observe_generation(self, session_id: str, generation: int) -> None:
+        """The handlers applied the spec of this generation of the Session resource."""
+        self._generations[session_id] = generation
+        self.request(session_id)
+
+    def turn_name(self, session: SessionView, turn_id: str) -> str:
+        """The Turn's resource name: as applied with kubectl, or derived from its id."""
+        return self.turn_names.get(turn_id, (session.namespace, turn_cr_name(turn_id)))[1]
+
     async def sync_session(self, view: SessionView, runner_pod: str | None) -> None:
         status = session_status(view, runner_pod)
+        generation = self._generations.get(view.id)
+        status.observed_generation = generation
+        observed = session_observations(view, runner_pod)
+        previous = await self._previous_conditions(view)
+        status.conditions = settle(previous, observed, datetime.now(UTC), generation)
         # Output streams touch the session on every write; its status rarely changes.
         if self._session_statuses.get(view.id) == status:
             return
         if await self.kube.patch_resource_status(Session, view.namespace, view.name, status):
             self._session_statuses[view.id] = status
 
+    async def _previous_conditions(self, view: SessionView) -> list[Condition] | None:
+        """The conditions last written: remembered, or (after a restart) read back."""
+        written = self._session_statuses.get(view.id)
+        if written is None:
+            cr = await self.kube.get_resource(Session, view.namespace, view.name)
+            written = None if cr is None else cr.status
+        return None if written is None else written.conditions
+
     async def sync_turn(self, session: SessionView, view: TurnView) -> None:
         namespace, name = self.turn_names.get(view.id, (session.namespace, turn_cr_name(view.id)))
-        await self.kube.patch_resource_status(Turn, namespace, name, turn_status(view))
+        status = turn_status(view)
+        observed = turn_observations(view, name)
+        # Only a terminal Turn has conditions, each dated by its end: nothing to keep.
+        if observed:
+            status.conditions = settle(None, observed, datetime.now(UTC))
+        await self.kube.patch_resource_status(Turn, namespace, name, status)
 
-    async def record(self, session: SessionView, event: Event, *, warning: bool) -> None:
-        """A Kubernetes Event on the Session CR, so `kubectl describe` tells the story."""
-        reason = "".join(part.title() for part in event.kind.replace(".", "_").split("_"))
-        detail = f" turn {event.turn_id}" if event.turn_id else ""
-        message = f"{event.kind}{detail}: {event.data}"[:1024]
+    async def record(self, session: SessionView, event: Event, *, per_turn: bool = True) -> None:
+        """A Kubernetes Event on the Session CR, so `kubectl describe` tells the story
+        (none for facts not worth one, nor for Turns when ``per_turn`` is off)."""
+        told = kube_event(
+            event, lambda turn_id: self.turn_name(session, turn_id), per_turn=per_turn
+        )
+        if told is None:
+            return
         await self.kube.record_event(
-            Session, session.namespace, session.name, reason, message, warning=warning
+            Session,
+            session.namespace,
+            session.name,
+            told.reason,
+            told.message[:1024],
+            warning=told.warning,
         )

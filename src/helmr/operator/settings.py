@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     """``kubernetes`` (TokenReview + SubjectAccessReview) or ``static:<token>`` for development."""
     reconcile_interval: float = 1.0
     """Seconds between supervisor passes when nothing wakes it sooner."""
+    turn_events: bool = True
+    """Whether each Turn's outcome is also a Kubernetes Event on its Session (one
+    apiserver write per Turn); off, Events tell only of holds, losses and closes."""
 
     @property
     def token_key_path(self) -> Path:

@@ -33,19 +33,16 @@ _TERMINAL = {
     EventKind.TURN_INTERRUPTED,
     EventKind.TURN_CANCELLED,
 }
-# Kinds worth a Kubernetes Event on the CR (`kubectl describe`); output and
-# message facts stay in the timeline only.
+# Kinds that may be worth a Kubernetes Event on the CR (`kubectl describe`;
+# helmr.operator.event_text says which and how); output and message facts
+# stay in the timeline only.
 _K8S_EVENT_KINDS = _TERMINAL | {
     EventKind.SESSION_INTERRUPT,
     EventKind.SESSION_RESUME,
     EventKind.SESSION_CLOSED,
     EventKind.SESSION_PROCESS_FAILED,
     EventKind.SESSION_EXECUTION_LOST,
-}
-_WARNINGS = {
-    EventKind.TURN_FAILED,
-    EventKind.SESSION_PROCESS_FAILED,
-    EventKind.SESSION_EXECUTION_LOST,
+    EventKind.SESSION_RECOVERY_GAP,
 }
 # The apiserver refused the object as invalid: repeating the same patch cannot help.
 _INVALID = (400, 422)
@@ -62,14 +59,17 @@ class StatusSync:
         *,
         wake: Callable[[], None],
         hooks: Sequence[SessionHook] = (),
+        turn_events: bool = True,
     ) -> None:
         """``wake`` asks the supervisor for a pass; each of ``hooks`` mirrors
-        something more of a changed Session."""
+        something more of a changed Session; ``turn_events`` off records no
+        Kubernetes Event per Turn (each is an apiserver write)."""
         self.control = control
         self.mirror = mirror
         self.metrics = metrics
         self._wake = wake
         self._hooks = tuple(hooks)
+        self._turn_events = turn_events
         self._since = datetime.now(UTC)
         self._cursors: dict[str, int] = {}
         # Turns seen in the timeline and not yet mirrored, per Session.
@@ -158,11 +158,10 @@ class StatusSync:
                 if event.kind in _TERMINAL:
                     self.metrics.turns_finished.labels(event.kind.removeprefix("turn.")).inc()
                 if event.kind in _K8S_EVENT_KINDS:
-                    warning = event.kind in _WARNINGS
                     await self._attempt(
                         session,
                         f"event {event.id}",
-                        self.mirror.record(session, event, warning=warning),
+                        self.mirror.record(session, event, per_turn=self._turn_events),
                     )
             self._cursors[session.id] = page.next_after
             if not page.has_more:

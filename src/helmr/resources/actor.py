@@ -245,6 +245,17 @@ class Actor(Resource[ActorSpec, ActorStatus]):
         {"name": "Image", "type": "string", "jsonPath": ".spec.image"},
         {"name": "Entrypoint", "type": "string", "jsonPath": ".spec.entrypoint"},
         {
+            "name": "Accepted",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Accepted")].status',
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Accepted")].reason',
+            "priority": 1,
+        },
+        {
             "name": "Max Turn",
             "type": "integer",
             "jsonPath": ".spec.maxTurnDurationSeconds",

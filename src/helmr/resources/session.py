@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -35,11 +35,42 @@ class ActorRef(WireModel):
     name: DnsLabel = Field(description="Name of the Actor.")
 
 
+# What a kubectl user asks of the Session (``spec.state``); the store's phase is in the status.
+DesiredState = Literal["Open", "Closed", "Cancelled"]
+
+
+class ResumeRequest(WireModel):
+    """Releases one hold, named by its id, so a manifest written for an older hold
+    never releases a newer one."""
+
+    hold_id: str = Field(
+        min_length=1,
+        max_length=128,
+        description="The hold to release: `status.hold.holdId` when it was written.",
+    )
+
+
 class SessionSpec(WireModel):
-    """Which Actor runs the Session, on which Workspace, and the Session's own limits."""
+    """Which Actor runs the Session, on which Workspace, the Session's own limits, and the
+    controls a kubectl user sets (`state`, `interrupt`, `resume`)."""
 
     model_config = ConfigDict(
-        json_schema_extra=rules(_unchanged_optional("key"), _unchanged_optional("idempotencyKey"))
+        json_schema_extra=rules(
+            _unchanged_optional("key"),
+            _unchanged_optional("idempotencyKey"),
+            cel(
+                "!has(oldSelf.state) || oldSelf.state != 'Cancelled'"
+                " || (has(self.state) && self.state == 'Cancelled')",
+                "spec.state: a Cancelled Session stays Cancelled",
+                field_path=".state",
+            ),
+            cel(
+                "!has(oldSelf.state) || oldSelf.state == 'Open'"
+                " || (has(self.state) && self.state != 'Open')",
+                "spec.state: a Closed Session cannot be opened again (it may still be Cancelled)",
+                field_path=".state",
+            ),
+        )
     )
 
     actor_ref: ActorRef = Field(
@@ -74,6 +105,32 @@ class SessionSpec(WireModel):
     idle_timeout_seconds: IdleTimeoutSeconds | None = Field(
         default=None,
         description="Overrides the Actor's `idleTimeoutSeconds` for this Session.",
+    )
+    state: DesiredState = Field(
+        default="Open",
+        description=(
+            "What the Session should be. `Open` asks for nothing. `Closed` stops admission and"
+            " lets the queued Turns finish, then closes (as the API's close). `Cancelled` cancels"
+            " the queued Turns, interrupts the running one and closes (as the API's cancel)."
+            " Closed may become Cancelled; neither becomes Open again, and Cancelled stays."
+        ),
+    )
+    interrupt: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description=(
+            "An interrupt request. Each new value (a timestamp, say) interrupts the running Turn,"
+            " if any, and holds the Session, once; the same value again does nothing. The hold"
+            " id appears in `status.hold.holdId` and the `Held` condition."
+        ),
+    )
+    resume: ResumeRequest | None = Field(
+        default=None,
+        description=(
+            "Releases the hold named by `holdId` once its interrupted Turn has stopped. A"
+            " `holdId` that is not the Session's current hold releases nothing."
+        ),
     )
 
 
@@ -163,6 +220,16 @@ class Session(Resource[SessionSpec, SessionStatus]):
         {"name": "Active Turn", "type": "string", "jsonPath": ".status.activeTurn"},
         {"name": "Queued", "type": "integer", "jsonPath": ".status.queuedTurns"},
         {"name": "Hold", "type": "string", "jsonPath": ".status.hold.reason"},
+        {
+            "name": "Ready",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        },
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+        },
         {"name": "Workspace", "type": "string", "jsonPath": ".spec.workspace", "priority": 1},
         {"name": "Session ID", "type": "string", "jsonPath": ".status.sessionId", "priority": 1},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

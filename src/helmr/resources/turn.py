@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field
 
 from helmr import states
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
-from helmr.resources.fields import DnsLabel, Json, Key
+from helmr.resources.fields import Conditions, DnsLabel, Json, Key
 from helmr.states import ERROR_CODE_MAX, ERROR_MESSAGE_MAX
 
 # The store's vocabulary, under the names the CRD uses.
@@ -116,6 +116,7 @@ class TurnStatus(Status):
     process_epoch: int | None = Field(
         default=None, ge=0, description="Epoch of the runner process the Turn ran on."
     )
+    conditions: Conditions = None
 
 
 class Turn(Resource[TurnSpec, TurnStatus]):
@@ -128,7 +129,12 @@ class Turn(Resource[TurnSpec, TurnStatus]):
         {"name": "Session", "type": "string", "jsonPath": ".spec.sessionRef.name"},
         {"name": "Sequence", "type": "integer", "jsonPath": ".status.sequence"},
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-        {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+        # Why a Turn did not complete, as Job's Failed condition says it.
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Failed")].reason',
+        },
         {"name": "Turn ID", "type": "string", "jsonPath": ".status.turnId", "priority": 1},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     )

@@ -28,6 +28,9 @@ class StubKube(Kube):
         self.statuses[(kind.KIND, name)] = status
         return True
 
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        return None  # no resource to read back: the mirror writes its statuses afresh
+
     async def record_event(self, *args: Any, **kwargs: Any) -> None:
         self.log.append("event")
 

@@ -1,0 +1,114 @@
+"""Session and Turn conditions (issue 12): what each state reads as, and a
+lastTransitionTime that moves only when a condition's status does."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from helmr.operator.conditions import (
+    Observation,
+    camel,
+    session_observations,
+    settle,
+    turn_observations,
+)
+from helmr.states import ErrorInfo
+from tests.unit.control.harness import Harness
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def by_type(observed: list[Observation]) -> dict[str, Observation]:
+    return {o.type: o for o in observed}
+
+
+def test_camel_case_reasons() -> None:
+    assert camel("turn_deadline_elapsed") == "TurnDeadlineElapsed"
+    assert camel("session.execution_lost") == "SessionExecutionLost"
+
+
+def test_transition_time_kept_while_the_status_holds_and_moved_when_it_changes() -> None:
+    first = settle(None, [Observation("Ready", "True", "Idle")], T0, 3)
+    assert first[0].last_transition_time == T0
+    assert first[0].observed_generation == 3
+    later = T0 + timedelta(minutes=5)
+    # Same status, another reason: the transition time stays.
+    again = settle(first, [Observation("Ready", "True", "RunnerUp")], later, 3)
+    assert (again[0].reason, again[0].last_transition_time) == ("RunnerUp", T0)
+    flipped = settle(again, [Observation("Ready", "False", "Held")], later)
+    assert flipped[0].last_transition_time == later
+    # Unknown generation: not sent (exclude_unset), rather than null.
+    assert "observedGeneration" not in flipped[0].to_wire()
+    # A new condition takes the time the store knows, when it knows one.
+    since = T0 + timedelta(seconds=1)
+    held = settle(flipped, [Observation("Held", "True", "Interrupted", "", since)], later)
+    assert held[0].last_transition_time == since
+
+
+def test_long_messages_are_cut() -> None:
+    (condition,) = settle(None, [Observation("Failed", "True", "Boom", "x" * 40_000)], T0)
+    assert len(condition.message) == 1024
+
+
+async def test_session_conditions_follow_its_life(h: Harness) -> None:
+    session = await h.session()
+    ready = by_type(session_observations(session, None))
+    assert (ready["Ready"].status, ready["Ready"].reason) == ("True", "Idle")
+    assert (ready["Held"].status, ready["Held"].reason) == ("False", "NotHeld")
+    assert "Closed" not in ready
+
+    await h.control.enqueue(session.id, "queued")
+    starting = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert (starting["Ready"].status, starting["Ready"].reason) == ("False", "RunnerStarting")
+
+    epoch, turn = await h.running(session.id)
+    up = by_type(session_observations(await h.control.get_session(session.id), "pod-1"))
+    assert (up["Ready"].status, up["Ready"].reason) == ("True", "RunnerUp")
+
+    receipt = await h.control.interrupt(session.id)
+    held = by_type(session_observations(await h.control.get_session(session.id), "pod-1"))
+    assert (held["Held"].status, held["Held"].reason) == ("True", "Interrupted")
+    assert receipt.hold_id in held["Held"].message
+    assert "still stopping" in held["Held"].message
+    assert held["Held"].since == receipt.accepted_at
+    assert (held["Ready"].status, held["Ready"].reason) == ("False", "Held")
+
+    await h.control.process_exited(session.id, epoch, 0)
+    await h.control.resume(session.id, receipt.hold_id)
+    await h.control.close(session.id)  # the first Turn enqueued still waits
+    closing = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert (closing["Closed"].status, closing["Closed"].reason) == ("False", "Closing")
+    assert closing["Closed"].message == "close requested: 1 queued Turns still run"
+    await h.control.cancel(session.id)
+    closed = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert (closed["Closed"].status, closed["Closed"].reason) == ("True", "Cancelled")
+    assert (closed["Ready"].status, closed["Ready"].reason) == ("False", "Closed")
+    assert (await h.control.get_turn(session.id, turn.id)).status == "interrupted"
+
+
+async def test_a_failed_session_says_why(h: Harness) -> None:
+    session = await h.session()
+    await h.control.fail_session(session.id, "actor_init_failed")
+    failed = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert (failed["Failed"].status, failed["Failed"].reason) == ("True", "ActorInitFailed")
+    assert failed["Failed"].message == "the Session failed: actor init failed"
+
+
+async def test_turn_conditions_as_a_job_has_them(h: Harness) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+    assert turn_observations(turn, "review-1") == []
+    done = await h.control.complete(session.id, epoch, turn.id, {"ok": True})
+    (complete,) = turn_observations(done, "review-1")
+    assert (complete.type, complete.status, complete.reason) == ("Complete", "True", "Completed")
+    assert complete.message == "Turn review-1 completed with a result"
+    assert complete.since == done.ended_at
+
+    await h.control.enqueue(session.id, "two")
+    second = await h.control.receive(session.id, epoch, timeout=0)
+    assert second is not None
+    error = ErrorInfo(code="handler_error", message="it broke")
+    failed = await h.control.fail(session.id, epoch, second.id, error)
+    (condition,) = turn_observations(failed, "review-2")
+    assert (condition.type, condition.reason) == ("Failed", "HandlerError")
+    assert condition.message == "Turn review-2 failed: it broke"
