@@ -19,6 +19,7 @@ The tree, which the REST API maps to status codes and ``code`` strings::
     │   ├── HoldNotConverged    409 hold_not_converged resume before the interrupted Turn stopped
     │   └── StaleEpoch          409 stale_epoch        a runner call from a fenced epoch
     ├── PayloadTooLarge         413 payload_too_large
+    ├── QueueFull               429 queue_full         the Session's queueLimit is reached
     ├── Unavailable             503 unavailable        the control plane cannot answer now
     │   └── NotReady            503 not_ready          /readyz: not serving yet
     └── MessageRejected         409 message_rejected   a handler's known rejection
@@ -49,6 +50,7 @@ __all__ = [
     "NotFound",
     "NotReady",
     "PayloadTooLarge",
+    "QueueFull",
     "ReceiveTimeout",
     "SessionHeld",
     "SessionNotOpen",
@@ -154,6 +156,14 @@ class StaleEpoch(Conflict):
 class PayloadTooLarge(HelmrError):
     code = "payload_too_large"
     status = 413
+
+
+class QueueFull(HelmrError):
+    """The Session already holds its ``queueLimit`` of queued Turns; admit again
+    once some have started (``details``: ``queueLimit``, ``queued``)."""
+
+    code = "queue_full"
+    status = 429
 
 
 class Unavailable(HelmrError):

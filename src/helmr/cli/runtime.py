@@ -36,6 +36,8 @@ HINTS = {
     "the active turn or enqueues",
     "turn_settling": "the turn is settling; wait for it with `helmr session turn wait`",
     "hold_mismatch": "`helmr session get SESSION` shows the current hold id",
+    "queue_full": "the session holds its Actor's queueLimit of queued turns; enqueue again "
+    "once some have started (`helmr session get SESSION` shows the queue)",
 }
 
 

@@ -12,6 +12,8 @@ reference (``help(Control.enqueue)`` shows them):
 - ``messages``: send, and the runner's message readiness and reports
   (``report_message`` with a ``helmr.states.MessageOutcome``);
 - ``processes``: the operator's side (process started, exited, lost; deadlines);
+- ``preparation``: a new process until it runs (failed preparations, retries);
+- ``limits``: a Session's limits, resolved once from its Actor, and its idle expiry;
 - ``lifecycle``: the transitions those share; ``guards`` their preconditions;
   ``stops`` whether a running Turn's stop (interrupt, cancel) is pending.
 
@@ -35,6 +37,7 @@ from helmr.protocol.api import (
     TurnView,
 )
 from helmr.states import NO_RESULT, NoResult
+from helmr.store import SessionLimits
 
 __all__ = [
     "NO_RESULT",
@@ -47,6 +50,7 @@ __all__ = [
     "ProcessOutcome",
     "ProcessStop",
     "SendResult",
+    "SessionLimits",
     "SessionView",
     "StopReceipt",
     "TurnView",

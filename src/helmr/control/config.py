@@ -23,3 +23,11 @@ class ControlConfig:
     max_save_attempts: int = 5
     """Attempts to take one save of the Computer disk before it is given up
     (``failed``); a failed attempt is retried, never the Turn that asked for it."""
+    preparation_timeout: timedelta = timedelta(minutes=5)
+    """How long a new runner process may take to be running (its pod scheduled, its
+    image pulled, its container started) before its preparation counts as failed."""
+    preparation_attempts: int = 3
+    """Failed preparations that fail a Session whose limits were never resolved
+    (a resolved Session uses its Actor's ``retry.maxAttempts``)."""
+    preparation_backoff: timedelta = timedelta(seconds=5)
+    """The first wait after a failed preparation, likewise (``retry.backoffSeconds``)."""

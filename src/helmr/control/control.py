@@ -16,7 +16,16 @@ from datetime import datetime
 from functools import partial
 from typing import TypeVar
 
-from helmr.control import computer, messages, processes, record, sessions, turns
+from helmr.control import (
+    computer,
+    limits,
+    messages,
+    preparation,
+    processes,
+    record,
+    sessions,
+    turns,
+)
 from helmr.control.config import ControlConfig
 from helmr.control.transaction import reads, writes, writes_configured
 from helmr.control.views import load_session, load_turn
@@ -130,7 +139,10 @@ class Control:
 
     # Operator side -------------------------------------------------------------------------
 
-    process_started = writes(processes.started)
+    process_started = writes_configured(processes.started)
+    process_prepared = writes(preparation.prepared)
+    preparation_failed = writes_configured(preparation.failed)
+    overdue_preparations = reads(preparation.overdue)
     process_exited = writes_configured(processes.exited)
     execution_lost = writes_configured(processes.execution_lost)
     expire_deadlines = writes(processes.expire_deadlines)
@@ -139,6 +151,10 @@ class Control:
     live_processes = reads(processes.live)
     sessions_needing_runner = reads(processes.needing_runner)
     fail_session = writes(sessions.fail)
+    resolve_limits = writes(limits.resolve)
+    sessions_without_limits = reads(limits.unresolved)
+    expire_idle = writes(limits.expire_idle)
+    next_idle_expiry = reads(limits.next_idle_expiry)
     record_event = writes(record.reported)
 
     # The Computer disk (operator side, and the Workspace routes) ------------------------------

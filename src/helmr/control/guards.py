@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from helmr.control.stops import stop_request
-from helmr.errors import SessionNotOpen, StaleEpoch, TurnNotActive, TurnSettling
+from helmr.errors import QueueFull, SessionNotOpen, StaleEpoch, TurnNotActive, TurnSettling
 from helmr.states import ENDED_SESSION_STATUSES
 from helmr.store import ReadTx, SessionRow, TurnRow, sessions, turns
 
@@ -14,12 +14,24 @@ def accepting_controls(session: SessionRow) -> None:
         raise SessionNotOpen(f"session {session.id} is {_describe(session)}", session_id=session.id)
 
 
-def admitting(session: SessionRow) -> None:
-    """New FIFO work needs an open Session (held is fine)."""
+def admitting(rt: ReadTx, session: SessionRow) -> None:
+    """New FIFO work needs an open Session (held is fine) with room in its queue:
+    fewer queued Turns than its ``queueLimit`` (QueueFull, 429, otherwise)."""
     if session.status != "open":
         raise SessionNotOpen(
             f"session {session.id} is {_describe(session)} and admits no new turns",
             session_id=session.id,
+        )
+    if session.limits is None:
+        return  # not resolved yet: the first supervisor pass reads the Actor
+    queued = turns.count_queued(rt, session.id)
+    if queued >= session.limits.queue_limit:
+        raise QueueFull(
+            f"session {session.id} already holds {queued} queued turns, its queueLimit;"
+            " admit more once some have started",
+            session_id=session.id,
+            queueLimit=session.limits.queue_limit,
+            queued=queued,
         )
 
 

@@ -26,6 +26,10 @@ _KIND: dict[Ending, EventKind] = {
     "cancelled": EventKind.TURN_CANCELLED,
 }
 
+RUN_DURATION_ELAPSED = "run_duration_elapsed"
+"""The stop reason of a process whose Run lasted the Session's ``maxDurationSeconds``:
+a stop, not a failure; queued Turns continue in a new Run."""
+
 
 def active_turn(tx: Tx, session: SessionRow) -> TurnRow | None:
     if session.active_turn_id is None:

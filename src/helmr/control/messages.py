@@ -53,7 +53,7 @@ def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None = None) -
         )
     target_id = turn_id if turn_id is not None else session.active_turn_id
     if target_id is None:
-        guards.admitting(session)
+        guards.admitting(tx, session)
         turn = admit(tx, session_id, data, idempotency_key=None, source="send")
         return SendResult(kind="enqueued", turn=turn_view(turn), message=None)
     target = turns.require(tx, session_id, target_id)

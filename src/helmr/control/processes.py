@@ -10,11 +10,12 @@ restarts.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from helmr.control import computer
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
+    RUN_DURATION_ELAPSED,
     active_turn,
     converge_stop,
     fail_session,
@@ -35,14 +36,15 @@ STOP_DEADLINE_ELAPSED = "stop_deadline_elapsed"
 go of an interrupted Turn within the stop grace period."""
 
 
-def started(tx: Tx, session_id: str, *, max_turn_duration: timedelta | None = None) -> int:
+def started(tx: Tx, config: ControlConfig, session_id: str) -> int:
     """Registers a new runner process and returns its epoch, which fences every older one.
 
     Conflict while the previous process is live; SessionNotOpen if the Session ended.
 
-    ``max_turn_duration``, when given, is the limit in force from this process
-    on (the Session's override, else its Actor's), read when the process
-    starts so that an Actor's change applies from its next process on.
+    The process is *preparing* until the operator reports it running
+    (:mod:`helmr.control.preparation`): ``prepare_deadline_at`` is now plus
+    ``ControlConfig.preparation_timeout``. Its Run ends at ``run_deadline_at``
+    (now plus the Session's ``maxDurationSeconds``, if it has one).
     """
     session = sessions.require(tx, session_id)
     if session.status in ENDED_SESSION_STATUSES:
@@ -54,10 +56,17 @@ def started(tx: Tx, session_id: str, *, max_turn_duration: timedelta | None = No
             epoch=session.process_epoch,
         )
     epoch = session.process_epoch + 1
-    changes: dict[str, object] = {"process_epoch": epoch, "process_live": True, "stop_reason": None}
-    if max_turn_duration is not None:
-        changes["max_turn_duration_s"] = max_turn_duration.total_seconds()
-    sessions.update(tx, session_id, **changes)
+    run = None if session.limits is None else session.limits.max_run_duration
+    sessions.update(
+        tx,
+        session_id,
+        process_epoch=epoch,
+        process_live=True,
+        stop_reason=None,
+        prepare_deadline_at=tx.now + config.preparation_timeout,
+        run_deadline_at=None if run is None else tx.now + run,
+        retry_at=None,
+    )
     return epoch
 
 
@@ -89,8 +98,8 @@ def exited(
     Reports for another epoch are ignored.
     """
     session = sessions.require(tx, session_id)
-    if not _is_live(session, epoch):
-        return _outcome(tx, session_id, epoch, "ignored", None)
+    if not is_live(session, epoch):
+        return outcome(tx, session_id, epoch, "ignored", None)
     turn = active_turn(tx, session)
     # With the process gone it has let go: a Turn whose stop was accepted ends now.
     left_running = turn is not None and converge_stop(tx, session) is None
@@ -98,7 +107,7 @@ def exited(
         failure = STOP_DEADLINE_ELAPSED
     failed = failure is not None or left_running or (session.stop_reason is None and exit_code != 0)
     reason = failure or "process_failed"
-    _end_process(tx, session)
+    end_process(tx, session)
     if turn is not None and left_running:
         interrupt_turn(tx, turn, reason, processEpoch=epoch)
     hold_id = None
@@ -125,7 +134,7 @@ def exited(
     ended = sessions.require(tx, session_id).status in ENDED_SESSION_STATUSES
     if failed and exit_code == ExitCode.INIT_FAILED and not ended:
         fail_session(tx, session_id, "actor_init_failed")
-    return _outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
+    return outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
 
 
 def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -> ProcessOutcome:
@@ -149,8 +158,8 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     losses fail the Session.
     """
     session = sessions.require(tx, session_id)
-    if not _is_live(session, epoch):
-        return _outcome(tx, session_id, epoch, "ignored", None)
+    if not is_live(session, epoch):
+        return outcome(tx, session_id, epoch, "ignored", None)
     if session.stop_reason is not None:
         # The pod went away because a stop was asked for: that is the stop
         # converging, not a loss (its exit code may never be seen). A forced
@@ -159,7 +168,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     turn = active_turn(tx, session)
     # A stop accepted before the loss (an interrupt) converges with its own reason.
     stopped = converge_stop(tx, session)
-    _end_process(tx, session)
+    end_process(tx, session)
     restore = computer.lose_disk(tx, session)
     hold_id = _hold_for_gap(tx, session_id) if restore.gap else None
     if turn is not None and stopped is None:
@@ -212,7 +221,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
         and sessions.require(tx, session_id).status not in ENDED_SESSION_STATUSES
     ):
         fail_session(tx, session_id, "execution_lost")
-    return _outcome(tx, session_id, epoch, "lost", hold_id)
+    return outcome(tx, session_id, epoch, "lost", hold_id)
 
 
 def _hold_for_gap(tx: Tx, session_id: str) -> str | None:
@@ -237,7 +246,7 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
     for turn in turns.past_deadline(tx, now):
         interrupt_turn(tx, turn, "turn_deadline_elapsed")
         session = sessions.require(tx, turn.session_id)
-        if _is_live(session, turn.epoch):
+        if is_live(session, turn.epoch):
             sessions.update(tx, session.id, stop_reason="turn_deadline_elapsed")
             stops.append(
                 ProcessStop(
@@ -254,13 +263,23 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
                 session_id=session.id, epoch=session.process_epoch, reason=STOP_DEADLINE_ELAPSED
             )
         )
+    # A Run past its maxDuration holding a Turn stops when it asks for the next
+    # one (turns.take_next); one waiting for work is stopped now.
+    for session in sessions.idle_past_run_deadline(tx, now):
+        sessions.update(tx, session.id, stop_reason=RUN_DURATION_ELAPSED)
+        stops.append(
+            ProcessStop(
+                session_id=session.id, epoch=session.process_epoch, reason=RUN_DURATION_ELAPSED
+            )
+        )
     return stops
 
 
 def next_deadline(rt: ReadTx) -> datetime | None:
-    """The earliest running Turn's ``deadline_at`` or live process's ``stop_deadline_at``."""
-    due = [d for d in (turns.next_deadline(rt), sessions.next_stop_deadline(rt)) if d is not None]
-    return min(due, default=None)
+    """The earliest running Turn's ``deadline_at``, or live process's ``stop_deadline_at``
+    or ``run_deadline_at``."""
+    due = (turns.next_deadline(rt), sessions.next_stop_deadline(rt), sessions.next_run_deadline(rt))
+    return min((d for d in due if d is not None), default=None)
 
 
 def to_stop(rt: ReadTx) -> list[ProcessStop]:
@@ -271,9 +290,10 @@ def to_stop(rt: ReadTx) -> list[ProcessStop]:
     ]
 
 
-def needing_runner(rt: ReadTx) -> list[SessionView]:
-    """Open or closing Sessions with queued work, no hold and no live process."""
-    return [load_session(rt, session.id) for session in sessions.needing_runner(rt)]
+def needing_runner(rt: ReadTx, now: datetime) -> list[SessionView]:
+    """Open or closing Sessions with queued work, no hold, no live process, and no
+    backoff after a failed preparation running at ``now``."""
+    return [load_session(rt, session.id) for session in sessions.needing_runner(rt, now)]
 
 
 def live(rt: ReadTx) -> list[SessionView]:
@@ -281,12 +301,20 @@ def live(rt: ReadTx) -> list[SessionView]:
     return [load_session(rt, session.id) for session in sessions.live(rt)]
 
 
-def _is_live(session: SessionRow, epoch: int | None) -> bool:
+def is_live(session: SessionRow, epoch: int | None) -> bool:
     return session.process_live and session.process_epoch == epoch
 
 
-def _end_process(tx: Tx, session: SessionRow) -> None:
-    sessions.update(tx, session.id, process_live=False, stop_reason=None, stop_deadline_at=None)
+def end_process(tx: Tx, session: SessionRow) -> None:
+    sessions.update(
+        tx,
+        session.id,
+        process_live=False,
+        stop_reason=None,
+        stop_deadline_at=None,
+        prepare_deadline_at=None,
+        run_deadline_at=None,
+    )
 
 
 def _count_failure(tx: Tx, config: ControlConfig, session_id: str) -> str | None:
@@ -304,7 +332,7 @@ def _count_failure(tx: Tx, config: ControlConfig, session_id: str) -> str | None
     return hold_id
 
 
-def _outcome(
+def outcome(
     tx: Tx,
     session_id: str,
     epoch: int,

@@ -13,6 +13,7 @@ from pydantic import JsonValue
 
 from helmr.control import guards
 from helmr.control.lifecycle import (
+    RUN_DURATION_ELAPSED,
     active_turn,
     converge_stop,
     finish_closing,
@@ -49,7 +50,7 @@ def enqueue(
         existing = turns.by_idempotency_key(tx, session_id, idempotency_key)
         if existing is not None:
             return turn_view(existing)
-    guards.admitting(sessions.require(tx, session_id))
+    guards.admitting(tx, sessions.require(tx, session_id))
     return turn_view(admit(tx, session_id, input, idempotency_key=idempotency_key, source=source))
 
 
@@ -87,6 +88,11 @@ def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
     current = active_turn(tx, session)
     if current is not None:
         return None if current.settling is not None else turn_view(current)
+    if session.run_deadline_at is not None and session.run_deadline_at <= tx.now:
+        # The Run has lasted maxDurationSeconds and its Turn has settled: it
+        # ends here (a stop), and the next Turn starts a new Run.
+        sessions.update(tx, session_id, stop_reason=RUN_DURATION_ELAPSED)
+        return "drained"
     if session.hold is not None:
         return None
     head = turns.next_queued(tx, session_id)

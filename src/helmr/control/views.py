@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from helmr.control.stops import hold_converged
 from helmr.protocol.api import (
     HoldView,
+    LimitsView,
     MessageView,
     SessionView,
     StopReceipt,
@@ -22,7 +23,16 @@ from helmr.protocol.api import (
     workspace_id,
 )
 from helmr.states import ErrorInfo, SessionStatus
-from helmr.store import HoldRow, MessageRow, ReadTx, SessionRow, TurnRow, sessions, turns
+from helmr.store import (
+    HoldRow,
+    MessageRow,
+    ReadTx,
+    SessionLimits,
+    SessionRow,
+    TurnRow,
+    sessions,
+    turns,
+)
 
 
 def hold_view(session: SessionRow, row: HoldRow) -> HoldView:
@@ -70,6 +80,19 @@ def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
         max_turn_duration=row.max_turn_duration,
         created_at=row.created_at,
         retained_after=row.retained_after,
+        limits=None if row.limits is None else limits_view(row.limits),
+    )
+
+
+def limits_view(limits: SessionLimits) -> LimitsView:
+    return LimitsView(
+        queue_limit=limits.queue_limit,
+        max_turn_duration=limits.max_turn_duration,
+        max_run_duration=limits.max_run_duration,
+        idle_ttl=limits.idle_ttl,
+        idle_timeout_seconds=limits.idle_timeout_seconds,
+        retry_max_attempts=limits.retry_max_attempts,
+        retry_backoff=limits.retry_backoff,
     )
 
 

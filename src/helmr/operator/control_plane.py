@@ -46,6 +46,7 @@ class ControlPlane:
             ControlConfig(
                 max_execution_losses=settings.max_execution_losses,
                 stop_grace=settings.stop_grace,
+                preparation_timeout=settings.preparation_timeout,
             ),
         )
         api = load_config()

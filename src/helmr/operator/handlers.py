@@ -22,6 +22,7 @@ from helmr.operator.labels import (
     LABEL_TURN_ID,
     RUNNER,
 )
+from helmr.operator.preparation import container_started, failed_preparation
 from helmr.operator.session_controls import NotYet, Refused, apply_spec
 from helmr.operator.settings import Settings
 from helmr.operator.supervisor import pod_outcome
@@ -243,11 +244,22 @@ async def actor_accepted(
 async def runner_pod_event(
     type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: Any, **_: Any
 ) -> None:
-    """A runner pod that ended tells Control how: exit code or execution loss."""
+    """A runner pod that ended tells Control how: exit code or execution loss. One
+    whose container started is prepared; one that cannot start (its image cannot
+    be pulled, its container cannot be configured) failed its preparation."""
     plane = _plane(memo)
     labels = body["metadata"]["labels"]
     session_id = labels[LABEL_SESSION_ID]
     epoch = int(labels[LABEL_EPOCH])
+    if type != "DELETED":
+        if container_started(body):
+            await plane.control.process_prepared(session_id, epoch)
+        failure = failed_preparation(body)
+        if failure is not None:
+            session = await plane.control.get_session(session_id)
+            await plane.supervisor.fail_preparation(session, epoch, failure)
+            plane.supervisor.wake()
+            return
     outcome, exit_code = pod_outcome(body)
     if outcome == "running" and type != "DELETED":
         return

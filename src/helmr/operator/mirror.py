@@ -29,6 +29,7 @@ from helmr.operator.conditions import session_observations, settle, turn_observa
 from helmr.operator.event_text import kube_event
 from helmr.operator.kube import Kube
 from helmr.operator.labels import LABEL_SESSION_ID, LABEL_TURN_ID
+from helmr.operator.limits import limits_status
 from helmr.resources import (
     ActorRef,
     Condition,
@@ -68,6 +69,7 @@ def session_status(view: SessionView, runner_pod: str | None) -> SessionStatus:
         active_turn=view.active_turn_id,
         queued_turns=view.queued_turns,
         closed_how=view.closed_how,
+        limits=limits_status(view.limits),
     )
 
 

@@ -39,7 +39,8 @@ class RunnerSpec:
     claim_name: str
     """The Computer disk's PVC, mounted at ``contract.COMPUTER_DIR``."""
     idle_timeout_seconds: int | None = None
-    """The warm wait before suspension: the Session's override, else the Actor's."""
+    """The warm wait before suspension: the Session's override, else the Actor's;
+    None: the actor's own (``actor(idle_timeout=...)``, else the runner's default)."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:

@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     """``kubernetes`` (TokenReview + SubjectAccessReview) or ``static:<token>`` for development."""
     reconcile_interval: float = 1.0
     """Seconds between supervisor passes when nothing wakes it sooner."""
+    preparation_timeout: timedelta = Field(
+        default=timedelta(minutes=5), validation_alias="HELMR_PREPARATION_TIMEOUT_SECONDS"
+    )
+    """How long a new runner pod may take to start its container (scheduling, image
+    pull) before that preparation counts as failed and is retried per the Actor's ``retry``."""
+    actor_grace: timedelta = Field(
+        default=timedelta(seconds=30), validation_alias="HELMR_ACTOR_GRACE_SECONDS"
+    )
+    """How long a Session waits for its Actor to exist before it fails (``actor_not_found``)."""
     turn_events: bool = True
     """Whether each Turn's outcome is also a Kubernetes Event on its Session (one
     apiserver write per Turn); off, Events tell only of holds, losses and closes."""
@@ -61,7 +70,9 @@ class Settings(BaseSettings):
     def _comma_separated(cls, value: Any) -> Any:
         return tuple(n for n in value.split(",") if n) if isinstance(value, str) else value
 
-    @field_validator("history_retention", "stop_grace", mode="before")
+    @field_validator(
+        "history_retention", "stop_grace", "preparation_timeout", "actor_grace", mode="before"
+    )
     @classmethod
     def _seconds(cls, value: Any) -> Any:
         return timedelta(seconds=float(value)) if isinstance(value, str) else value

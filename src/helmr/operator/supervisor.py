@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
@@ -26,9 +28,11 @@ from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, namespace_terminati
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.preparation import pending_detail
 from helmr.operator.settings import Settings
 from helmr.operator.tokens import RunnerTokens
 from helmr.resources import Actor, Session
+from helmr.store import utc_now
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +45,10 @@ class Supervisor:
         tokens: RunnerTokens,
         settings: Settings,
         metrics: OperatorMetrics,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.control = control
+        self.clock = clock
         self.metrics = metrics
         self.kube = kube
         self.tokens = tokens
@@ -84,7 +90,12 @@ class Supervisor:
                 await self.control.execution_lost(session.id, session.process_epoch)
 
     async def reconcile(self) -> None:
-        now = datetime.now(UTC)
+        now = self.clock()
+        for session in await self.control.sessions_without_limits():
+            await self._isolated(session.id, self.resolve_limits(session, now))
+        expiry = await self.control.next_idle_expiry()
+        if expiry is not None and expiry <= now:  # closing asks their processes to stop
+            await self.control.expire_idle(now)
         stops: list[ProcessStop] = []
         deadline = await self.control.next_deadline()
         if deadline is not None and deadline <= now:  # a read first: most passes have none due
@@ -93,7 +104,9 @@ class Supervisor:
         stops += await self.control.processes_to_stop()
         for stop in {(stop.session_id, stop.epoch): stop for stop in stops}.values():
             await self._isolated(stop.session_id, self.stop(stop))
-        waiting = await self.control.sessions_needing_runner()
+        for session in await self.control.overdue_preparations(now):
+            await self._isolated(session.id, self.preparation_overdue(session))
+        waiting = await self.control.sessions_needing_runner(now)
         self.metrics.sessions_waiting.set(len(waiting))
         for session in waiting:
             await self._isolated(session.id, self.start(session))
@@ -111,6 +124,49 @@ class Supervisor:
                 await self.control.fail_session(session_id, NAMESPACE_TERMINATING)
                 return
             log.exception("session %s: supervisor step failed; retrying", session_id)
+
+    async def resolve_limits(self, session: SessionView, now: datetime) -> None:
+        """Reads the Session's Actor once, when it opened, and stores its limits."""
+        actor = await self._actor(session, now)
+        if actor is None:
+            return
+        # An API Session's resource may not be created yet: it has no overrides.
+        owner = await self.kube.get_resource(Session, session.namespace, session.name)
+        await self.control.resolve_limits(session.id, effective_limits(owner, actor))
+
+    async def _actor(self, session: SessionView, now: datetime) -> Actor | None:
+        """The Session's Actor; a Session whose Actor is still missing a grace period
+        after it opened fails (``actor_not_found: <name>``): the Actor may be applied
+        just after the Session, but not never."""
+        actor = await self.kube.get_resource(Actor, session.namespace, session.actor)
+        if actor is not None:
+            self._waiting_for_actor.discard(session.id)
+            return actor
+        if now - session.created_at >= self.settings.actor_grace:
+            log.warning("session %s: Actor %s not found; it fails", session.id, session.actor)
+            await self.control.fail_session(session.id, f"actor_not_found: {session.actor}")
+        elif session.id not in self._waiting_for_actor:
+            log.warning("session %s waits for Actor %s", session.id, session.actor)
+            self._waiting_for_actor.add(session.id)
+        return None
+
+    async def preparation_overdue(self, session: SessionView) -> None:
+        """A process not running by its preparation deadline has failed to prepare."""
+        name = pods.pod_name(session.name, session.process_epoch)
+        detail = pending_detail(await self.kube.get_pod(session.namespace, name))
+        seconds = self.settings.preparation_timeout.total_seconds()
+        await self.fail_preparation(
+            session, session.process_epoch, f"not running after {seconds:g}s: {detail}"
+        )
+
+    async def fail_preparation(self, session: SessionView, epoch: int, detail: str) -> None:
+        """Records a failed preparation and removes its pod (if there is one)."""
+        result = await self.control.preparation_failed(session.id, epoch, detail)
+        if result.outcome == "ignored":
+            return
+        log.warning("session %s process %d: preparation failed: %s", session.id, epoch, detail)
+        self.metrics.processes_ended.labels(result.outcome).inc()
+        await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, epoch))
 
     async def stop(self, stop: ProcessStop) -> None:
         session = await self.control.get_session(stop.session_id)
@@ -135,23 +191,18 @@ class Supervisor:
             log.warning("session %s: its Session resource is gone; cancelling", session.id)
             await self.control.cancel(session.id)
             return
-        actor = await self.kube.get_resource(Actor, session.namespace, session.actor)
+        if session.limits is None:
+            return  # its Actor is not read yet (resolve_limits)
+        actor = await self._actor(session, self.clock())
         if actor is None:
-            if session.id not in self._waiting_for_actor:
-                log.warning("session %s waits for Actor %s", session.id, session.actor)
-                self._waiting_for_actor.add(session.id)
             return
-        self._waiting_for_actor.discard(session.id)
         try:
             claim = await self.disks.prepare(session, actor)
         except RestoreFailed as exc:
             log.warning("session %s: %s; the session fails", session.id, exc)
             await self.control.fail_session(session.id, f"restore_failed: {exc}")
             return
-        limits = effective_limits(owner, actor)
-        epoch = await self.control.process_started(
-            session.id, max_turn_duration=limits.max_turn_duration
-        )
+        epoch = await self.control.process_started(session.id)
         spec = pods.RunnerSpec(
             namespace=session.namespace,
             session_name=session.name,
@@ -161,12 +212,22 @@ class Supervisor:
             actor=actor,
             runner_url=self.settings.runner_url,
             claim_name=claim,
-            idle_timeout_seconds=limits.idle_timeout_seconds,
+            idle_timeout_seconds=session.limits.idle_timeout_seconds,
         )
-        await self.kube.ensure_secret(
-            session.namespace, pods.build_token_secret_spec(spec, self.tokens.token_for(session.id))
-        )
-        await self.kube.create_pod(session.namespace, pods.build_runner_pod_spec(spec))
+        try:
+            await self.kube.ensure_secret(
+                session.namespace,
+                pods.build_token_secret_spec(spec, self.tokens.token_for(session.id)),
+            )
+            await self.kube.create_pod(session.namespace, pods.build_runner_pod_spec(spec))
+        except ApiException as exc:
+            # The process is registered: without its pod nothing would ever end it.
+            await self.fail_preparation(
+                session, epoch, f"runner pod not created: {exc.status} {exc.reason}: {exc.body}"
+            )
+            if namespace_terminating(exc):
+                raise
+            return
         self.metrics.processes_started.inc()
         log.info("session %s: started process %d", session.id, epoch)
 

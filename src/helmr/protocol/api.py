@@ -48,6 +48,23 @@ class HoldView(_View):
     process has not let go of it yet, and ``resume`` is refused (``hold_not_converged``)."""
 
 
+class LimitsView(_View):
+    """A Session's limits, resolved once from its Actor (or its own overrides)."""
+
+    queue_limit: int
+    """The most Turns it may hold queued; admission beyond is refused (``queue_full``)."""
+    max_turn_duration: timedelta | None
+    max_run_duration: timedelta | None
+    """How long one Run (runner process) may last; it then ends after its Turn settles."""
+    idle_ttl: timedelta | None
+    """How long it may stay open with no work before it closes (``closed_how: idle``)."""
+    idle_timeout_seconds: int | None
+    """The runner's warm wait; None: the actor's own (``actor(idle_timeout=)``, else 300)."""
+    retry_max_attempts: int
+    """Failed runner preparations in a row that fail it (``preparation_exhausted``)."""
+    retry_backoff: timedelta
+
+
 class SessionView(_View):
     """A Session's state; poll it for ``status == "closed"`` after cancel or close."""
 
@@ -77,6 +94,8 @@ class SessionView(_View):
     max_turn_duration: timedelta | None
     created_at: datetime
     retained_after: int
+    limits: LimitsView | None = None
+    """None until the control plane has read the Session's Actor (moments after it opens)."""
 
 
 class TurnView(_View):

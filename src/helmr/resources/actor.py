@@ -73,6 +73,15 @@ class RetrySpec(WireModel):
             " separately: three consecutive ones hold the Session."
         ),
     )
+    backoff_seconds: int = Field(
+        default=5,
+        ge=0,
+        le=300,
+        description=(
+            "Wait before the attempt after a failed preparation, doubled after each"
+            " consecutive failure (at most five minutes)."
+        ),
+    )
 
 
 class ComputerSpec(WireModel):
@@ -172,11 +181,12 @@ class ActorSpec(WireModel):
     resources: ResourceRequirements | None = Field(
         default=None, description="Compute resources of the runner container."
     )
-    idle_timeout_seconds: IdleTimeoutSeconds = Field(
-        default=300,
+    idle_timeout_seconds: IdleTimeoutSeconds | None = Field(
+        default=None,
         description=(
             "How long a runner process waits warm for the next Turn before Helmr suspends it."
             " It does not limit the Session's lifetime: new work starts a new process."
+            " Unset: the actor's own `actor(idle_timeout=...)`, else 300."
         ),
     )
     max_turn_duration_seconds: MaxTurnDurationSeconds | None = Field(
@@ -191,25 +201,29 @@ class ActorSpec(WireModel):
         default=100,
         ge=1,
         le=10_000,
-        description="Most Turns a Session may hold queued; admission beyond it is rejected.",
+        description=(
+            "Most Turns a Session may hold queued; admission beyond it is refused"
+            " (HTTP 429 `queue_full`)."
+        ),
     )
     max_duration_seconds: int | None = Field(
         default=None,
         ge=1,
         le=2_592_000,
         description=(
-            "Longest one Run (one runner process) may execute before Helmr stops it."
-            " Unset: no limit."
+            "Longest one Run (one runner process) may execute. A Run past it ends once its"
+            " current Turn settles (a stop, not a failure: `session.process_stopped` reason"
+            " `run_duration_elapsed`), and the next Turn starts a new Run. Unset: no limit."
         ),
     )
     ttl_seconds: int | None = Field(
         default=None,
-        ge=0,
+        ge=1,
         le=31_536_000,
         description=(
-            "How long a closed or failed Session resource is kept before Helmr deletes it;"
-            " its history stays in the timeline store for the install's retention period."
-            " Unset: kept until deleted."
+            "How long an open Session may stay idle (no queued or running Turn, no hold)"
+            " before it closes (`session.closed` how `idle`), releasing its Workspace."
+            " Unset: it stays open until closed or cancelled."
         ),
     )
     retry: RetrySpec = Field(

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from helmr import states
-from helmr.resources.actor import IdleTimeoutSeconds, MaxTurnDurationSeconds
+from helmr.resources.actor import IdleTimeoutSeconds, MaxTurnDurationSeconds, RetrySpec
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Key
 from helmr.states import HoldReason
@@ -147,6 +147,28 @@ class Hold(WireModel):
     )
 
 
+class EffectiveLimits(WireModel):
+    """The limits the Session runs under, resolved once from its Actor when it opened
+    (a Session override wins): an Actor changed later does not change them."""
+
+    queue_limit: int = Field(ge=1, description="The Actor's `queueLimit`.")
+    max_turn_duration_seconds: int | None = Field(
+        default=None, ge=1, description="`maxTurnDurationSeconds`; absent: no limit."
+    )
+    max_duration_seconds: int | None = Field(
+        default=None, ge=1, description="The Actor's `maxDurationSeconds`; absent: no limit."
+    )
+    ttl_seconds: int | None = Field(
+        default=None, ge=1, description="The Actor's `ttlSeconds`; absent: no idle expiry."
+    )
+    idle_timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        description="`idleTimeoutSeconds`; absent: the actor's own `actor(idle_timeout=...)`.",
+    )
+    retry: RetrySpec = Field(description="The Actor's `retry`.")
+
+
 class SessionStatus(Status):
     """The Session's live control state, mirrored by the operator from the timeline store."""
 
@@ -201,6 +223,10 @@ class SessionStatus(Status):
     closed_how: ClosedHow | None = Field(
         default=None,
         description="How the Session closed: `close` (drained), `cancel` or `idle`.",
+    )
+    limits: EffectiveLimits | None = Field(
+        default=None,
+        description="The limits in force, resolved from the Actor when the Session opened.",
     )
     conditions: Conditions = None
     observed_generation: int | None = Field(

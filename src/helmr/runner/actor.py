@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 Run = Callable[["Session"], Awaitable[None]]
 
 
+DEFAULT_IDLE_TIMEOUT = 300.0
+"""The warm wait of a runner process when neither the control plane (the Session or
+Actor manifest) nor ``actor(idle_timeout=...)`` gives one."""
+
+
 @dataclass(frozen=True)
 class Actor:
     """What ``actor(...)`` returns; ``HELMR_ENTRYPOINT`` names one (``module:attr``).
@@ -25,13 +30,15 @@ class Actor:
     id: str
     run: Run
     idle_timeout: float | None = None
-    """Seconds a runner process waits warm for the next turn before Helmr suspends it."""
+    """Seconds a runner process waits warm for the next turn before Helmr suspends it,
+    unless the Actor manifest or the Session sets ``idleTimeoutSeconds``; unset
+    everywhere: ``DEFAULT_IDLE_TIMEOUT``."""
     queue: int | None = None
     """The queue limit: the most turns a session may hold queued."""
     max_duration: float | None = None
     """Seconds one Run (one runner process) may execute before Helmr stops it."""
     ttl: float | None = None
-    """Seconds a closed or failed Session resource is kept before Helmr deletes it."""
+    """Seconds an open Session may stay idle before it closes (``closed_how: idle``)."""
     retry: int | None = None
     """Attempts to prepare and start a runner process before the session fails."""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helmr.protocol import ExitCode, contract
-from helmr.runner.actor import Actor
+from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT, Actor
 from helmr.runner.session import Session
 from helmr.runner.transport import Transport
 from helmr.runner.turn import HANDLER_RAISED, TURN_CONTRACT_BROKEN
@@ -128,9 +128,10 @@ async def _serve(actor: Actor, config: Config) -> int:
         config.url, config.session_id, config.token, config.epoch, on_fenced=_exit_fenced
     )
     async with transport:
-        # The control plane's value (the Session's or Actor manifest's) is the one
-        # enforced; actor(idle_timeout=) applies where it gave none.
-        idle_timeout = config.idle_timeout or actor.idle_timeout
+        # The control plane's value (the Session's or Actor manifest's, only when one
+        # sets it) is the one enforced; actor(idle_timeout=) applies where it gave
+        # none, and the runner's default where neither did.
+        idle_timeout = config.idle_timeout or actor.idle_timeout or DEFAULT_IDLE_TIMEOUT
         session = Session(transport, idle_timeout=idle_timeout)
         run = asyncio.get_running_loop().create_task(_run(actor, session))
         stopping = False

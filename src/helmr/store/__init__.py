@@ -9,7 +9,7 @@ into the state machine, one transaction per control.
 """
 
 from helmr.store.retention import Expired
-from helmr.store.rows import HoldRow, MessageRow, SessionRow, TurnRow
+from helmr.store.rows import HoldRow, MessageRow, SessionLimits, SessionRow, TurnRow
 from helmr.store.store import Store, utc_now
 from helmr.store.tx import ReadTx, Tx
 
@@ -18,6 +18,7 @@ __all__ = [
     "HoldRow",
     "MessageRow",
     "ReadTx",
+    "SessionLimits",
     "SessionRow",
     "Store",
     "TurnRow",

@@ -78,6 +78,16 @@ class SessionRow:
     last_turn_seq: int
     last_event_seq: int
     retained_after: int
+    limits: SessionLimits | None
+    """The limits resolved once from the Actor (None until they are)."""
+    run_deadline_at: datetime | None
+    """When the live process's Run has lasted ``maxDurationSeconds``."""
+    prepare_deadline_at: datetime | None
+    """When the live process must be running, or its preparation has failed."""
+    preparation_failures: int
+    """Consecutive failed preparations; ``retry.maxAttempts`` of them fail the Session."""
+    retry_at: datetime | None
+    """No new process before this (the backoff after a failed preparation)."""
 
     @classmethod
     def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
@@ -108,7 +118,41 @@ class SessionRow:
             last_turn_seq=row["last_turn_seq"],
             last_event_seq=row["last_event_seq"],
             retained_after=row["retained_after"],
+            limits=None if row["limits_resolved_at"] is None else SessionLimits.load(row),
+            run_deadline_at=load_time(row["run_deadline_at"]),
+            prepare_deadline_at=load_time(row["prepare_deadline_at"]),
+            preparation_failures=row["preparation_failures"],
+            retry_at=load_time(row["retry_at"]),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """A Session's resolved limits (its own override, else its Actor's)."""
+
+    queue_limit: int
+    max_turn_duration: timedelta | None
+    max_run_duration: timedelta | None
+    idle_ttl: timedelta | None
+    idle_timeout_seconds: int | None
+    retry_max_attempts: int
+    retry_backoff: timedelta
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> SessionLimits:
+        return cls(
+            queue_limit=row["queue_limit"],
+            max_turn_duration=_seconds(row["max_turn_duration_s"]),
+            max_run_duration=_seconds(row["max_run_duration_s"]),
+            idle_ttl=_seconds(row["idle_ttl_s"]),
+            idle_timeout_seconds=row["idle_timeout_s"],
+            retry_max_attempts=row["retry_max_attempts"],
+            retry_backoff=timedelta(seconds=row["retry_backoff_s"]),
+        )
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
 
 
 @dataclass(frozen=True, slots=True)

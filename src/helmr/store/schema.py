@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -160,6 +160,23 @@ CREATE TABLE saves (
 CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
 """
 
+# A Session's limits, resolved once from its Actor (and its own overrides), and
+# the preparation of its runner processes (version 4): part of a new
+# database's schema, and the migration from version 3.
+_LIMITS_DDL = """
+ALTER TABLE sessions ADD COLUMN limits_resolved_at TEXT;
+ALTER TABLE sessions ADD COLUMN queue_limit INTEGER;
+ALTER TABLE sessions ADD COLUMN max_run_duration_s REAL;
+ALTER TABLE sessions ADD COLUMN idle_ttl_s REAL;
+ALTER TABLE sessions ADD COLUMN idle_timeout_s INTEGER;
+ALTER TABLE sessions ADD COLUMN retry_max_attempts INTEGER;
+ALTER TABLE sessions ADD COLUMN retry_backoff_s REAL;
+ALTER TABLE sessions ADD COLUMN run_deadline_at TEXT;
+ALTER TABLE sessions ADD COLUMN prepare_deadline_at TEXT;
+ALTER TABLE sessions ADD COLUMN preparation_failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN retry_at TEXT;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 _MIGRATIONS: dict[int, str] = {
@@ -171,6 +188,8 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
 """,
     # 3: Workspace disks and their saves.
     2: _DISKS_DDL,
+    # 4: resolved limits and runner preparation.
+    3: _LIMITS_DDL,
 }
 
 
@@ -208,7 +227,7 @@ def migrate(conn: sqlite3.Connection) -> None:
             "use the Helmr release that wrote it"
         )
     steps = (
-        [_DDL + _DISKS_DDL]
+        [_DDL + _DISKS_DDL + _LIMITS_DDL]
         if version == 0
         else [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
     )

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from helmr.errors import NotFound
 from helmr.store import holds
 from helmr.store.codec import db_value, dump_time, load_time, new_id
-from helmr.store.rows import SessionRow
+from helmr.store.rows import SessionLimits, SessionRow
 from helmr.store.tx import ReadTx, Tx
 
 
@@ -79,15 +79,88 @@ def update(tx: Tx, session_id: str, **changes: object) -> None:
     tx.touch(session_id)
 
 
-def needing_runner(rt: ReadTx) -> list[SessionRow]:
-    """Open or closing, not held, no live process, and queued work."""
+def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:
+    update(
+        tx,
+        session_id,
+        limits_resolved_at=tx.now,
+        queue_limit=limits.queue_limit,
+        max_turn_duration_s=limits.max_turn_duration,
+        max_run_duration_s=limits.max_run_duration,
+        idle_ttl_s=limits.idle_ttl,
+        idle_timeout_s=limits.idle_timeout_seconds,
+        retry_max_attempts=limits.retry_max_attempts,
+        retry_backoff_s=limits.retry_backoff,
+    )
+
+
+def without_limits(rt: ReadTx) -> list[SessionRow]:
+    """Open or closing Sessions whose limits are not resolved yet."""
+    return _many(
+        rt,
+        "SELECT id FROM sessions WHERE status IN ('open', 'closing')"
+        " AND limits_resolved_at IS NULL ORDER BY created_at",
+    )
+
+
+def needing_runner(rt: ReadTx, now: datetime) -> list[SessionRow]:
+    """Open or closing, not held, no live process, queued work, and not backing off
+    after a failed preparation."""
     return _many(
         rt,
         "SELECT s.id FROM sessions s WHERE s.status IN ('open', 'closing')"
         " AND s.hold_id IS NULL AND s.process_live = 0"
+        " AND (s.retry_at IS NULL OR s.retry_at <= ?)"
         " AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status = 'queued')"
         " ORDER BY s.created_at",
+        (dump_time(now),),
     )
+
+
+def past_preparation_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
+    """Live processes still not running at their preparation deadline."""
+    return _many(
+        rt,
+        "SELECT id FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
+        " AND prepare_deadline_at <= ? ORDER BY prepare_deadline_at",
+        (dump_time(now),),
+    )
+
+
+def idle_past_run_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
+    """Live processes past their Run's deadline that hold no Turn (so nothing to settle)."""
+    return _many(
+        rt,
+        "SELECT id FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
+        " AND active_turn_id IS NULL AND run_deadline_at <= ? ORDER BY run_deadline_at",
+        (dump_time(now),),
+    )
+
+
+def next_run_deadline(rt: ReadTx) -> datetime | None:
+    (deadline,) = rt.conn.execute(
+        "SELECT min(run_deadline_at) FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
+    ).fetchone()
+    return load_time(deadline)
+
+
+def idle_with_ttl(rt: ReadTx) -> list[tuple[SessionRow, datetime]]:
+    """Open, unheld Sessions with an idle expiry and no work, each with when it
+    became idle: its last Turn's end, else its creation."""
+    rows = rt.conn.execute(
+        "SELECT s.id, coalesce((SELECT max(t.ended_at) FROM turns t WHERE t.session_id = s.id),"
+        " s.created_at) AS idle_since FROM sessions s WHERE s.status = 'open'"
+        " AND s.idle_ttl_s IS NOT NULL AND s.hold_id IS NULL AND s.active_turn_id IS NULL"
+        " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id"
+        " AND t.status IN ('queued', 'running'))"
+    ).fetchall()
+    return [(require(rt, row["id"]), _since(row["idle_since"])) for row in rows]
+
+
+def _since(text: str) -> datetime:
+    value = load_time(text)
+    assert value is not None, "idle_since is never NULL"
+    return value
 
 
 def live(rt: ReadTx) -> list[SessionRow]:
@@ -132,5 +205,5 @@ def _one(rt: ReadTx, sql: str, args: tuple[object, ...]) -> SessionRow | None:
     return None if row is None else require(rt, row["id"])
 
 
-def _many(rt: ReadTx, sql: str) -> list[SessionRow]:
-    return [require(rt, row["id"]) for row in rt.conn.execute(sql).fetchall()]
+def _many(rt: ReadTx, sql: str, args: tuple[object, ...] = ()) -> list[SessionRow]:
+    return [require(rt, row["id"]) for row in rt.conn.execute(sql, args).fetchall()]

@@ -144,7 +144,7 @@ async def test_loss_restores_the_last_ready_save_and_holds_for_the_gap(h: Harnes
     assert (await h.control.save_ready("team", ws, 2)).status == "lost"
     assert (await h.control.get_workspace("team", ws)).computer_version == f"{ws}-save-1"
     # Held until acknowledged; the queued Turn keeps identity and order; nothing replays.
-    assert await h.control.sessions_needing_runner() == []
+    assert await h.control.sessions_needing_runner(h.clock()) == []
     await h.control.resume(session.id, outcome.hold_id)
     new_epoch = await h.control.process_started(session.id)
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)

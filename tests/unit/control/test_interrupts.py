@@ -126,12 +126,12 @@ async def test_an_exact_turn_interrupt_holds_the_session_until_resumed(h: Harnes
     state = await h.control.get_session(session.id)
     assert state.hold is not None
     assert (state.hold.hold_id, state.hold.converged) == (receipt.hold_id, True)
-    assert await h.control.sessions_needing_runner() == []
+    assert await h.control.sessions_needing_runner(h.clock()) == []
     assert "session.resume" not in await h.kinds(session.id)
 
     await h.control.resume(session.id, receipt.hold_id)
 
-    assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
+    assert [s.id for s in await h.control.sessions_needing_runner(h.clock())] == [session.id]
     new_epoch = await h.control.process_started(session.id)
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)
     assert nxt is not None

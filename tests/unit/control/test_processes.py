@@ -51,7 +51,7 @@ async def test_a_process_failure_interrupts_the_running_turn_and_counts(h: Harne
     state = await h.control.get_session(session.id)
     assert (state.consecutive_failures, state.hold, state.process_live) == (1, None, False)
     # The next queued Turn runs on a new process.
-    assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
+    assert [s.id for s in await h.control.sessions_needing_runner(h.clock())] == [session.id]
     new_epoch = await h.control.process_started(session.id)
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)
     assert nxt is not None
@@ -79,11 +79,11 @@ async def test_three_consecutive_process_failures_hold_the_session(h: Harness) -
         }
         for n in (1, 2, 3)
     ]
-    assert await h.control.sessions_needing_runner() == []
+    assert await h.control.sessions_needing_runner(h.clock()) == []
 
     resumed = await h.control.resume(session.id, state.hold.hold_id)
     assert (resumed.hold, resumed.consecutive_failures) == (None, 0)
-    assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
+    assert [s.id for s in await h.control.sessions_needing_runner(h.clock())] == [session.id]
 
 
 async def test_a_completed_turn_resets_the_failure_count(h: Harness) -> None:
@@ -195,7 +195,7 @@ async def test_repeated_execution_loss_fails_the_session(tmp_path: Path) -> None
         assert queued.queued_turns == 0
         with pytest.raises(SessionNotOpen):
             await h.control.process_started(session.id)
-        assert await h.control.sessions_needing_runner() == []
+        assert await h.control.sessions_needing_runner(h.clock()) == []
 
 
 async def test_fail_session_cancels_queued_work_and_stops_the_process(h: Harness) -> None:
@@ -278,7 +278,7 @@ async def test_sessions_needing_runner_have_queued_work_no_hold_and_no_process(
         await h.control.enqueue(session.id, 1)
     await h.control.interrupt(held.id)
     await h.control.process_started(served.id)
-    needing = await h.control.sessions_needing_runner()
+    needing = await h.control.sessions_needing_runner(h.clock())
     assert [s.id for s in needing] == [waiting.id]
     assert needing[0].queued_turns == 1
     assert idle.id not in [s.id for s in needing]
@@ -315,7 +315,7 @@ async def test_a_process_that_cannot_load_its_actor_fails_the_session(h: Harness
     )
     cancelled = await h.control.get_turn(session.id, queued.id)
     assert (cancelled.status, cancelled.reason) == ("cancelled", "session_failed")
-    assert await h.control.sessions_needing_runner() == []
+    assert await h.control.sessions_needing_runner(h.clock()) == []
     last = (await h.events(session.id))[-2:]
     assert [e.kind for e in last] == [EventKind.SESSION_PROCESS_FAILED, EventKind.TURN_CANCELLED]
 

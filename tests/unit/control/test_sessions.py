@@ -212,7 +212,7 @@ async def test_session_interrupt_holds_and_keeps_queued_work(h: Harness) -> None
     with pytest.raises(SessionHeld):
         await h.control.send(session.id, "hi")
     assert (await h.control.enqueue(session.id, "more")).status == "queued"
-    assert await h.control.sessions_needing_runner() == []
+    assert await h.control.sessions_needing_runner(h.clock()) == []
     events = await h.events(session.id)
     interrupt = next(e for e in events if e.kind == "session.interrupt")
     assert interrupt.data == {"holdId": receipt.hold_id, "turnId": active.id, "scope": "session"}

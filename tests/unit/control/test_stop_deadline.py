@@ -78,9 +78,9 @@ async def test_a_session_interrupted_turn_not_let_go_of_stops_its_process_as_a_f
     assert state.hold is not None
     assert state.hold.hold_id == receipt.hold_id
     # Still held by the interrupt: the queued Turn waits for resume, then a new process.
-    assert await h.control.sessions_needing_runner() == []
+    assert await h.control.sessions_needing_runner(h.clock()) == []
     await h.control.resume(session.id, receipt.hold_id)
-    assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
+    assert [s.id for s in await h.control.sessions_needing_runner(h.clock())] == [session.id]
     new_epoch = await h.control.process_started(session.id)
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)
     assert nxt is not None
@@ -117,7 +117,7 @@ async def test_an_exact_turn_interrupt_not_let_go_of_runs_the_next_turn_on_a_new
     assert state.hold is not None
     assert state.hold.hold_id == receipt.hold_id
     await h.control.resume(session.id, receipt.hold_id)
-    assert [s.id for s in await h.control.sessions_needing_runner()] == [session.id]
+    assert [s.id for s in await h.control.sessions_needing_runner(h.clock())] == [session.id]
     new_epoch = await h.control.process_started(session.id)
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)
     assert nxt is not None

@@ -180,12 +180,30 @@ async def test_a_database_of_another_schema_version_is_refused(tmp_path: Path) -
         await Store.open(path)
 
 
+LIMITS_COLUMNS = (
+    "limits_resolved_at",
+    "queue_limit",
+    "max_run_duration_s",
+    "idle_ttl_s",
+    "idle_timeout_s",
+    "retry_max_attempts",
+    "retry_backoff_s",
+    "run_deadline_at",
+    "prepare_deadline_at",
+    "preparation_failures",
+    "retry_at",
+)
+
+
 async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "helmr.db"
     async with await Store.open(path) as store:
         session = await new_session(store)
-    # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3).
+    # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3),
+    # no resolved limits nor preparation columns (4).
     conn = sqlite3.connect(path)
+    for column in LIMITS_COLUMNS:
+        conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
     conn.execute("DROP TABLE saves")
     conn.execute("DROP TABLE workspaces")
     conn.execute("DROP INDEX sessions_stop_deadline")
@@ -194,9 +212,9 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Pat
     conn.close()
     async with await Store.open(path) as store:
         row = await store.read(lambda rt: sessions.require(rt, session))
-        assert (row.id, row.stop_deadline_at) == (session, None)
+        assert (row.id, row.stop_deadline_at, row.limits) == (session, None, None)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
     assert conn.execute("SELECT count(*) FROM saves").fetchone()[0] == 0
     conn.close()
 
