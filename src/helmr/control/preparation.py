@@ -33,12 +33,20 @@ MAX_BACKOFF = timedelta(minutes=5)
 
 
 def prepared(tx: Tx, session_id: str, epoch: int) -> None:
-    """The process's container runs: its preparation succeeded, and the count of
-    failed ones starts again. Reports for another epoch, or a second one, change nothing."""
+    """The process's container runs: its preparation succeeded, the count of failed
+    ones starts again, and its Run begins: it ends at ``run_deadline_at``, now plus
+    the Session's ``maxDurationSeconds`` (if it has one), so preparing does not use
+    up the Run. Reports for another epoch, or a second one, change nothing."""
     session = sessions.require(tx, session_id)
     if is_live(session, epoch) and session.prepare_deadline_at is not None:
+        run = None if session.limits is None else session.limits.max_run_duration
         sessions.update(
-            tx, session_id, prepare_deadline_at=None, preparation_failures=0, retry_at=None
+            tx,
+            session_id,
+            prepare_deadline_at=None,
+            preparation_failures=0,
+            retry_at=None,
+            run_deadline_at=None if run is None else tx.now + run,
         )
 
 

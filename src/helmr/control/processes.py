@@ -43,8 +43,7 @@ def started(tx: Tx, config: ControlConfig, session_id: str) -> int:
 
     The process is *preparing* until the operator reports it running
     (:mod:`helmr.control.preparation`): ``prepare_deadline_at`` is now plus
-    ``ControlConfig.preparation_timeout``. Its Run ends at ``run_deadline_at``
-    (now plus the Session's ``maxDurationSeconds``, if it has one).
+    ``ControlConfig.preparation_timeout``.
     """
     session = sessions.require(tx, session_id)
     if session.status in ENDED_SESSION_STATUSES:
@@ -56,7 +55,6 @@ def started(tx: Tx, config: ControlConfig, session_id: str) -> int:
             epoch=session.process_epoch,
         )
     epoch = session.process_epoch + 1
-    run = None if session.limits is None else session.limits.max_run_duration
     sessions.update(
         tx,
         session_id,
@@ -64,7 +62,6 @@ def started(tx: Tx, config: ControlConfig, session_id: str) -> int:
         process_live=True,
         stop_reason=None,
         prepare_deadline_at=tx.now + config.preparation_timeout,
-        run_deadline_at=None if run is None else tx.now + run,
         retry_at=None,
     )
     return epoch

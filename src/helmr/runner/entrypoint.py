@@ -123,16 +123,20 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     return asyncio.run(_serve(actor, config))
 
 
+def idle_timeout(config: Config, actor: Actor) -> float:
+    """The process's warm wait: the control plane's value (the Session's or Actor
+    manifest's, passed only when one sets it) is the one enforced;
+    ``actor(idle_timeout=)`` applies where it gave none, and the runner's default
+    where neither did."""
+    return config.idle_timeout or actor.idle_timeout or DEFAULT_IDLE_TIMEOUT
+
+
 async def _serve(actor: Actor, config: Config) -> int:
     transport = Transport(
         config.url, config.session_id, config.token, config.epoch, on_fenced=_exit_fenced
     )
     async with transport:
-        # The control plane's value (the Session's or Actor manifest's, only when one
-        # sets it) is the one enforced; actor(idle_timeout=) applies where it gave
-        # none, and the runner's default where neither did.
-        idle_timeout = config.idle_timeout or actor.idle_timeout or DEFAULT_IDLE_TIMEOUT
-        session = Session(transport, idle_timeout=idle_timeout)
+        session = Session(transport, idle_timeout=idle_timeout(config, actor))
         run = asyncio.get_running_loop().create_task(_run(actor, session))
         stopping = False
 

@@ -7,6 +7,7 @@ test's loop serves the API.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.unit.api import (
     NAMESPACE,
     Api,
 )
+from tests.unit.control.harness import DEFAULT_LIMITS as DEFAULTS
 
 
 class Cli:
@@ -157,3 +159,15 @@ async def test_workspace_get_and_delete(api: Api, cli: Cli) -> None:
     assert (deleted["id"], deleted["held_by"]) == (f"{NAMESPACE}/ws", None)
     bad = await cli("workspace", "get", "ws", code=2)
     assert "NAMESPACE/WORKSPACE" in bad.stderr or "<namespace>/<name>" in bad.stderr
+
+
+async def test_a_full_queue_is_refused_with_a_hint(api: Api, cli: Cli) -> None:
+    """queueLimit: admission beyond it is refused; the CLI says so and what to do."""
+    sid = (await cli.json("session", "start", "reviewer", "-w", "ws"))["session"]["id"]
+    await api.control.resolve_limits(sid, dataclasses.replace(DEFAULTS, queue_limit=1))
+    await cli("session", "enqueue", sid, "1")
+
+    refused = await cli("session", "enqueue", sid, "2", code=1)
+
+    assert "queue_full" in refused.stderr
+    assert "hint: the session holds its Actor's queueLimit" in refused.stderr

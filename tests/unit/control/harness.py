@@ -15,9 +15,20 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from helmr.control import ControlConfig, SessionView, TurnView
+from helmr.control import ControlConfig, SessionLimits, SessionView, TurnView
 from helmr.events import Event
 from tests.compose import Clock, Plane, open_plane
+
+DEFAULT_LIMITS = SessionLimits(
+    queue_limit=100,
+    max_turn_duration=None,
+    max_run_duration=None,
+    idle_ttl=None,
+    idle_timeout_seconds=None,
+    retry_max_attempts=3,
+    retry_backoff=timedelta(seconds=5),
+)
+"""The limits of an Actor that sets none (the CRD's defaults), as resolved for a Session."""
 
 
 class Harness:

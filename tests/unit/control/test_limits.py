@@ -15,17 +15,8 @@ import pytest
 from helmr.control import SessionLimits
 from helmr.errors import QueueFull, SessionNotOpen
 from tests.unit.api import NAMESPACE, Api
+from tests.unit.control.harness import DEFAULT_LIMITS as DEFAULTS
 from tests.unit.control.harness import Harness
-
-DEFAULTS = SessionLimits(
-    queue_limit=100,
-    max_turn_duration=None,
-    max_run_duration=None,
-    idle_ttl=None,
-    idle_timeout_seconds=None,
-    retry_max_attempts=3,
-    retry_backoff=timedelta(seconds=5),
-)
 
 
 def limits(**changes: object) -> SessionLimits:
@@ -89,9 +80,14 @@ async def test_a_run_past_max_duration_ends_after_its_turn_settles_as_a_stop(h: 
     settles, and the next Turn starts a new Run; a stop, not a failure."""
     session = await h.session()
     await h.control.resolve_limits(session.id, limits(max_run_duration=timedelta(seconds=60)))
-    epoch, turn = await h.running(session.id)
+    epoch = await h.control.process_started(session.id)
+    h.clock.advance(timedelta(seconds=30))  # preparing does not use up the Run
+    await h.control.process_prepared(session.id, epoch)
+    await h.control.enqueue(session.id, "first")
+    turn = await h.control.receive(session.id, epoch, timeout=0)
+    assert turn is not None
     await h.control.enqueue(session.id, "next")
-    h.clock.advance(timedelta(seconds=61))
+    h.clock.advance(timedelta(seconds=60))
     # The running Turn is not cut short.
     await h.control.complete(session.id, epoch, turn.id, "done")
 
@@ -117,6 +113,7 @@ async def test_an_idle_run_past_max_duration_is_stopped_by_the_deadline_pass(h: 
     session = await h.session()
     await h.control.resolve_limits(session.id, limits(max_run_duration=timedelta(seconds=60)))
     epoch = await h.control.process_started(session.id)
+    await h.control.process_prepared(session.id, epoch)
     assert await h.control.next_deadline() == h.clock() + timedelta(seconds=60)
 
     now = h.clock.advance(timedelta(seconds=60))

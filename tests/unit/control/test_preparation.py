@@ -12,8 +12,8 @@ import dataclasses
 from datetime import timedelta
 
 from helmr.control import SessionLimits
+from tests.unit.control.harness import DEFAULT_LIMITS as DEFAULTS
 from tests.unit.control.harness import Harness
-from tests.unit.control.test_limits import DEFAULTS
 
 RETRY_TWICE = dataclasses.replace(DEFAULTS, retry_max_attempts=2)
 PULL = "ErrImageNeverPull: image ghcr.io/x/missing:1: image is not present with pull policy Never"
