@@ -49,8 +49,7 @@ class Disks:
         the restore point after an execution loss). Older disks are deleted:
         the runner that wrote them is gone."""
         namespace, name = session.namespace, session.workspace
-        workspace = await self._workspace(namespace, name, create=True)
-        assert workspace is not None
+        workspace = await self._ensure_workspace(namespace, name)
         disk = await self.control.current_disk(namespace, name)
         claim = claim_name(name, disk.disk)
         if await self.kube.get_claim(namespace, claim) is None:
@@ -121,7 +120,7 @@ class Disks:
             log.info("workspace %s/%s: save %d ready", namespace, name, version)
             session = await self.control.get_session(save.session_id)
             actor = await self._actor(namespace, session.actor)
-            workspace = await self._workspace(namespace, name, create=False)
+            workspace = await self.kube.get_resource(Workspace, namespace, name)
             if actor is not None and workspace is not None:
                 await self._prune(namespace, name, workspace, actor.spec.computer)
         elif status.get("error"):
@@ -144,7 +143,7 @@ class Disks:
 
     async def _take(self, save: SaveRow) -> None:
         namespace, name = save.namespace, save.workspace
-        workspace = await self._workspace(namespace, name, create=False)
+        workspace = await self.kube.get_resource(Workspace, namespace, name)
         session = await self.control.get_session(save.session_id)
         actor = await self._actor(namespace, session.actor)
         if workspace is None or actor is None:
@@ -179,17 +178,18 @@ class Disks:
         if not (snapshot.get("status") or {}).get("readyToUse"):
             raise RestoreFailed(f"save {snapshot_name} to restore from is not ready to use")
 
-    async def _workspace(self, namespace: str, name: str, *, create: bool) -> Workspace | None:
-        """The Workspace; with ``create``, made on first use with the Actor's settings."""
+    async def _ensure_workspace(self, namespace: str, name: str) -> Workspace:
+        """The Workspace, made on first use with the Actor's settings."""
         workspace = await self.kube.get_resource(Workspace, namespace, name)
-        if workspace is None and create:
-            made = await self.kube.create_resource(build_workspace(namespace, name))
-            if made is not None:
-                # Made anew: whatever the store knew of an older Workspace of this
-                # name (deleted with kubectl) went with that one's claims and saves.
-                await self.control.reset_workspace(namespace, name)
-            workspace = made or await self.kube.get_resource(Workspace, namespace, name)
-        return workspace
+        if workspace is not None:
+            return workspace
+        made = await self.kube.create_resource(build_workspace(namespace, name))
+        if made is None:  # made meanwhile by someone else
+            return await self._ensure_workspace(namespace, name)
+        # Made anew: whatever the store knew of an older Workspace of this name
+        # (deleted with kubectl) went with that one's claims and saves.
+        await self.control.reset_workspace(namespace, name)
+        return made
 
     async def _actor(self, namespace: str, name: str) -> Actor | None:
         return await self.kube.get_resource(Actor, namespace, name)
