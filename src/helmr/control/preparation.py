@@ -68,6 +68,8 @@ def failed(
         not is_live(session, epoch)
         or session.prepare_deadline_at is None
         or session.stop_reason is not None  # a stop was asked for: the pod's end is that stop
+        # It took a Turn, so it runs (its pod's "started" may not have been seen yet).
+        or session.active_turn_id is not None
     ):
         return outcome(tx, session_id, epoch, "ignored", None)
     limits = session.limits

@@ -28,7 +28,7 @@ from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, namespace_terminati
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.preparation import pending_detail
+from helmr.operator.preparation import container_started, pending_detail
 from helmr.operator.settings import Settings
 from helmr.operator.tokens import RunnerTokens
 from helmr.resources import Actor, Session
@@ -151,9 +151,15 @@ class Supervisor:
         return None
 
     async def preparation_overdue(self, session: SessionView) -> None:
-        """A process not running by its preparation deadline has failed to prepare."""
+        """A process not running by its preparation deadline has failed to prepare,
+        unless its pod says it has started (an event missed, say while the operator
+        was down)."""
         name = pods.pod_name(session.name, session.process_epoch)
-        detail = pending_detail(await self.kube.get_pod(session.namespace, name))
+        pod = await self.kube.get_pod(session.namespace, name)
+        if pod is not None and container_started(pod):
+            await self.control.process_prepared(session.id, session.process_epoch)
+            return
+        detail = pending_detail(pod)
         seconds = self.settings.preparation_timeout.total_seconds()
         await self.fail_preparation(
             session, session.process_epoch, f"not running after {seconds:g}s: {detail}"

@@ -102,6 +102,14 @@ async def test_a_process_still_preparing_at_its_deadline_is_overdue(h: Harness) 
     assert [(s.id, s.process_epoch) for s in overdue] == [(session_id, epoch)]
 
 
+async def test_a_process_that_took_a_turn_runs_whatever_its_pod_events_say(h: Harness) -> None:
+    session_id = await limited(h)
+    epoch = await h.control.process_started(session_id)
+    assert await h.control.receive(session_id, epoch, timeout=0) is not None
+
+    assert (await h.control.preparation_failed(session_id, epoch, PULL)).outcome == "ignored"
+
+
 async def test_a_stop_asked_for_a_preparing_process_is_a_stop_not_a_failed_preparation(
     h: Harness,
 ) -> None:

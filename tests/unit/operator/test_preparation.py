@@ -206,6 +206,25 @@ async def test_a_pod_not_running_by_the_deadline_fails_with_the_scheduler_messag
     assert (await h.control.get_session(session_id)).process_live is False
 
 
+async def test_a_pod_that_started_unseen_is_prepared_at_the_deadline_not_failed(
+    h: Harness,
+) -> None:
+    kube = Cluster(actor_spec())
+    session_id, passes = await with_work(h, kube)
+    await passes.reconcile()
+    kube.pods["s1-runner-1"]["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"state": {"running": {}}}],
+    }
+
+    h.clock.advance(timedelta(minutes=5))
+    await passes.reconcile()
+
+    assert kube.deleted_pods == []
+    assert (await h.control.get_session(session_id)).process_live
+    assert await h.control.overdue_preparations(h.clock.advance(timedelta(hours=1))) == []
+
+
 def test_a_pod_that_cannot_pull_its_image_failed_its_preparation_naming_the_image() -> None:
     never = waiting("ErrImageNeverPull", "Container image is not present with pull policy Never")
 
