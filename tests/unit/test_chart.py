@@ -209,6 +209,8 @@ def test_environment_of_the_control_plane(default: list[Manifest]) -> None:
         "HELMR_HISTORY_RETENTION_SECONDS": "2592000",
         "HELMR_MAX_EXECUTION_LOSSES": "3",
         "HELMR_STOP_GRACE_SECONDS": "10",
+        "HELMR_PREPARATION_TIMEOUT_SECONDS": "300",
+        "HELMR_ACTOR_GRACE_SECONDS": "30",
         "HELMR_MAX_REQUEST_BYTES": "1048576",
         "HELMR_TURN_EVENTS": "true",
         "HOME": "/tmp",
@@ -228,6 +230,8 @@ def test_environment_values_are_passed_as_integers() -> None:
                 "environment.historyRetentionSeconds": "8640000",
                 "environment.limits.maxExecutionLosses": "5",
                 "environment.limits.stopGraceSeconds": "30",
+                "environment.limits.preparationTimeoutSeconds": "600",
+                "environment.limits.actorGraceSeconds": "5",
                 "environment.limits.maxRequestBytes": "16777216",
                 "persistence.mountPath": "/data/",
                 "persistence.file": "t.db",
@@ -237,6 +241,8 @@ def test_environment_values_are_passed_as_integers() -> None:
     assert got["HELMR_HISTORY_RETENTION_SECONDS"] == "8640000"
     assert got["HELMR_MAX_EXECUTION_LOSSES"] == "5"
     assert got["HELMR_STOP_GRACE_SECONDS"] == "30"
+    assert got["HELMR_PREPARATION_TIMEOUT_SECONDS"] == "600"
+    assert got["HELMR_ACTOR_GRACE_SECONDS"] == "5"
     assert got["HELMR_MAX_REQUEST_BYTES"] == "16777216"
     assert got["HELMR_STORE_PATH"] == "/data/t.db"
 
