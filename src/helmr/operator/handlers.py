@@ -106,6 +106,8 @@ async def session_admit(
             max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
         )
         session_id = view.id
+        # Its limits are read from its Actor by the supervisor's next pass: now.
+        plane.supervisor.wake()
     await _apply_controls(plane, session_id, session, interrupt=False)
 
 
