@@ -220,13 +220,15 @@ class Kube:
         message: str,
         *,
         warning: bool = False,
+        uid: str | None = None,
     ) -> None:
-        """A Kubernetes Event about the resource ``kind`` ``namespace/name``."""
+        """A Kubernetes Event about the resource ``kind`` ``namespace/name``; `kubectl
+        describe` shows only the Events that name the object's ``uid``."""
         now = datetime.now(UTC)
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
             involved_object=client.V1ObjectReference(
-                api_version=API_VERSION, kind=kind.KIND, name=name, namespace=namespace
+                api_version=API_VERSION, kind=kind.KIND, name=name, namespace=namespace, uid=uid
             ),
             reason=reason,
             message=message,

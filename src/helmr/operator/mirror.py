@@ -225,6 +225,7 @@ class CustomResourceMirror:
         )
         if told is None:
             return
+        owner = await self._owner(session)
         await self.kube.record_event(
             Session,
             session.namespace,
@@ -232,4 +233,5 @@ class CustomResourceMirror:
             told.reason,
             told.message[:1024],
             warning=told.warning,
+            uid=None if owner is None else owner.uid,
         )

@@ -1,0 +1,299 @@
+"""kubectl first (issue 12): the README's kubectl quickstart runs as written,
+``kubectl wait --for=condition=...`` works on Sessions and Turns, and every
+Session control (close, cancel, interrupt, resume) is a ``kubectl patch``.
+
+Only the built kubectl touches the cluster here: no client, no API call, as
+a kubectl user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO, RUNNER_IMAGE, Operator
+
+BUILT_KUBECTL = Path.home() / ".cache" / "helmr" / "bin" / "current" / "kubectl"
+MARKER = "<!-- kubectl-quickstart -->"
+WATCH_SECONDS = 5
+"""How long the README's ``kubectl get -w`` is let run: it never ends on its own."""
+
+
+def kubectl_path() -> str:
+    found = str(BUILT_KUBECTL) if BUILT_KUBECTL.exists() else shutil.which("kubectl")
+    assert found, "no kubectl: build it with `make build`"
+    return found
+
+
+class Kubectl:
+    """kubectl against the test cluster, in the test's namespace (its kubeconfig's
+    context namespace, as the README sets one for the demo)."""
+
+    def __init__(self, kubeconfig: str, namespace: str, tmp: Path) -> None:
+        self.config = tmp / "kubeconfig"
+        shutil.copy(kubeconfig, self.config)
+        self.env = dict(os.environ) | {
+            "KUBECONFIG": str(self.config),
+            "PATH": f"{Path(kubectl_path()).parent}:{os.environ['PATH']}",
+        }
+        self("config", "set-context", "--current", "--namespace", namespace)
+
+    def shell(self, command: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def __call__(self, *args: str, input: str | None = None, ok: bool = True) -> str:
+        done = subprocess.run(
+            ["kubectl", *args],
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if ok:
+            assert done.returncode == 0, f"kubectl {shlex.join(args)}: {done.stderr}"
+        return done.stdout if ok else done.stderr
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self("get", *args, "-o", "json"))
+
+    def patch(self, what: str, spec: dict[str, Any]) -> str:
+        return self("patch", what, "--type", "merge", "-p", json.dumps({"spec": spec}))
+
+    def refused(self, what: str, spec: dict[str, Any]) -> str:
+        """The apiserver's refusal of the patch (it must refuse it)."""
+        patch = json.dumps({"spec": spec})
+        return self("patch", what, "--type", "merge", "-p", patch, ok=False)
+
+
+@pytest.fixture
+def k(kubeconfig: str, namespace: str, operator: Operator, tmp_path: Path) -> Kubectl:
+    return Kubectl(kubeconfig, namespace, tmp_path)
+
+
+def readme_block() -> list[str]:
+    """The commands of the README's kubectl quickstart (the fenced block after the marker)."""
+    text = (REPO / "README.md").read_text()
+    after = text.split(MARKER, 1)[1]
+    block = re.search(r"```sh\n(.*?)```", after, re.S)
+    assert block is not None, "no fenced block after the kubectl quickstart marker"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_the_readme_kubectl_quickstart_runs_as_written(k: Kubectl, runner_image: str) -> None:
+    assert runner_image == RUNNER_IMAGE  # the image examples/echo/actor.yaml names
+    commands = readme_block()
+    assert any(" -w" in c for c in commands)  # the watch is shown ...
+    outputs = []
+    for command in commands:
+        if re.search(r"\sget\s.*\s-w\b", command):
+            # ... and run, but it never ends: it must print the resources while it runs.
+            try:
+                ended = k.shell(command, timeout=WATCH_SECONDS)
+            except subprocess.TimeoutExpired as e:
+                shown = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                assert "review-1" in shown, shown
+                continue
+            raise AssertionError(f"{command} ended by itself: {ended.stderr}")
+        done = k.shell(command)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+        outputs.append(done.stdout)
+    results = "".join(outputs)
+    assert '{"echo":{"issue":"APP-42"}}' in results
+    (described,) = [out for out in outputs if out.startswith("Name:")]
+    assert "Turn review-1 completed" in described, described  # the Events, by Turn name
+    assert "TurnCompleted" in described
+    assert not k.json("sessions")["items"]
+    assert not k.json("turns")["items"]
+
+
+# --- the controls, with kubectl alone
+
+
+def apply_session(k: Kubectl, name: str = "s") -> None:
+    k("apply", "-f", str(REPO / "examples" / "echo" / "actor.yaml"))
+    k(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "helmr.dev/v1alpha1",
+                "kind": "Session",
+                "metadata": {"name": name},
+                "spec": {"actorRef": {"name": "echo"}, "workspace": name},
+            }
+        ),
+    )
+
+
+def apply_turn(k: Kubectl, name: str, value: Any, session: str = "s") -> None:
+    k(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "helmr.dev/v1alpha1",
+                "kind": "Turn",
+                "metadata": {"name": name},
+                "spec": {"sessionRef": {"name": session}, "input": value},
+            }
+        ),
+    )
+
+
+def long_input(seconds: float) -> str:
+    """An echo input streamed for about ``seconds`` (one word per 0.05 s)."""
+    return " ".join(f"w{i}" for i in range(int(seconds / 0.05)))
+
+
+def wait(k: Kubectl, condition: str, what: str, timeout: int = 120) -> None:
+    k("wait", f"--for=condition={condition}", f"--timeout={timeout}s", what)
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        c for c in obj["status"].get("conditions", []) if c["type"] == kind
+    ]
+    assert len(found) == 1, obj["status"]
+    return found[0]
+
+
+def running(k: Kubectl, turn: str) -> None:
+    deadline = time.monotonic() + 120
+    while k.json("turn", turn).get("status", {}).get("phase") != "running":
+        assert time.monotonic() < deadline, f"turn {turn} never ran"
+        time.sleep(0.3)
+
+
+def test_wait_for_complete_and_held_conditions(k: Kubectl) -> None:
+    apply_session(k)
+    wait(k, "Ready", "session/s")
+    apply_turn(k, "first", "hello")
+    wait(k, "Complete", "turn/first")
+    first = k.json("turn", "first")
+    complete = condition(first, "Complete")
+    assert (complete["status"], complete["reason"]) == ("True", "Completed")
+    assert complete["message"] == "Turn first completed with a result"
+    assert first["status"]["result"] == {"echo": "hello"}
+
+    apply_turn(k, "long", long_input(60))
+    running(k, "long")
+    k.patch("session/s", {"interrupt": "1"})
+    wait(k, "Held", "session/s")
+    session = k.json("session", "s")
+    held = condition(session, "Held")
+    hold_id = session["status"]["hold"]["holdId"]
+    assert held["reason"] == "Interrupted"
+    assert hold_id in held["message"]
+    assert condition(session, "Ready")["status"] == "False"
+    wait(k, "Failed", "turn/long")
+    failed = condition(k.json("turn", "long"), "Failed")
+    assert (failed["reason"], failed["message"]) == (
+        "Interrupt",
+        "Turn long was interrupted: interrupt",
+    )
+    # The transition time stays while the condition holds.
+    time.sleep(2)
+    again = condition(k.json("session", "s"), "Held")
+    assert again["lastTransitionTime"] == held["lastTransitionTime"]
+
+
+def test_close_with_kubectl_patch_drains_then_closes(k: Kubectl) -> None:
+    apply_session(k)
+    apply_turn(k, "a", long_input(3))
+    apply_turn(k, "b", "after a")
+    running(k, "a")
+    k.patch("session/s", {"state": "Closed"})
+    # Repeating the patch changes nothing: a level, not an event.
+    k.patch("session/s", {"state": "Closed"})
+    wait(k, "Closed", "session/s")
+    session = k.json("session", "s")
+    assert session["status"]["phase"] == "closed"
+    assert condition(session, "Closed")["reason"] == "Drained"
+    assert k.json("turn", "b")["status"]["phase"] == "completed"
+    # Closed never opens again (CEL).
+    assert "cannot be opened again" in k.refused("session/s", {"state": "Open"})
+
+
+def test_cancel_with_kubectl_patch_stops_the_running_turn(k: Kubectl) -> None:
+    apply_session(k)
+    apply_turn(k, "a", long_input(60))
+    apply_turn(k, "b", "never runs")
+    running(k, "a")
+    k.patch("session/s", {"state": "Cancelled"})
+    wait(k, "Closed", "session/s")
+    session = k.json("session", "s")
+    assert condition(session, "Closed")["reason"] == "Cancelled"
+    assert k.json("turn", "a")["status"]["phase"] == "interrupted"
+    assert k.json("turn", "b")["status"]["phase"] == "cancelled"
+    assert "a Cancelled Session stays Cancelled" in k.refused("session/s", {"state": "Closed"})
+
+
+def test_interrupt_with_kubectl_patch_holds_once_per_request(k: Kubectl) -> None:
+    apply_session(k)
+    apply_turn(k, "a", long_input(60))
+    apply_turn(k, "b", "waits for the resume")
+    running(k, "a")
+    k.patch("session/s", {"interrupt": "first"})
+    wait(k, "Held", "session/s")
+    wait(k, "Failed", "turn/a")
+    hold_id = k.json("session", "s")["status"]["hold"]["holdId"]
+    # The same request again interrupts nothing new: the hold stays the same one.
+    k.patch("session/s", {"interrupt": "first"})
+    time.sleep(2)
+    session = k.json("session", "s")
+    assert session["status"]["hold"]["holdId"] == hold_id
+    assert k.json("turn", "b")["status"]["phase"] == "queued"
+    events = k("get", "events", "--field-selector", "involvedObject.name=s", "-o", "json")
+    held = [e for e in json.loads(events)["items"] if e["reason"] == "SessionHeld"]
+    assert [e["type"] for e in held] == ["Warning"]
+    assert "Turn a is stopping" in held[0]["message"]
+    print(k("describe", "session", "s"))  # for the report: a held Session, described
+
+
+def test_resume_with_kubectl_patch_releases_only_the_named_hold(k: Kubectl) -> None:
+    apply_session(k)
+    apply_turn(k, "a", long_input(60))
+    apply_turn(k, "b", "after the resume")
+    running(k, "a")
+    k.patch("session/s", {"interrupt": "1"})
+    wait(k, "Held", "session/s")
+    first = k.json("session", "s")["status"]["hold"]["holdId"]
+    k.patch("session/s", {"resume": {"holdId": first}})
+    wait(k, "Held=false", "session/s")
+    wait(k, "Complete", "turn/b")
+    session = k.json("session", "s")
+    old_manifest = json.dumps(
+        {key: session[key] for key in ("apiVersion", "kind", "spec")} | {"metadata": {"name": "s"}}
+    )
+    # A newer hold is not released by the manifest that names the old one.
+    apply_turn(k, "c", long_input(60))
+    running(k, "c")
+    k.patch("session/s", {"interrupt": "2"})
+    wait(k, "Held", "session/s")
+    second = k.json("session", "s")["status"]["hold"]["holdId"]
+    assert second != first
+    # Re-applying the manifest that resumed the first hold releases nothing.
+    k("apply", "-f", "-", input=old_manifest)
+    time.sleep(2)
+    assert k.json("session", "s")["status"]["hold"]["holdId"] == second
+    k.patch("session/s", {"resume": {"holdId": second}})
+    wait(k, "Held=false", "session/s")
