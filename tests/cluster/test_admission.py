@@ -148,9 +148,9 @@ def test_minimal_manifests_are_admitted_and_defaulted(objects: Objects) -> None:
         "image": "helmr-runner:dev",
         "entrypoint": "reviewer.app:reviewer",
         "imagePullPolicy": "IfNotPresent",
-        "idleTimeoutSeconds": 300,
+        # No idleTimeoutSeconds: unset, the code's actor(idle_timeout=) applies.
         "queueLimit": 100,
-        "retry": {"maxAttempts": 3},
+        "retry": {"maxAttempts": 3, "backoffSeconds": 5},
         "computer": {"size": "1Gi"},
     }
 
@@ -181,8 +181,8 @@ def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
         maxTurnDurationSeconds=600,
         queueLimit=10,
         maxDurationSeconds=3600,
-        ttlSeconds=0,
-        retry={"maxAttempts": 5},
+        ttlSeconds=600,
+        retry={"maxAttempts": 5, "backoffSeconds": 10},
         computer={
             "size": "20Gi",
             "storageClassName": "local-path",
@@ -224,6 +224,7 @@ INVALID: list[tuple[str, Manifest, str]] = [
     ("actor-idle-timeout-zero", actor(idleTimeoutSeconds=0), "spec.idleTimeoutSeconds"),
     ("actor-queue-limit-too-high", actor(queueLimit=10_001), "spec.queueLimit"),
     ("actor-retry-zero", actor(retry={"maxAttempts": 0}), "spec.retry.maxAttempts"),
+    ("actor-ttl-zero", actor(ttlSeconds=0), "spec.ttlSeconds"),
     (
         "actor-cpu-not-a-quantity",
         actor(resources={"requests": {"cpu": "lots"}}),
