@@ -12,6 +12,10 @@ warm (the session's runner pod is up and idle, long-polling ``receive``):
     handler, so an upper bound on the handler having started);
   - the same for a ``Turn`` applied to the apiserver (the kubectl path: apiserver
     → the operator's watch → admission → dispatch);
+  - stop request → ``turn.signal`` observed: a Turn interrupt of a handler busy
+    in a long call (the misbehaving actor's ``{"await_signal": s}``, which
+    notes its wall clock the moment its signal fires), against the time the
+    interrupt request was sent; and request → accepted (the receipt);
 
 cold:
   - a bare pod from the runner image on the same node, created → ``Running``
@@ -27,7 +31,8 @@ node's containerd shares the clock), so differences across them are valid.
 Figures are printed, never asserted.
 
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
-        .venv/bin/python benchmarks/bench_session_loop.py [--turns 100] [--cold 10]
+        .venv/bin/python benchmarks/bench_session_loop.py [--turns 100] [--cold 10] \\
+        [--signals 50]
 """
 
 from __future__ import annotations
@@ -63,7 +68,14 @@ from _common import (
 )
 from kubernetes import client, config, watch
 from tests.cluster import conftest
-from tests.cluster.sessions import all_events, create_actor, start_session
+from tests.cluster.sessions import (
+    MISBEHAVING,
+    all_events,
+    create_actor,
+    create_misbehaving_actor,
+    signal_heard,
+    start_session,
+)
 
 from helmr.client import Client, Event, SessionRef
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
@@ -216,6 +228,38 @@ async def warm_turns(
     return out
 
 
+async def stop_signals(helmr: Client, namespace: str, samples: int) -> dict[str, list[float]]:
+    """Turn interrupt → the busy handler's signal, one Turn at a time on a warm runner."""
+    session = await start_session(helmr, namespace, MISBEHAVING)
+    timeline = Timeline(session)
+    out: dict[str, list[float]] = {"accepted": [], "signalled": [], "accepted_to_signal": []}
+    try:
+        for i in range(samples):
+            turn = await session.enqueue({"await_signal": 60, "i": i})
+            await timeline.until(lambda ev, t=turn.id: _has(ev, "turn.running", t), 180)  # type: ignore[misc]
+            await asyncio.sleep(0.1)  # the runner's stop channel is open for this Turn
+            started = time.time()
+            receipt = await turn.interrupt()
+            out["accepted"].append(receipt.accepted_at.timestamp() - started)
+            await timeline.until(lambda ev, t=turn.id: _has(ev, "turn.interrupted", t))  # type: ignore[misc]
+            heard = signal_heard(timeline.events, turn.id)
+            assert heard is not None, f"turn {turn.id}: the handler heard no signal"
+            assert heard["signal"] == "stop_requested", heard
+            out["signalled"].append(float(heard["at"]) - started)
+            out["accepted_to_signal"].append(float(heard["at"]) - receipt.accepted_at.timestamp())
+            await session.resume(hold_id=receipt.hold_id)
+        failed = timeline.count("session.process_failed")
+        assert failed == 0, f"{failed} processes failed: a handler did not hear its signal"
+    finally:
+        await timeline.close()
+    await session.cancel()
+    return out
+
+
+def _has(events: list[Event], kind: str, turn_id: str) -> bool:
+    return any(e.kind == kind and e.turn_id == turn_id for e in events)
+
+
 def _completed(events: list[Event]) -> int:
     return sum(1 for e in events if e.kind == "turn.completed")
 
@@ -285,11 +329,14 @@ async def bench(args: argparse.Namespace) -> None:
     table = Table()
     with control_plane(kubeconfig) as op, bench_namespace(core) as namespace:
         create_actor(api, namespace, image)
+        create_misbehaving_actor(api, namespace, image)
         pods = PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
         pods.start()
         async with Client(op.url, op.token) as helmr:
             print(f"warm: {args.turns} turns per path ...", flush=True)
             warm = await warm_turns(helmr, api, namespace, args.turns)
+            print(f"stop signal: {args.signals} interrupts ...", flush=True)
+            signals = await stop_signals(helmr, namespace, args.signals)
             print(f"apiserver: {args.turns} ConfigMaps ...", flush=True)
             apiserver = await asyncio.to_thread(
                 configmap_latencies, kubeconfig, namespace, args.turns
@@ -305,6 +352,12 @@ async def bench(args: argparse.Namespace) -> None:
     cr = table.latency("helmr: Turn CR create -> turn.running", warm["cr_running"])
     table.ratio("ratio REST enqueue->running / create->watch", rest, base)
     table.ratio("ratio Turn CR->running / create->watch", cr, base)
+    table.section("warm runner: stop request -> turn.signal (Turn interrupt)")
+    table.latency("helmr: interrupt request -> accepted", signals["accepted"])
+    table.latency("helmr: interrupt request -> handler's signal fired", signals["signalled"])
+    table.latency(
+        "helmr: interrupt accepted -> handler's signal fired", signals["accepted_to_signal"]
+    )
     table.section("cold start (same image, same node)")
     bare_run = table.latency("bare pod: create -> Running", cold["bare_running"])
     bare_log = table.latency("bare pod: create -> first log line", cold["bare_log"])
@@ -324,6 +377,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=100, help="warm turns per path")
     parser.add_argument("--cold", type=int, default=10, help="cold starts of each kind")
+    parser.add_argument("--signals", type=int, default=50, help="interrupts of a busy handler")
     parser.add_argument(
         "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
     )

@@ -83,3 +83,16 @@ async def eventually(check: Any, timeout: float = 60, what: str = "condition") -
 def event_data(events: list[Event], kind: str) -> list[dict[str, Any]]:
     """The data of each event of ``kind`` (every lifecycle event's data is an object)."""
     return [e.data for e in events if e.kind == kind]  # type: ignore[misc]
+
+
+def signal_heard(events: list[Event], turn_id: str) -> dict[str, Any] | None:
+    """What the misbehaving actor's ``{"await_signal": s}`` handler wrote as session
+    output when the signal of ``turn_id`` fired: {signal, turnId, at}, if it did."""
+    for event in events:
+        if event.kind != "turn.output" or event.turn_id is not None:
+            continue
+        for fragment in event.data if isinstance(event.data, list) else []:
+            value = fragment.get("json") if isinstance(fragment, dict) else None
+            if isinstance(value, dict) and value.get("turnId") == turn_id:
+                return value
+    return None

@@ -24,6 +24,7 @@ from helmr.control import (
     processes,
     record,
     sessions,
+    stop_notices,
     turns,
 )
 from helmr.control.config import ControlConfig
@@ -135,6 +136,28 @@ class Control:
                 partial(messages.next_waiting, session_id=session_id, epoch=epoch, turn_id=turn_id),
             ),
             lambda message: message is not None,
+        )
+
+    async def requested_stops(
+        self,
+        session_id: str,
+        epoch: int,
+        turn_ids: list[str],
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+    ) -> list[str]:
+        """The stop channel: the ids among ``turn_ids`` this process must stop
+        (:func:`helmr.control.stop_notices.requested`), as soon as there are any;
+        empty when ``timeout`` ends first."""
+        return await self._wait_for(
+            session_id,
+            timeout,
+            partial(
+                self._store.read,
+                partial(
+                    stop_notices.requested, session_id=session_id, epoch=epoch, turn_ids=turn_ids
+                ),
+            ),
+            bool,
         )
 
     # Operator side -------------------------------------------------------------------------

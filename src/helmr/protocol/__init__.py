@@ -32,10 +32,15 @@ The rules of the conversation, which both sides rely on:
   ``fail`` that settled a turn answers 200 again; ``messages/next`` answers the
   oldest message of the turn not yet reported ``started``, again and again
   until it is.
-- Long polls (``receive``, ``messages/next``) wait at most the request's
-  ``timeout`` seconds; the server may cut that shorter. ``receive`` then
-  answers 408 ``receive_timeout``, ``messages/next`` answers
-  ``{"message": null}``. The runner polls again while its own deadline allows.
+- ``stops`` is the stop channel: the runner holds it open (a long poll) with
+  the turns it holds, and it answers, as soon as there are any, the ones to
+  stop: a stop of them was accepted (an interrupt, a cancel) or they ended
+  elsewhere (a deadline, a failed session). The runner sets their signal.
+- Long polls (``receive``, ``messages/next``, ``stops``) wait at most the
+  request's ``timeout`` seconds; the server may cut that shorter. ``receive``
+  then answers 408 ``receive_timeout``, ``messages/next`` answers
+  ``{"message": null}``, ``stops`` answers ``{"turn_ids": []}``. The runner
+  polls again while its own deadline allows.
 - A turn-scoped call for a turn that is no longer active (interrupted,
   cancelled, already settled by another outcome), or whose stop was accepted
   (an interrupt or cancel; it ends ``interrupted`` once this process lets go
@@ -64,6 +69,8 @@ from helmr.protocol.models import (
     ReceiveRequest,
     RespondRequest,
     SessionClosed,
+    StopsReply,
+    StopsRequest,
     TurnAssignment,
     parse_receive_reply,
 )
@@ -87,6 +94,8 @@ __all__ = [
     "RespondRequest",
     "RunnerHeaders",
     "SessionClosed",
+    "StopsReply",
+    "StopsRequest",
     "TurnAssignment",
     "contract",
     "parse_receive_reply",

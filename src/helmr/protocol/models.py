@@ -117,6 +117,22 @@ class NextMessageReply(_Reply):
     message: Message | None = None
 
 
+class StopsRequest(_Request):
+    """``POST stops``: long-poll for a stop of the turns this process holds."""
+
+    turn_ids: list[str] = Field(
+        min_length=1, max_length=16, description="The turns this process holds unsettled."
+    )
+    timeout: float = Field(gt=0, description="How long this request may wait for a stop.")
+
+
+class StopsReply(_Reply):
+    """``stops`` reply: the turns to stop now (a stop of them was accepted, or they
+    ended elsewhere); empty when the poll timed out."""
+
+    turn_ids: list[str] = Field(default_factory=list)
+
+
 class MessageOutcomeRequest(_Request):
     """Body of every message outcome (``MessageOutcome`` is the path's last segment);
     ``reason`` explains ``rejected`` and ``unknown``."""

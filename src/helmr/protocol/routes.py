@@ -13,6 +13,7 @@ PREFIX = "/runner/v1/sessions/{session_id}"
 _TURN = PREFIX + "/turns/{turn_id}"
 
 RECEIVE = PREFIX + "/receive"
+STOPS = PREFIX + "/stops"
 SESSION_OUTPUT = PREFIX + "/output"
 TURN_OUTPUT = _TURN + "/output"
 RESPOND = _TURN + "/respond"
@@ -25,6 +26,10 @@ MESSAGE_OUTCOME = _TURN + "/messages/{message_id}/{outcome}"
 
 def receive(session_id: str) -> str:
     return fill(RECEIVE, session_id=session_id)
+
+
+def stops(session_id: str) -> str:
+    return fill(STOPS, session_id=session_id)
 
 
 def session_output(session_id: str) -> str:

@@ -8,7 +8,9 @@ first fails the turn it held: ``handler_raised``), 75 when fenced, 78 when the
 actor could not be loaded. A ``run`` that returns while it holds a turn
 unsettled broke the Turn contract: the runner fails that turn
 (``turn_contract_broken``) before it exits 0. SIGTERM (and SIGINT) set the held turn's signal and
-cancel ``run``.
+cancel ``run``. A background task keeps the stop channel open
+(``helmr.runner.stop_listener``), so a stop the control plane accepts sets the
+held turn's signal at once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from helmr.protocol import ExitCode, contract
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT, Actor
 from helmr.runner.session import Session
+from helmr.runner.stop_listener import listen_for_stops
 from helmr.runner.transport import Transport
 from helmr.runner.turn import HANDLER_RAISED, TURN_CONTRACT_BROKEN
 
@@ -138,45 +141,55 @@ async def _serve(actor: Actor, config: Config) -> int:
     async with transport:
         session = Session(transport, idle_timeout=idle_timeout(config, actor))
         run = asyncio.get_running_loop().create_task(_run(actor, session))
-        stopping = False
-
-        def stop() -> None:
-            nonlocal stopping
-            stopping = True
-            log.info("asked to stop: signalling the held turn and cancelling run")
-            held = session._unsettled_turn()
-            if held is not None:
-                held.signal.abort("process_stopping")
-            run.cancel()
-
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop)
+        stops = asyncio.get_running_loop().create_task(listen_for_stops(session, transport))
         try:
-            await run
-        except asyncio.CancelledError:
-            if not stopping:
-                raise
-            return ExitCode.OK
-        except Exception as e:
-            if stopping:
-                log.info("run ended with %r while stopping", e)
-                return ExitCode.OK
-            log.exception("run raised: this process has failed")
-            await _fail_held(session, e, HANDLER_RAISED)
-            return ExitCode.ACTOR_FAILED
-        # Writes the actor started but did not await still belong to it: let them land.
-        await session.output.drain()
+            return await _await_run(run, session)
+        finally:
+            stops.cancel()
+            await asyncio.gather(stops, return_exceptions=True)
+
+
+async def _await_run(run: asyncio.Task[None], session: Session) -> int:
+    """Awaits ``run``; the process's exit code (SIGTERM and SIGINT cancel it)."""
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        stopping = True
+        log.info("asked to stop: signalling the held turn and cancelling run")
         held = session._unsettled_turn()
         if held is not None:
-            # Returning from run is not completion (spec/001): the turn fails.
-            log.error("run returned with turn %s unsettled: failing it", held.id)
-            await _fail_held(
-                session,
-                f"run returned with turn {held.id} unsettled; settle it with complete or fail",
-                TURN_CONTRACT_BROKEN,
-            )
+            held.signal.abort("process_stopping")
+        run.cancel()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop)
+    try:
+        await run
+    except asyncio.CancelledError:
+        if not stopping:
+            raise
         return ExitCode.OK
+    except Exception as e:
+        if stopping:
+            log.info("run ended with %r while stopping", e)
+            return ExitCode.OK
+        log.exception("run raised: this process has failed")
+        await _fail_held(session, e, HANDLER_RAISED)
+        return ExitCode.ACTOR_FAILED
+    # Writes the actor started but did not await still belong to it: let them land.
+    await session.output.drain()
+    held = session._unsettled_turn()
+    if held is not None:
+        # Returning from run is not completion (spec/001): the turn fails.
+        log.error("run returned with turn %s unsettled: failing it", held.id)
+        await _fail_held(
+            session,
+            f"run returned with turn {held.id} unsettled; settle it with complete or fail",
+            TURN_CONTRACT_BROKEN,
+        )
+    return ExitCode.OK
 
 
 async def _run(actor: Actor, session: Session) -> None:

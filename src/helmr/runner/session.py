@@ -30,6 +30,7 @@ class Session:
         self._transport = transport
         self._idle_timeout = idle_timeout
         self._current: Turn | None = None
+        self._received = asyncio.Event()  # set on each new turn (the stop listener waits)
 
     async def receive(
         self,
@@ -87,7 +88,17 @@ class Session:
                 # A new turn means the server ended the one this process held.
                 current.signal.abort("turn_not_active")
             self._current = Turn(assignment, self._transport.call, self.id)
+            self._received.set()
             return self._current
+
+    async def next_unsignalled_turn(self) -> Turn:
+        """The turn this process holds unsettled with its signal not set, once there is one."""
+        while True:
+            current = self._unsettled_turn()
+            if current is not None and not current.signal.aborted:
+                return current
+            self._received.clear()
+            await self._received.wait()
 
     def _unsettled_turn(self) -> Turn | None:
         """The turn this process received and has not settled, if any."""

@@ -8,10 +8,11 @@ import asyncio
 class Signal:
     """Tells a turn's code to stop its work.
 
-    The runner sets it when the control plane stops this process (SIGTERM:
-    an interrupt, the turn's deadline, a cancel, a suspension) or answers a
-    call for the turn with ``turn_not_active`` (the turn was interrupted or
-    cancelled elsewhere). Check ``aborted`` between steps, or ``await wait()``
+    The runner sets it as soon as the control plane accepts a stop of the turn
+    (an interrupt, a cancel) or ends it elsewhere (its deadline, a failed
+    session), which the stop channel tells it within milliseconds; when a call
+    for the turn is answered ``turn_not_active``; and when the control plane
+    stops this process (SIGTERM). Check ``aborted`` between steps, or ``await wait()``
     next to your own work to stop early.
     """
 
@@ -25,7 +26,8 @@ class Signal:
 
     @property
     def reason(self) -> str | None:
-        """Why it was set: ``process_stopping`` or ``turn_not_active``; None while not set."""
+        """Why it was set: ``stop_requested``, ``turn_not_active`` or ``process_stopping``;
+        None while not set."""
         return self._reason
 
     async def wait(self) -> str:

@@ -28,6 +28,8 @@ from helmr.protocol import (
     RespondRequest,
     RunnerHeaders,
     SessionClosed,
+    StopsReply,
+    StopsRequest,
     TurnAssignment,
     routes,
 )
@@ -73,6 +75,18 @@ class RunnerApi:
                 created_at=turn.created_at,
             )
         )
+
+    @post(routes.STOPS, summary="Long-poll for a stop of the turns this process holds.")
+    async def stops(
+        self, path: SessionPath, headers: RunnerHeaders, body: StopsRequest
+    ) -> StopsReply:
+        """The stop channel: answers, as soon as there are any, the turns among
+        ``turn_ids`` to stop (a stop was accepted, or they ended elsewhere);
+        ``{"turn_ids": []}`` when none came within the timeout."""
+        to_stop = await self._control.requested_stops(
+            path.session_id, headers.process_epoch, body.turn_ids, min(body.timeout, MAX_WAIT)
+        )
+        return StopsReply(turn_ids=to_stop)
 
     @post(routes.SESSION_OUTPUT, summary="Append session-level output.")
     async def session_output(

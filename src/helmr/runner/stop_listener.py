@@ -1,0 +1,56 @@
+"""The stop channel's runner end: one background task per process that keeps a
+long poll open on ``stops`` for the turn it holds and sets that turn's signal
+the moment the control plane accepts a stop of it (an interrupt, a cancel) or
+ends it elsewhere (its deadline, a failed session).
+
+Without it a handler inside a long call (a provider request) would hear of
+the stop only at its next call for the turn, or at SIGTERM once the stop grace
+period has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+
+from helmr.errors import HelmrError, StaleEpoch
+from helmr.protocol import StopsReply, StopsRequest, routes
+from helmr.runner.session import POLL_WINDOW, Session
+from helmr.runner.transport import Transport
+from helmr.runner.turn import Turn
+
+log = logging.getLogger(__name__)
+
+STOP_REQUESTED = "stop_requested"
+"""The signal's reason when the stop channel set it."""
+
+ERROR_PAUSE = 1.0
+"""Seconds to wait before polling again after a poll failed."""
+
+
+async def listen_for_stops(session: Session, transport: Transport) -> None:
+    """Runs until cancelled, or until the process is fenced."""
+    while True:
+        turn = await session.next_unsignalled_turn()
+        try:
+            reply = await transport.call(
+                routes.stops(session.id),
+                StopsRequest(turn_ids=[turn.id], timeout=POLL_WINDOW),
+                wait=POLL_WINDOW,
+            )
+        except StaleEpoch:
+            return  # a newer process runs the session: nothing of ours to stop
+        except (HelmrError, aiohttp.ClientError, TimeoutError) as e:
+            # The transport already retried what a restarting control plane answers.
+            log.warning("stop channel: %r; polling again in %.0f s", e, ERROR_PAUSE)
+            await asyncio.sleep(ERROR_PAUSE)
+            continue
+        _signal(turn, StopsReply.model_validate(reply))
+
+
+def _signal(turn: Turn, reply: StopsReply) -> None:
+    if turn.id in reply.turn_ids and not turn.settled:
+        log.info("stop requested for turn %s: setting its signal", turn.id)
+        turn.signal.abort(STOP_REQUESTED)

@@ -1,0 +1,71 @@
+"""The stop channel's control side (``Control.requested_stops``): a long poll that
+answers the Turns a runner process must stop as soon as a stop of them is accepted.
+
+Issue 9 item 5: "The control plane pushes stop requests (turn interrupt, session
+interrupt, cancel, deadline) to the runner over a channel it holds open".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from helmr.errors import StaleEpoch
+from tests.unit.control.harness import Harness
+
+
+async def test_a_poll_with_nothing_to_stop_answers_empty_when_its_timeout_ends(
+    h: Harness,
+) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+
+    assert await h.control.requested_stops(session.id, epoch, [turn.id], timeout=0.05) == []
+
+
+@pytest.mark.parametrize("scope", ["turn", "session", "cancel"])
+async def test_an_accepted_stop_answers_a_waiting_poll_at_once(h: Harness, scope: str) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+    poll = asyncio.create_task(h.control.requested_stops(session.id, epoch, [turn.id], timeout=10))
+    await asyncio.sleep(0.05)
+    assert not poll.done()  # it waits: nothing asked this Turn to stop yet
+
+    if scope == "turn":
+        await h.control.interrupt(session.id, turn.id)
+    elif scope == "session":
+        await h.control.interrupt(session.id)
+    else:
+        await h.control.cancel(session.id)
+
+    assert await asyncio.wait_for(poll, 1) == [turn.id]
+    # Accepted, not converged: the Turn still runs until its process lets go.
+    assert (await h.control.get_turn(session.id, turn.id)).status == "running"
+
+
+async def test_a_turn_ended_elsewhere_is_answered_too(h: Harness) -> None:
+    """A Turn past its maxTurnDuration ends at once (turn_deadline_elapsed): its
+    handler hears of it on the channel."""
+    session = await h.session(max_turn_duration=timedelta(seconds=5))
+    epoch, turn = await h.running(session.id)
+    await h.control.expire_deadlines(h.clock.advance(timedelta(seconds=6)))
+
+    assert await h.control.requested_stops(session.id, epoch, [turn.id], timeout=0) == [turn.id]
+
+
+async def test_a_settled_turn_is_answered_so_the_runner_stops_polling_for_it(h: Harness) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+    await h.control.complete(session.id, epoch, turn.id, "done")
+
+    assert await h.control.requested_stops(session.id, epoch, [turn.id], timeout=0) == [turn.id]
+
+
+async def test_a_fenced_process_is_refused(h: Harness) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+
+    with pytest.raises(StaleEpoch):
+        await h.control.requested_stops(session.id, epoch + 1, [turn.id], timeout=0)
