@@ -208,7 +208,7 @@ def test_wait_for_complete_and_held_conditions(k: Kubectl) -> None:
     failed = condition(k.json("turn", "long"), "Failed")
     assert (failed["reason"], failed["message"]) == (
         "Interrupt",
-        "Turn long was interrupted: interrupt",
+        "Turn long was interrupted by an interrupt",
     )
     # The transition time stays while the condition holds.
     time.sleep(2)

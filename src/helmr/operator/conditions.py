@@ -39,6 +39,22 @@ def words(code: str) -> str:
     return code.replace("_", " ")
 
 
+# How the common interruption reasons read after "interrupted"; others read as words.
+_INTERRUPTED_BY = {
+    "interrupt": "by an interrupt",
+    "cancel": "by cancel",
+    "turn_deadline_elapsed": "after maxTurnDuration elapsed",
+    "computer_execution_lost": "by the loss of its runner",
+}
+
+
+def interrupted(reason: str | None) -> str:
+    """``was interrupted by an interrupt``: how a Turn's interruption reads."""
+    if reason is None:
+        return "was interrupted"
+    return f"was interrupted {_INTERRUPTED_BY.get(reason, f'({words(reason)})')}"
+
+
 @dataclass(frozen=True)
 class Observation:
     """One condition as observed now; ``since`` is when it became so, when the store knows."""
@@ -98,7 +114,7 @@ def turn_observations(view: TurnView, name: str) -> list[Observation]:
         return [Observation("Failed", "True", reason, f"{turn} failed{detail}", view.ended_at)]
     if view.status == "interrupted":
         cause = view.reason or "interrupt"
-        message = f"{turn} was interrupted: {words(cause)}"
+        message = f"{turn} {interrupted(cause)}"
         return [Observation("Failed", "True", camel(cause), message, view.ended_at)]
     if view.status == "cancelled":
         cause = f": {words(view.reason)}" if view.reason else ""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmr.events import Event, EventKind
-from helmr.operator.conditions import words
+from helmr.operator.conditions import interrupted, words
 
 _CLOSED_HOW = {"close": "after its queued Turns finished", "cancel": "by cancel", "idle": "idle"}
 
@@ -46,7 +46,8 @@ def _turn_event(kind: EventKind, turn: str, data: dict[str, Any]) -> KubeEvent |
         detail = f": {error.get('message')}" if isinstance(error, dict) else ""
         return KubeEvent("TurnFailed", f"{turn} failed{detail}", warning=True)
     if kind == EventKind.TURN_INTERRUPTED:
-        return KubeEvent("TurnInterrupted", f"{turn} was interrupted{because}", warning=True)
+        message = f"{turn} {interrupted(reason if isinstance(reason, str) else None)}"
+        return KubeEvent("TurnInterrupted", message, warning=True)
     if kind == EventKind.TURN_CANCELLED:
         return KubeEvent("TurnCancelled", f"{turn} was cancelled{because}")
     return None

@@ -57,7 +57,7 @@ async def test_a_turns_outcome_and_a_hold_read_as_sentences(h: Harness) -> None:
     )
     assert (
         by_reason["TurnInterrupted"].message
-        == f"Turn {named(second.id)} was interrupted: interrupt"
+        == f"Turn {named(second.id)} was interrupted by an interrupt"
     )
     assert by_reason["SessionClosed"].message == "Session closed after its queued Turns finished"
     for _, k in events:  # no Python reprs
