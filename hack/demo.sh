@@ -55,17 +55,18 @@ subjects: [{kind: ServiceAccount, name: demo-client, namespace: $DEMO_NS}]
 YAML
 
 # The release watches only the demo namespace (namespaced RBAC), so it never
-# competes with an operator that tests start for their own namespaces. No
-# StorageClass on the local cluster: the demo keeps its timeline on an emptyDir.
+# competes with an operator that tests start for their own namespaces. Its
+# timeline is on a PVC of the local cluster's default StorageClass
+# (helmr-hostpath): it outlives the control plane's pod, as in production.
 log "installing the chart (control plane image helmr.local/operator:dev)"
 helm upgrade --install helmr "$REPO_DIR/charts/helmr" -n helmr-system \
-  --set persistence.enabled=false --set image.pullPolicy=Never \
+  --set image.pullPolicy=Never \
   --set "watchNamespaces={$DEMO_NS}" --wait --timeout 3m >/dev/null
 # A new image under the same tag needs a new pod.
 kubectl -n helmr-system rollout restart deployment/helmr >/dev/null
 kubectl -n helmr-system rollout status deployment/helmr --timeout=180s >&2
 
-# The demo's store is an emptyDir: sessions of an earlier demo are gone with it.
+# Each demo starts from no sessions (deleting a Session cancels it).
 kubectl -n "$DEMO_NS" delete turns.helmr.dev,sessions.helmr.dev --all --wait=false >/dev/null
 
 HELMR_URL="http://$(kubectl -n helmr-system get service helmr -o jsonpath='{.spec.clusterIP}'):8080"

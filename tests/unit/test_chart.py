@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import tarfile
 from collections.abc import Iterable
@@ -593,6 +594,19 @@ def test_persistence_off_is_an_empty_dir() -> None:
     assert not of_kind(manifests, "PersistentVolumeClaim")
     (data,) = [v for v in pod_spec(manifests)["volumes"] if v["name"] == "data"]
     assert data == {"name": "data", "emptyDir": {}}
+
+
+def test_the_demo_release_keeps_its_timeline_on_a_claim() -> None:
+    """Issue 9 item 8: "Once the local cluster has a StorageClass, the demo keeps its
+    timeline on a PVC". The chart rendered with hack/demo.sh's own --set values
+    claims a volume of the default StorageClass (helmr-hostpath there)."""
+    demo = (REPO / "hack" / "demo.sh").read_text()
+    install = demo[demo.index("helm upgrade --install") :].split(">/dev/null")[0]
+    sets = re.findall(r'--set "?([^" \\]+)"?', install)
+    values = dict(s.replace("$DEMO_NS", "helmr-demo").split("=", 1) for s in sets)
+    assert "persistence.enabled" not in values
+    pvc = one(render(values), "PersistentVolumeClaim")
+    assert "storageClassName" not in pvc["spec"]
 
 
 def test_existing_claim_is_used_not_created() -> None:

@@ -22,6 +22,7 @@ from helmr.operator.labels import (
     LABEL_TURN_ID,
     RUNNER,
 )
+from helmr.operator.lost_history import fail_session, history_lost, refuse_turn, stored
 from helmr.operator.preparation import container_started, failed_preparation
 from helmr.operator.session_controls import NotYet, Refused, apply_spec
 from helmr.operator.settings import Settings
@@ -30,6 +31,7 @@ from helmr.resources import (
     ACTORS,
     GROUP,
     SESSIONS,
+    TERMINAL_TURN_PHASES,
     TURNS,
     VERSION,
     Actor,
@@ -85,9 +87,13 @@ async def session_admit(
     **_: Any,
 ) -> None:
     """A Session applied with kubectl opens a store session (once, keyed by the CR's uid);
-    its spec's controls apply (``spec.state`` and ``spec.resume`` are levels)."""
+    its spec's controls apply (``spec.state`` and ``spec.resume`` are levels). One
+    admitted before whose history the store lost fails instead of opening again."""
     plane = _plane(memo)
     session = Session.from_manifest(body)
+    if await history_lost(plane.control, session):
+        await fail_session(plane.kube, session)
+        return
     spec = session.spec
     if LABEL_SESSION_ID in labels:
         # The API opened it and created this CR (the label checked against the store).
@@ -116,6 +122,9 @@ async def session_spec_changed(body: kopf.Body, old: Any, new: Any, memo: Any, *
     """``kubectl patch``/``apply`` of a Session's controls: close, cancel, interrupt, resume."""
     plane = _plane(memo)
     session = Session.from_manifest(body)
+    if await history_lost(plane.control, session):
+        await fail_session(plane.kube, session)
+        return
     session_id = await _session_id(plane, session)
     if session_id is None:
         raise kopf.TemporaryError(f"Session {session.metadata.name} is not admitted yet", delay=1)
@@ -188,14 +197,24 @@ async def turn_admit(
     memo: Any,
     **_: Any,
 ) -> None:
-    """A Turn applied with kubectl is admitted like an API enqueue (FIFO, once)."""
+    """A Turn applied with kubectl is admitted like an API enqueue (FIFO, once). One
+    whose status shows it ended is never admitted again (spec/000: "Helmr never
+    replays a completed, interrupted or failed Turn"); one for a Session whose
+    history the store lost fails (``history_lost``)."""
     plane = _plane(memo)
     if LABEL_TURN_ID in labels:
         return  # admitted by the API, which created this CR
     namespace = _namespaced(namespace)
-    spec = Turn.from_manifest(body).spec
+    turn_resource = Turn.from_manifest(body)
+    status = turn_resource.status
+    if status is not None and status.phase in TERMINAL_TURN_PHASES:
+        return
+    spec = turn_resource.spec
     session_name = spec.session_ref.name
     owner = await plane.kube.get_resource(Session, namespace, session_name)
+    if owner is not None and await history_lost(plane.control, owner):
+        await refuse_turn(plane.kube, turn_resource, owner)
+        return
     session_id = None if owner is None else await _session_id(plane, owner)
     if session_id is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
@@ -253,6 +272,14 @@ async def runner_pod_event(
     labels = body["metadata"]["labels"]
     session_id = labels[LABEL_SESSION_ID]
     epoch = int(labels[LABEL_EPOCH])
+    if not await stored(plane.control, session_id):
+        # Its Session's history was lost with the store: nothing will talk to it.
+        if type != "DELETED":
+            log.warning(
+                "runner pod %s of session %s, which the store lacks: deleting it", name, session_id
+            )
+            await plane.kube.delete_pod(_namespaced(namespace), name)
+        return
     if type != "DELETED":
         if container_started(body):
             await plane.control.process_prepared(session_id, epoch)

@@ -1,0 +1,140 @@
+"""Sessions whose history the store lost: they fail, and nothing of them is replayed.
+
+A Session resource whose ``status.sessionId`` is set was admitted by a control
+plane; when the store no longer has that Session (the timeline lived on an
+emptyDir and the pod went, or a volume was replaced), its history is lost.
+Opening it again would replay Turns already completed, interrupted or failed,
+which Helmr never does (spec/000). Instead the Session ends ``failed`` with
+reason ``history_lost`` and every Turn of it not yet ended fails with the same
+reason, as do Turns applied for it later.
+
+The store cannot hold a Session it lost, so that outcome lives on the resources
+only: the operator writes their status and a Warning Event directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from helmr.control import Control
+from helmr.errors import NotFound
+from helmr.operator.conditions import Observation, settle
+from helmr.operator.kube import Kube
+from helmr.resources import (
+    GROUP,
+    TERMINAL_TURN_PHASES,
+    TURNS,
+    VERSION,
+    Condition,
+    Session,
+    SessionStatus,
+    Turn,
+    TurnError,
+    TurnStatus,
+)
+
+HISTORY_LOST = "history_lost"
+"""The failure reason of a Session, and the error code of its Turns, once its history is lost."""
+REASON = "HistoryLost"
+"""The same as a condition and Event reason."""
+
+
+async def history_lost(control: Control, session: Session) -> bool:
+    """Whether the resource shows the Session was admitted and the store no longer has it."""
+    session_id = None if session.status is None else session.status.session_id
+    return session_id is not None and not await stored(control, session_id)
+
+
+async def stored(control: Control, session_id: str) -> bool:
+    """Whether the store has the Session (``session_id`` may come from a resource)."""
+    try:
+        await control.get_session(session_id)
+    except NotFound:
+        return False
+    return True
+
+
+def _lost_message(session: Session) -> str:
+    session_id = session.status.session_id if session.status is not None else None
+    return (
+        f"the control plane's store no longer has session {session_id}: its history was lost"
+        " (a timeline without persistence, or a replaced volume), so none of its Turns is"
+        " run again; apply a new Session to go on"
+    )
+
+
+async def fail_session(kube: Kube, session: Session) -> None:
+    """Writes the Session ``failed`` (reason ``history_lost``) with a Warning Event,
+    and fails its Turns not yet ended; once only (a later pass finds it failed)."""
+    namespace = session.metadata.namespace or ""
+    name = session.metadata.name or ""
+    status = session.status
+    previous = None if status is None else status.conditions
+    if status is not None and status.phase == "failed" and _has_reason(previous):
+        return
+    message = f"the Session failed: {_lost_message(session)}"
+    conditions = settle(
+        previous,
+        [
+            Observation("Ready", "False", REASON, message),
+            Observation("Failed", "True", REASON, message),
+        ],
+        datetime.now(UTC),
+        session.metadata.generation,
+    )
+    lost = SessionStatus(
+        phase="failed",
+        hold=None,
+        runner_pod=None,
+        active_turn=None,
+        queued_turns=0,
+        conditions=conditions,
+    )
+    await kube.patch_resource_status(Session, namespace, name, lost)
+    await kube.record_event(
+        Session, namespace, name, REASON, message, warning=True, uid=session.metadata.uid
+    )
+    for turn in await _turns_of(kube, namespace, name):
+        await refuse_turn(kube, turn, session)
+
+
+async def refuse_turn(kube: Kube, turn: Turn, session: Session) -> None:
+    """Writes the Turn ``failed`` (code and reason ``history_lost``) with a Warning Event,
+    unless it already ended: an ended Turn keeps its outcome."""
+    status = turn.status
+    if status is not None and status.phase in TERMINAL_TURN_PHASES:
+        return
+    namespace = turn.metadata.namespace or ""
+    name = turn.metadata.name or ""
+    message = f"Turn {name} failed: {_lost_message(session)}"
+    now = datetime.now(UTC)
+    failed = TurnStatus(
+        phase="failed",
+        ended_at=now,
+        error=TurnError(code=HISTORY_LOST, message=message),
+        reason=HISTORY_LOST,
+        conditions=settle(
+            None if status is None else status.conditions,
+            [Observation("Failed", "True", REASON, message)],
+            now,
+        ),
+    )
+    await kube.patch_resource_status(Turn, namespace, name, failed)
+    await kube.record_event(
+        Turn, namespace, name, REASON, message, warning=True, uid=turn.metadata.uid
+    )
+
+
+def _has_reason(conditions: Sequence[Condition] | None) -> bool:
+    return any(c.type == "Failed" and c.reason == REASON for c in conditions or ())
+
+
+async def _turns_of(kube: Kube, namespace: str, session_name: str) -> list[Turn]:
+    listed = await asyncio.to_thread(
+        kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, TURNS
+    )
+    turns = [Turn.from_manifest(item) for item in cast(dict[str, Any], listed).get("items", [])]
+    return [turn for turn in turns if turn.spec.session_ref.name == session_name]
