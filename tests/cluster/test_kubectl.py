@@ -297,3 +297,24 @@ def test_resume_with_kubectl_patch_releases_only_the_named_hold(k: Kubectl) -> N
     assert k.json("session", "s")["status"]["hold"]["holdId"] == second
     k.patch("session/s", {"resume": {"holdId": second}})
     wait(k, "Held=false", "session/s")
+
+
+def test_an_actor_whose_never_pulled_image_no_node_has_is_not_accepted(k: Kubectl) -> None:
+    actor = {
+        "apiVersion": "helmr.dev/v1alpha1",
+        "kind": "Actor",
+        "metadata": {"name": "absent"},
+        "spec": {
+            "image": "helmr.local/absent:dev",
+            "imagePullPolicy": "Never",
+            "entrypoint": "echo.echo:echo",
+        },
+    }
+    k("apply", "-f", "-", input=json.dumps(actor))
+    wait(k, "Accepted=false", "actor/absent", timeout=60)
+    accepted = condition(k.json("actor", "absent"), "Accepted")
+    assert accepted["reason"] == "ImageNotPresent"
+    assert "helmr.local/absent:dev is on no node" in accepted["message"]
+    k("apply", "-f", str(REPO / "examples" / "echo" / "actor.yaml"))
+    wait(k, "Accepted", "actor/echo", timeout=60)
+    assert condition(k.json("actor", "echo"), "Accepted")["reason"] == "ImagePresent"
