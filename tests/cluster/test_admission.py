@@ -54,7 +54,8 @@ def session(**spec: Any) -> Manifest:
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Session",
         "metadata": {"name": "review-42"},
-        "spec": {"actorRef": {"name": "reviewer"}, "workspace": "repo-a", **spec},
+        # state: the default the apiserver fills in, so a Session read back compares equal.
+        "spec": {"actorRef": {"name": "reviewer"}, "workspace": "repo-a", "state": "Open", **spec},
     }
 
 
