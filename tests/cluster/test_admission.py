@@ -21,6 +21,7 @@ from helmr.resources import (
     SESSIONS,
     TURNS,
     VERSION,
+    WORKSPACES,
     Actor,
     ActorRef,
     ActorSpec,
@@ -68,6 +69,15 @@ def turn(**spec: Any) -> Manifest:
     }
 
 
+def workspace(**spec: Any) -> Manifest:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Workspace",
+        "metadata": {"name": "repo-a"},
+        "spec": spec,
+    }
+
+
 def without(manifest: Manifest, *path: str) -> Manifest:
     trimmed = copy.deepcopy(manifest)
     node = trimmed
@@ -81,7 +91,7 @@ def renamed(manifest: Manifest, name: str) -> Manifest:
     return {**manifest, "metadata": {"name": name}}
 
 
-PLURALS = {"Actor": ACTORS, "Session": SESSIONS, "Turn": TURNS}
+PLURALS = {"Actor": ACTORS, "Session": SESSIONS, "Turn": TURNS, "Workspace": WORKSPACES}
 
 
 class Objects:
@@ -152,7 +162,7 @@ def test_minimal_manifests_are_admitted_and_defaulted(objects: Objects) -> None:
         # No idleTimeoutSeconds: unset, the code's actor(idle_timeout=) applies.
         "queueLimit": 100,
         "retry": {"maxAttempts": 3, "backoffSeconds": 5},
-        "computer": {"size": "1Gi"},
+        "computer": {"size": "1Gi", "accessMode": "ReadWriteOnce", "keepSaves": 5},
     }
 
     built_session = Session(
@@ -188,6 +198,8 @@ def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
             "size": "20Gi",
             "storageClassName": "local-path",
             "volumeSnapshotClassName": "csi-hostpath.snapclass",
+            "accessMode": "ReadWriteOncePod",
+            "keepSaves": 3,
         },
         env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY", "value": ""}],
     )
@@ -272,6 +284,12 @@ INVALID: list[tuple[str, Manifest, str]] = [
     ("turn-session-ref-not-a-name", turn(sessionRef={"name": "a_b"}), "spec.sessionRef.name"),
     ("turn-empty-idempotency-key", turn(idempotencyKey=""), "spec.idempotencyKey"),
     ("turn-source-too-long", turn(source="s" * 254), "spec.source"),
+    ("actor-access-mode-unknown", actor(computer={"accessMode": "Shared"}), "spec.computer"),
+    ("actor-keep-no-saves", actor(computer={"keepSaves": 0}), "spec.computer.keepSaves"),
+    ("workspace-size-not-a-quantity", workspace(size="big"), "spec.size"),
+    ("workspace-keep-too-many-saves", workspace(keepSaves=101), "spec.keepSaves"),
+    ("workspace-class-not-a-name", workspace(storageClassName="A_B"), "spec.storageClassName"),
+    ("workspace-name-too-long", renamed(workspace(), "w" * 64), "metadata.name"),
 ]
 
 

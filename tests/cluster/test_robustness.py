@@ -317,12 +317,15 @@ async def test_zombie_runner_of_an_older_epoch_is_fenced_from_every_write(
     events = await all_events(session)
     assert zombie_marks(events) == []
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
-    # Epoch 1 wrote nothing after its loss: its facts are the lost turn's and the loss.
+    # Epoch 1 wrote nothing after its loss: its facts are the lost turn's and the
+    # loss's (process_failed with reason execution_lost, execution_lost, recovery_gap).
     of_epoch_1 = [(e.kind, e.turn_id) for e in events if e.process_epoch == 1]
     assert set(of_epoch_1) <= {
         ("turn.running", lost.id),
         ("turn.interrupted", lost.id),
+        ("session.process_failed", None),
         ("session.execution_lost", None),
+        ("session.recovery_gap", None),
     }, of_epoch_1
     running = [(e.turn_id, e.data) for e in events if e.kind == "turn.running"]
     assert running == [
