@@ -230,7 +230,8 @@ async def warm_turns(
 
 async def stop_signals(helmr: Client, namespace: str, samples: int) -> dict[str, list[float]]:
     """Turn interrupt → the busy handler's signal, one Turn at a time on a warm runner."""
-    session = await start_session(helmr, namespace, MISBEHAVING)
+    # Its own Workspace: the warm session's is released only once that one has closed.
+    session, _ = await helmr.actors.start(MISBEHAVING, namespace=namespace, workspace="signals")
     timeline = Timeline(session)
     out: dict[str, list[float]] = {"accepted": [], "signalled": [], "accepted_to_signal": []}
     try:
