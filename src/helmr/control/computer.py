@@ -16,7 +16,7 @@ from helmr.errors import Conflict
 from helmr.protocol.api import WorkspaceView, workspace_id
 from helmr.resources.workspace import claim_name, save_name
 from helmr.store import ReadTx, SessionRow, TurnRow, Tx, disks, sessions
-from helmr.store.disks import DiskRow, SaveRow
+from helmr.store.rows import DiskRow, SaveRow
 
 
 @dataclass(frozen=True, slots=True)

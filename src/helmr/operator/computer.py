@@ -27,7 +27,7 @@ from helmr.operator.volumes import (
 )
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
 from helmr.resources.workspace import claim_name, save_name
-from helmr.store.disks import SaveRow
+from helmr.store.rows import SaveRow
 
 log = logging.getLogger(__name__)
 

@@ -8,58 +8,10 @@ execution loss replaces the disk with one restored from the last ready save
 
 from __future__ import annotations
 
-import sqlite3
-from dataclasses import dataclass
-from datetime import datetime
-
 from helmr.states import SaveStatus
-from helmr.store.codec import db_value, dump_time, load_time
+from helmr.store.codec import db_value, dump_time
+from helmr.store.rows import DiskRow, SaveRow
 from helmr.store.tx import ReadTx, Tx
-
-
-@dataclass(frozen=True, slots=True)
-class DiskRow:
-    namespace: str
-    workspace: str
-    disk: int
-    """Generation of the disk the next runner mounts."""
-    restored_from: int | None
-    """The save version that disk is restored from; None: it started empty."""
-    last_version: int
-
-
-@dataclass(frozen=True, slots=True)
-class SaveRow:
-    namespace: str
-    workspace: str
-    version: int
-    disk: int
-    """The disk generation the save snapshots."""
-    session_id: str
-    turn_id: str
-    status: SaveStatus
-    attempts: int
-    error: str | None
-    requested_at: datetime
-    ready_at: datetime | None
-
-    @classmethod
-    def load(cls, row: sqlite3.Row) -> SaveRow:
-        requested_at = load_time(row["requested_at"])
-        assert requested_at is not None
-        return cls(
-            namespace=row["namespace"],
-            workspace=row["workspace"],
-            version=row["version"],
-            disk=row["disk"],
-            session_id=row["session_id"],
-            turn_id=row["turn_id"],
-            status=row["status"],
-            attempts=row["attempts"],
-            error=row["error"],
-            requested_at=requested_at,
-            ready_at=load_time(row["ready_at"]),
-        )
 
 
 def ensure(tx: Tx, namespace: str, workspace: str) -> DiskRow:

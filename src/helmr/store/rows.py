@@ -19,6 +19,7 @@ from helmr.states import (
     HoldScope,
     MessageStatus,
     Outcome,
+    SaveStatus,
     SessionStatus,
     TurnStatus,
 )
@@ -230,6 +231,49 @@ class MessageRow:
             reason=row["reason"],
             created_at=_time(row["created_at"]),
             payload_expired=bool(row["payload_expired"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DiskRow:
+    namespace: str
+    workspace: str
+    disk: int
+    """Generation of the disk the next runner mounts."""
+    restored_from: int | None
+    """The save version that disk is restored from; None: it started empty."""
+    last_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SaveRow:
+    namespace: str
+    workspace: str
+    version: int
+    disk: int
+    """The disk generation the save snapshots."""
+    session_id: str
+    turn_id: str
+    status: SaveStatus
+    attempts: int
+    error: str | None
+    requested_at: datetime
+    ready_at: datetime | None
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> SaveRow:
+        return cls(
+            namespace=row["namespace"],
+            workspace=row["workspace"],
+            version=row["version"],
+            disk=row["disk"],
+            session_id=row["session_id"],
+            turn_id=row["turn_id"],
+            status=row["status"],
+            attempts=row["attempts"],
+            error=row["error"],
+            requested_at=_time(row["requested_at"]),
+            ready_at=load_time(row["ready_at"]),
         )
 
 
