@@ -96,3 +96,22 @@ def signal_heard(events: list[Event], turn_id: str) -> dict[str, Any] | None:
             if isinstance(value, dict) and value.get("turnId") == turn_id:
                 return value
     return None
+
+
+async def operator_watches(api_client: client.ApiClient, namespace: str, actor: str) -> None:
+    """Waits until the operator watches ``namespace``: it wrote the Actor's Accepted
+    condition. The test operator finds namespaces by a name pattern, which kopf
+    follows with a watch per namespace; right after its start, amid dozens of
+    namespaces of earlier tests being deleted, a new namespace has been seen to
+    wait about two minutes for its watches. A test that applies objects for the
+    operator to admit waits for this first, so it measures Helmr, not that."""
+    custom = client.CustomObjectsApi(api_client)
+
+    def accepted() -> bool:
+        got: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            GROUP, VERSION, namespace, ACTORS, actor
+        )
+        conditions = (got.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Accepted" for c in conditions)
+
+    await eventually(accepted, timeout=300, what=f"the operator to watch namespace {namespace}")

@@ -20,7 +20,7 @@ from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
 
 from .conftest import Operator, kubectl
-from .sessions import create_actor, eventually, start_session
+from .sessions import create_actor, eventually, operator_watches, start_session
 
 
 def service_account_token(core: client.CoreV1Api, namespace: str, name: str) -> str:
@@ -112,7 +112,7 @@ async def test_api_enqueue_creates_turn_crs_and_kubectl_turns_are_admitted_alike
     namespace: str,
     runner_image: str,
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
+    await operator_watches(api_client, namespace, create_actor(api_client, namespace, runner_image))
     custom = client.CustomObjectsApi(api_client)
     async with Client(operator.url, operator.token) as helmr:
         session = await start_session(helmr, namespace)

@@ -31,7 +31,7 @@ from helmr.client import Client, SessionRef
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
 from .conftest import create_namespace, delete_namespace, kubectl
-from .sessions import all_events, create_actor, eventually
+from .sessions import all_events, create_actor, eventually, operator_watches
 
 SESSIONS = 20
 TURNS_PER_SESSION = 50  # 1,000 turns in all, half of them applied with kubectl
@@ -97,7 +97,7 @@ async def _stress(
     core: client.CoreV1Api,
     doomed: list[str],
 ) -> None:
-    create_actor(api_client, namespace, runner_image)
+    await operator_watches(api_client, namespace, create_actor(api_client, namespace, runner_image))
     custom = client.CustomObjectsApi(api_client)
     started = [
         (await helmr.actors.start("echo", namespace=namespace, workspace=f"ws-{i}"))[0]
