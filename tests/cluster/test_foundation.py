@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import time
 
 from kubernetes import client
 
@@ -69,7 +70,12 @@ def test_rbac_role_decides_access(api_client: client.ApiClient, namespace: str) 
         )
         return bool(authz.create_subject_access_review(review).status.allowed)
 
-    assert allowed("alice", "list", namespace)
+    # The RBAC authorizer reads roles from the apiserver's watch cache, which
+    # learns of the new binding a moment after it was created: wait for it.
+    deadline = time.monotonic() + 30
+    while not allowed("alice", "list", namespace):
+        assert time.monotonic() < deadline, "the new RoleBinding never took effect"
+        time.sleep(0.2)
     assert not allowed("alice", "delete", namespace)
     assert not allowed("alice", "list", "default")
     assert not allowed("bob", "list", namespace)
