@@ -50,12 +50,12 @@ class Disks:
         the runner that wrote them is gone."""
         namespace, name = session.namespace, session.workspace
         workspace = await self._ensure_workspace(namespace, name)
+        computer = workspace.spec.resolve(actor.spec.computer)
         disk = await self.control.current_disk(namespace, name)
         claim = claim_name(name, disk.disk)
         if await self.kube.get_claim(namespace, claim) is None:
             if disk.restored_from is not None:
                 await self._require_ready(namespace, save_name(name, disk.restored_from))
-            computer = workspace.spec.resolve(actor.spec.computer)
             spec = DiskSpec(_ref(workspace), disk.disk, computer, disk.restored_from)
             await self.kube.create_claim(namespace, build_claim_spec(spec))
             source = "empty" if disk.restored_from is None else "restored"
@@ -64,7 +64,7 @@ class Disks:
         selector = f"{LABEL_WORKSPACE}={name},{LABEL_DISK}!={disk.disk}"
         for old in await self.kube.list_claims(namespace, selector):
             await self.kube.delete_claim(namespace, old)
-        await self._prune(namespace, name, workspace, actor.spec.computer)
+        await self._prune(namespace, name, computer.keep_saves)
         return claim
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
@@ -118,11 +118,8 @@ class Disks:
             waited = datetime.now(UTC) - save.requested_at
             self.metrics.save_duration.observe(waited.total_seconds())
             log.info("workspace %s/%s: save %d ready", namespace, name, version)
-            session = await self.control.get_session(save.session_id)
-            actor = await self._actor(namespace, session.actor)
-            workspace = await self.kube.get_resource(Workspace, namespace, name)
-            if actor is not None and workspace is not None:
-                await self._prune(namespace, name, workspace, actor.spec.computer)
+            if (resolved := await self._resolved(save)) is not None:
+                await self._prune(namespace, name, resolved[1].keep_saves)
         elif status.get("error"):
             message = str((status["error"] or {}).get("message") or "snapshot failed")
             # Deleted first, so the next attempt starts over and a given-up save leaves nothing.
@@ -141,18 +138,27 @@ class Disks:
                 message,
             )
 
-    async def _take(self, save: SaveRow) -> None:
-        namespace, name = save.namespace, save.workspace
-        workspace = await self.kube.get_resource(Workspace, namespace, name)
+    async def _resolved(self, save: SaveRow) -> tuple[Workspace, ComputerSpec] | None:
+        """The save's Workspace and the disk settings in force (its overrides, else
+        the Actor's), or None when the Workspace or the session's Actor is gone."""
+        workspace = await self.kube.get_resource(Workspace, save.namespace, save.workspace)
         session = await self.control.get_session(save.session_id)
-        actor = await self._actor(namespace, session.actor)
+        actor = await self._actor(save.namespace, session.actor)
         if workspace is None or actor is None:
-            missing = "Workspace" if workspace is None else f"Actor {session.actor}"
+            return None
+        return workspace, workspace.spec.resolve(actor.spec.computer)
+
+    async def _take(self, save: SaveRow) -> None:
+        resolved = await self._resolved(save)
+        if resolved is None:
             await self.control.save_failed(
-                namespace, name, save.version, f"{missing} not found: cannot take the save"
+                save.namespace,
+                save.workspace,
+                save.version,
+                "the Workspace or the session's Actor is gone: cannot take the save",
             )
             return
-        computer = workspace.spec.resolve(actor.spec.computer)
+        workspace, computer = resolved
         spec = SaveSpec(
             workspace=_ref(workspace),
             version=save.version,
@@ -161,12 +167,9 @@ class Disks:
             turn_id=save.turn_id,
             snapshot_class=computer.volume_snapshot_class_name,
         )
-        await self.kube.create_snapshot(namespace, build_save_spec(spec))
+        await self.kube.create_snapshot(save.namespace, build_save_spec(spec))
 
-    async def _prune(
-        self, namespace: str, name: str, workspace: Workspace, actor: ComputerSpec
-    ) -> None:
-        keep = workspace.spec.resolve(actor).keep_saves
+    async def _prune(self, namespace: str, name: str, keep: int) -> None:
         for save in await self.control.saves_to_prune(namespace, name, keep):
             await self.kube.delete_snapshot(namespace, save_name(name, save.version))
             await self.control.save_pruned(namespace, name, save.version)
