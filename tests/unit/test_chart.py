@@ -214,8 +214,16 @@ def test_environment_of_the_control_plane(default: list[Manifest]) -> None:
         "HELMR_ACTOR_GRACE_SECONDS": "30",
         "HELMR_MAX_REQUEST_BYTES": "1048576",
         "HELMR_TURN_EVENTS": "true",
+        "HELMR_LOG_FORMAT": "json",
         "HOME": "/tmp",
     }
+
+
+def test_logs_are_json_unless_text_is_asked_for_kopfs_lines_too(default: list[Manifest]) -> None:
+    assert "--log-format=json" in container(default)["args"]
+    text = render({"operator.logFormat": "text"})
+    assert env(text)["HELMR_LOG_FORMAT"] == "text"
+    assert "--log-format=full" in container(text)["args"]
 
 
 def test_per_turn_events_can_be_turned_off() -> None:

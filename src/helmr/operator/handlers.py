@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
+from helmr import logs
 from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator.actor_status import accepted
 from helmr.operator.conditions import settle
@@ -60,6 +61,10 @@ def _plane(memo: Any) -> ControlPlane:
 
 @kopf.on.startup()
 async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    plane_settings = Settings()
+    # kopf's handler (from `kopf run --log-format ...`) writes Helmr's format from
+    # here on, kopf's own lines included (helmr.logs).
+    logs.configure(plane_settings.log_format)
     # Progress in annotations: the CRDs' status schemas are strict and would
     # prune kopf's own status fields.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.helmr.dev")
@@ -67,7 +72,7 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
         prefix="kopf.helmr.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
-    memo["control_plane"] = await ControlPlane.start(Settings())
+    memo["control_plane"] = await ControlPlane.start(plane_settings)
 
 
 @kopf.on.cleanup()
@@ -272,6 +277,9 @@ async def runner_pod_event(
     labels = body["metadata"]["labels"]
     session_id = labels[LABEL_SESSION_ID]
     epoch = int(labels[LABEL_EPOCH])
+    # kopf awaits a handler in the pod's own worker task: later lines of that task
+    # are about the same pod, so the binding may outlive this call.
+    logs.bind(namespace=namespace, session=session_id, epoch=epoch)
     if not await stored(plane.control, session_id):
         # Its Session's history was lost with the store: nothing will talk to it.
         if type != "DELETED":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from helmr.logs import ENV_LOG_FORMAT, LogFormat
 from helmr.operator.labels import (
     LABEL_COMPONENT,
     LABEL_EPOCH,
@@ -41,6 +42,8 @@ class RunnerSpec:
     idle_timeout_seconds: int | None = None
     """The warm wait before suspension: the Session's override, else the Actor's;
     None: the actor's own (``actor(idle_timeout=...)``, else the runner's default)."""
+    log_format: LogFormat = "text"
+    """The runner's log lines: the control plane's own format (``HELMR_LOG_FORMAT``)."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:
@@ -98,6 +101,8 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     env = [
         {"name": contract.ENV_URL, "value": spec.runner_url},
         {"name": contract.ENV_SESSION_ID, "value": spec.session_id},
+        {"name": contract.ENV_NAMESPACE, "value": spec.namespace},
+        {"name": ENV_LOG_FORMAT, "value": spec.log_format},
         {"name": contract.ENV_PROCESS_EPOCH, "value": str(spec.epoch)},
         {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
         {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from helmr.logs import LogFormat
+
 _API_PORT = 8080
 
 
@@ -57,6 +59,9 @@ class Settings(BaseSettings):
         default=timedelta(seconds=30), validation_alias="HELMR_ACTOR_GRACE_SECONDS"
     )
     """How long a Session waits for its Actor to exist before it fails (``actor_not_found``)."""
+    log_format: LogFormat = "text"
+    """``json`` (one object a line, for collectors; the chart's default) or ``text``
+    (for people running ``kopf run`` by hand); runner pods log the same way."""
     turn_events: bool = True
     """Whether each Turn's outcome is also a Kubernetes Event on its Session (one
     apiserver write per Turn); off, Events tell only of holds, losses and closes."""

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from kubernetes.client.exceptions import ApiException
 
+from helmr import logs
 from helmr.control import Control, SessionView
 from helmr.events import EventKind
 from helmr.operator import pods
@@ -116,7 +117,8 @@ class StatusSync:
         # needs its Session's status), while changes are many.
         for session_id in [*sorted(requested), *sorted(pending - set(requested))]:
             try:
-                done = await self._sync_session(session_id)
+                with logs.bound(session=session_id):
+                    done = await self._sync_session(session_id)
             except Exception:
                 log.exception("session %s: mirroring failed; retrying", session_id)
                 done = False

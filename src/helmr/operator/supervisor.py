@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
 from helmr.operator.computer import Disks, RestoreFailed
@@ -117,7 +118,8 @@ class Supervisor:
         pass, and does not keep the other sessions waiting. A namespace being
         deleted ends the session instead: nothing can be created there again."""
         try:
-            await step
+            with logs.bound(session=session_id):
+                await step
         except Exception as exc:
             if namespace_terminating(exc):
                 log.info("session %s: its namespace is being deleted; it fails", session_id)
@@ -219,6 +221,7 @@ class Supervisor:
             runner_url=self.settings.runner_url,
             claim_name=claim,
             idle_timeout_seconds=session.limits.idle_timeout_seconds,
+            log_format=self.settings.log_format,
         )
         try:
             await self.kube.ensure_secret(

@@ -19,6 +19,9 @@ ENV_URL = "HELMR_URL"
 ENV_SESSION_ID = "HELMR_SESSION_ID"
 """The session this process runs (``ses_...``)."""
 
+ENV_NAMESPACE = "HELMR_NAMESPACE"
+"""The Session's namespace (for the process's log lines)."""
+
 ENV_TOKEN_FILE = "HELMR_TOKEN_FILE"
 """Path of the mounted file holding the session's runner token (a bearer token)."""
 

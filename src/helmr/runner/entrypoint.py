@@ -21,11 +21,11 @@ import logging
 import math
 import os
 import signal
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from helmr import logs
 from helmr.protocol import ExitCode, contract
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT, Actor
 from helmr.runner.session import Session
@@ -109,13 +109,20 @@ def load_actor(entrypoint: str) -> Actor:
 
 
 def main(environ: Mapping[str, str] = os.environ) -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    problem = None
+    try:
+        fmt = logs.log_format(environ.get(logs.ENV_LOG_FORMAT))
+    except ValueError as e:
+        fmt, problem = "text", e
+    logs.configure(fmt, logging.INFO)
+    if problem is not None:
+        log.warning("%s; logging text", problem)
+    # Every line of this process is about its Session and epoch (and, while the
+    # actor holds one, its Turn: helmr.runner.session binds it).
+    logs.bind(namespace=environ.get(contract.ENV_NAMESPACE) or None)
     try:
         config = Config.from_environ(environ)
+        logs.bind(session=config.session_id, epoch=config.epoch)
         actor = load_actor(config.entrypoint)
     except InitError as e:
         log.error("cannot start: %s", e)

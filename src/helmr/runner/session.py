@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from helmr import logs
 from helmr.errors import ReceiveTimeout
 from helmr.protocol import ReceiveRequest, SessionClosed, parse_receive_reply, routes
 from helmr.runner.output import Output
@@ -88,6 +89,8 @@ class Session:
                 # A new turn means the server ended the one this process held.
                 current.signal.abort("turn_not_active")
             self._current = Turn(assignment, self._transport.call, self.id)
+            # The actor's task logs about this turn from now on (helmr.logs).
+            logs.bind(turn=assignment.id)
             self._received.set()
             return self._current
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -26,6 +27,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from helmr import logs
 from helmr.errors import (
     Conflict,
     HelmrError,
@@ -684,6 +686,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 ACTORS = """
 import asyncio
+import logging
 
 from helmr.runner import actor
 
@@ -713,6 +716,12 @@ async def keep_writing(session):
             pass  # even an actor that swallows errors must not outlive its fencing
 
 
+async def log_and_finish(session):
+    turn = await session.receive()
+    logging.getLogger("actors").info("working on %s", turn.input)
+    await turn.complete()
+
+
 async def ignore(message):
     pass
 
@@ -731,6 +740,7 @@ finishes = actor(id="finishes", run=finish)
 explodes = actor(id="explodes", run=explode)
 forgets_to_settle = actor(id="forgets-to-settle", run=forget_to_settle)
 keeps_writing = actor(id="keeps-writing", run=keep_writing)
+logs_and_finishes = actor(id="logs-and-finishes", run=log_and_finish)
 waits_for_stop = actor(id="waits-for-stop", run=wait_for_stop)
 not_an_actor = finish
 """
@@ -781,6 +791,26 @@ async def test_the_process_exits_0_when_run_returns(
 
     assert await exit_code(await start_runner("actors:finishes")) == ExitCode.OK
     assert plane.settled == {"turn_1": ("complete", {"result": {"done": "a"}})}
+
+
+async def test_json_log_lines_name_the_session_epoch_namespace_and_held_turn(
+    plane: FakeControlPlane, start_runner: StartRunner
+) -> None:
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+    await plane.turns.put({"closed": True})
+    runner = await start_runner(
+        "actors:logs_and_finishes",
+        **{logs.ENV_LOG_FORMAT: "json", contract.ENV_NAMESPACE: "team"},
+    )
+
+    _, stderr = await asyncio.wait_for(runner.communicate(), 60)
+
+    print(stderr.decode())  # shown by pytest when the test fails
+    lines = [json.loads(line) for line in stderr.decode().splitlines()]
+    working = next(line for line in lines if line["logger"] == "actors")
+    assert working["message"] == "working on a"
+    about = {"namespace": "team", "session": SID, "epoch": EPOCH, "turn": "turn_1"}
+    assert {k: working.get(k) for k in about} == about
 
 
 async def test_an_idle_process_ends_with_0_after_the_control_planes_idle_timeout(
