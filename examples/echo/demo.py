@@ -1,7 +1,8 @@
 """The demo: one durable session of the echo actor, driven from outside.
 
 Starts a session, enqueues three turns, sends a message to the active one,
-and prints the session's timeline as it streams, then each turn's outcome.
+and prints the session's timeline as it streams (one readable line an event,
+as `helmr session events --follow` prints it), then each turn's outcome.
 
     HELMR_URL=... HELMR_TOKEN=... python examples/echo/demo.py NAMESPACE
 """
@@ -11,12 +12,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from helmr.client import Client, Event
-
-
-def show(event: Event) -> str:
-    turn = f" {event.turn_id[-6:]}" if event.turn_id else ""
-    return f"{event.sequence:4d} {event.kind:<24}{turn}  {event.data}"
+from helmr.cli import timeline
+from helmr.client import Client
 
 
 async def main(namespace: str) -> None:
@@ -31,7 +28,7 @@ async def main(namespace: str) -> None:
 
         async def follow() -> None:
             async for event in session.events.stream(after=0):
-                print(show(event))
+                print(timeline.line(event))
 
         follower = asyncio.create_task(follow())
         for turn in turns:

@@ -6,13 +6,11 @@ import json
 from typing import Any
 
 import click
-from pydantic import BaseModel, JsonValue
+from pydantic import BaseModel
 
+from helmr.cli import timeline
+from helmr.cli.timeline import compact
 from helmr.client import Event, Message, Session, StopReceipt, Turn, Workspace
-
-
-def compact(value: JsonValue) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def emit_json(value: BaseModel | dict[str, Any]) -> None:
@@ -81,18 +79,5 @@ def receipt(view: StopReceipt) -> None:
     click.echo(f"resume with: helmr session resume {view.session_id} --hold-id {view.hold_id}")
 
 
-def _text(record: Event) -> str:
-    # Output fragments read best as their text; everything else as compact JSON.
-    if record.kind == "turn.output" and isinstance(record.data, list):
-        parts = [
-            str(f.get("text")) if f.get("type") == "text" else compact(f.get("json"))
-            for f in record.data
-            if isinstance(f, dict)
-        ]
-        return " ".join(parts)
-    return compact(record.data)
-
-
 def event(record: Event) -> None:
-    turn_id = record.turn_id or "-"
-    click.echo(f"{record.sequence:>6}  {record.kind:<26} {turn_id:<31} {_text(record)}")
+    click.echo(timeline.line(record))

@@ -124,7 +124,7 @@ async def test_events_page_and_follow(cli: Cli) -> None:
     assert [r["sequence"] for r in page["records"]] == [2]
     assert (page["next_after"], page["has_more"]) == (2, True)
     human = await cli("session", "events", sid, "--limit", "2")
-    assert human.stdout.splitlines()[0].split()[:2] == ["1", "turn.queued"]
+    assert human.stdout.splitlines()[0].split()[1:3] == ["1", "turn.queued"]
     assert "more: --after 2" in human.stderr
 
     await cli("session", "cancel", sid)
@@ -132,6 +132,8 @@ async def test_events_page_and_follow(cli: Cli) -> None:
     records = [json.loads(line) for line in followed.stdout.splitlines()]
     assert [r["sequence"] for r in records] == [4, 5, 6, 7]
     assert records[-1]["kind"] == "session.closed"
+    readable = await cli("session", "events", sid, "--follow", "--after", "6")
+    assert readable.stdout.split()[1:] == ["7", "session.closed", "-", "closed", "(cancel)"]
 
 
 async def test_errors_say_what_to_do(api: Api, cli: Cli) -> None:
