@@ -5,9 +5,9 @@ output fragments (readable while the turn runs), responds, and completes
 with ``{"echo": input}``. Messages sent to the running turn are echoed as
 output; a message ``{"reject": "why"}`` is rejected.
 
-Its entrypoint is ``echo:echo`` with ``examples/echo`` on ``PYTHONPATH`` (an
-image built from runner/Dockerfile), or ``echo.echo:echo`` with ``examples/``
-on it (the local ``helmr.local/runner:dev`` image).
+Its entrypoint is ``echo.echo:echo`` with ``examples/`` on ``PYTHONPATH``:
+Helmr's runner image (``helmr.local/runner:dev``, from runner/Dockerfile or
+hack/build-images.sh) has it under ``/app``.
 """
 
 from __future__ import annotations
