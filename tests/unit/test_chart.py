@@ -186,9 +186,9 @@ def test_deployment_is_one_pod_replaced_by_recreate(default: list[Manifest]) -> 
     spec = one(default, "Deployment")["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}
-    # The replica count is not a value at all: SQLite has one writer, and two
-    # standalone kopf operators would both act on every resource.
-    assert "replicas" in render_error({"replicas": "2"})
+    # SQLite has one writer on one volume: more replicas need PostgreSQL
+    # (tests/unit/test_chart_replicas.py).
+    assert "existingSecret" in render_error({"replicas": "2"})
 
 
 def test_image_defaults_and_override(default: list[Manifest]) -> None:

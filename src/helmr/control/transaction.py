@@ -4,6 +4,10 @@
 async method with ``turns.enqueue``'s parameters (less the transaction) and
 docs, run on the store's writer. mypy checks its callers against the
 function's signature (``ParamSpec``), so nothing is restated.
+
+A Control may be fenced (the control plane's leader's: see
+:mod:`helmr.store.leadership`): its fence runs first in each of its write
+transactions, and a fence that raises refuses the write whole.
 """
 
 from __future__ import annotations
@@ -24,6 +28,23 @@ class Host(Protocol):
 
     _store: Store
     _config: ControlConfig
+    _fence: Fence | None
+
+
+Fence = Callable[[Tx], None]
+"""Checked at the start of every write transaction; raises to refuse it."""
+
+
+def _fenced(host: Host, fn: Callable[[Tx], R]) -> Callable[[Tx], R]:
+    fence = host._fence
+    if fence is None:
+        return fn
+
+    def run(tx: Tx) -> R:
+        fence(tx)
+        return fn(tx)
+
+    return run
 
 
 class _Bound(Generic[P, R]):
@@ -66,7 +87,7 @@ class writes(_Bound[P, R]):
         super().__init__(fn)
 
     def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
-        return host._store.write(lambda tx: self._fn(tx, *args, **kwargs))
+        return host._store.write(_fenced(host, lambda tx: self._fn(tx, *args, **kwargs)))
 
 
 class writes_configured(_Bound[P, R]):
@@ -76,4 +97,6 @@ class writes_configured(_Bound[P, R]):
         super().__init__(fn)
 
     def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
-        return host._store.write(lambda tx: self._fn(tx, host._config, *args, **kwargs))
+        return host._store.write(
+            _fenced(host, lambda tx: self._fn(tx, host._config, *args, **kwargs))
+        )

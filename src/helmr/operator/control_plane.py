@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +17,7 @@ from kubernetes.client import ApiClient
 
 from helmr.control import Control, ControlConfig, SessionView
 from helmr.operator.kube import Kube, load_config
+from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
 from helmr.operator.settings import Settings
@@ -36,20 +39,28 @@ def _authenticator(settings: Settings, kube_api: ApiClient) -> Authenticator:
     return KubeAuthenticator(kube_api)
 
 
+def _end_process() -> None:
+    """A deposed leader's end: kopf stops as on SIGTERM (its cleanup stops the
+    control plane) and the pod's container restarts as a candidate."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 class ControlPlane:
     def __init__(self, settings: Settings, store: Store) -> None:
         """Use :meth:`start`."""
         self.settings = settings
         self.store = store
-        self.control = Control(
-            store,
-            ControlConfig(
-                max_execution_losses=settings.max_execution_losses,
-                stop_grace=settings.stop_grace,
-                preparation_timeout=settings.preparation_timeout,
-            ),
+        config = ControlConfig(
+            max_execution_losses=settings.max_execution_losses,
+            stop_grace=settings.stop_grace,
+            preparation_timeout=settings.preparation_timeout,
         )
         api = load_config()
+        self.leadership = Leadership(store, elector(settings, api), on_deposed=_end_process)
+        # The leader's work (supervisor, status mirror, kopf's handlers) writes
+        # fenced by its term; the APIs, served by every replica, unfenced.
+        self.control = Control(store, config, fence=self.leadership.fence)
+        self.api_control = Control(store, config)
         self.kube = Kube(api)
         self.tokens = RunnerTokens.from_file(settings.token_key_path)
         self.mirror = CustomResourceMirror(self.kube)
@@ -64,21 +75,24 @@ class ControlPlane:
             turn_events=settings.turn_events,
         )
         self.app = build_app(
-            self.control,
+            self.api_control,
             _authenticator(settings, api),
             self.tokens,
             mirror=self.mirror,
             workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,
-            collectors=self.metrics.collectors,
+            collectors=[*self.metrics.collectors, self.leadership.gauge],
         )
         self._runner = web.AppRunner(self.app, access_log=None)
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def start(cls, settings: Settings) -> ControlPlane:
-        settings.store_path.parent.mkdir(parents=True, exist_ok=True)
-        store = await Store.open(settings.store_path, retention=settings.history_retention)
+        if not settings.store_url:
+            settings.store_path.parent.mkdir(parents=True, exist_ok=True)
+        store = await Store.open(
+            settings.store_url or settings.store_path, retention=settings.history_retention
+        )
         plane = cls(settings, store)
         await plane._serve()
         return plane
@@ -88,9 +102,14 @@ class ControlPlane:
         for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
             await web.TCPSite(self._runner, self.settings.listen_host, port).start()
             log.info("API listening on %s:%d", self.settings.listen_host, port)
-        self._spawn(self.supervisor.run())
-        self._spawn(self.status_sync.run())
-        self._spawn(self._expire_history())
+        self._spawn(self.leadership.run(self._lead))
+
+    async def _lead(self) -> None:
+        """The leader's work, while this replica leads (helmr.operator.leadership)."""
+        async with asyncio.TaskGroup() as work:
+            work.create_task(self.supervisor.run())
+            work.create_task(self.status_sync.run())
+            work.create_task(self._expire_history())
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -72,7 +72,10 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
         prefix="kopf.helmr.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.WARNING
-    memo["control_plane"] = await ControlPlane.start(plane_settings)
+    plane = memo["control_plane"] = await ControlPlane.start(plane_settings)
+    # kopf watches nothing until its startup handlers return: the handlers below
+    # are the leader's work, so a replica that does not lead serves only the APIs.
+    await plane.leadership.elected.wait()
 
 
 @kopf.on.cleanup()

@@ -24,6 +24,9 @@ class Settings(BaseSettings):
 
     store_path: Path = Path("/var/lib/helmr/helmr.db")
     """The timeline store (SQLite); the runner-token key lives beside it."""
+    store_url: str = ""
+    """A ``postgresql://`` URL: the timeline store is that database, which several
+    replicas may share (the chart's ``store.postgres``). Empty: SQLite at ``store_path``."""
     listen_host: str = "0.0.0.0"
     api_port: int = _API_PORT
     runner_port: int = _API_PORT
@@ -62,6 +65,12 @@ class Settings(BaseSettings):
     log_format: LogFormat = "text"
     """``json`` (one object a line, for collectors; the chart's default) or ``text``
     (for people running ``kopf run`` by hand); runner pods log the same way."""
+    leader_lease: str = ""
+    """``namespace/name`` of the ``coordination.k8s.io`` Lease the replicas elect
+    their leader by (helmr.operator.leadership). Empty: no election, this process
+    leads (one replica only)."""
+    leader_lease_seconds: float = 15.0
+    """The Lease's duration: a leader lost is replaced within it (plus a retry)."""
     turn_events: bool = True
     """Whether each Turn's outcome is also a Kubernetes Event on its Session (one
     apiserver write per Turn); off, Events tell only of holds, losses and closes."""
