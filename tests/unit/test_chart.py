@@ -59,10 +59,14 @@ def render(
     release: str = RELEASE,
     namespace: str = NAMESPACE,
     crds: bool = False,
+    tests: bool = False,
 ) -> list[Manifest]:
+    """The release's objects; with ``tests``, also the `helm test` hooks."""
     args = ["template", release, str(CHART), "--namespace", namespace, *_set_args(values or {})]
     if crds:
         args.append("--include-crds")
+    if not tests:
+        args.append("--skip-tests")
     done = _run_helm(*args)
     assert done.returncode == 0, done.stderr
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

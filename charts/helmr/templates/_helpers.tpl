@@ -65,3 +65,8 @@ app.kubernetes.io/part-of: helmr
 {{- define "helmr.claimName" -}}
 {{- default (printf "%s-data" (include "helmr.fullname" .)) .Values.persistence.existingClaim }}
 {{- end }}
+
+{{/* Where `helm test` runs its smoke session: a namespace this release serves. */}}
+{{- define "helmr.smokeNamespace" -}}
+{{- .Values.tests.namespace | default (first .Values.watchNamespaces) | default .Release.Namespace }}
+{{- end }}

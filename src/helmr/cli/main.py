@@ -23,5 +23,7 @@ def main(ctx: click.Context, url: str | None, token: str | None, as_json: bool) 
     ctx.obj = Settings(url, token, as_json)
 
 
-main.add_command(session)
-main.add_command(workspace)
+# Every command group: `helmr` and `kubectl helmr` (helmr.kubectl) offer the same.
+COMMANDS = (session, workspace)
+for command in COMMANDS:
+    main.add_command(command)

@@ -46,6 +46,20 @@ class Settings:
     url: str | None
     token: str | None
     json: bool
+    # Another way to a client, used instead of url and token: the kubectl
+    # plugin's (helmr.kubectl), which finds the API from a kubeconfig.
+    connect: Callable[[], Client] | None = None
+
+
+def client_of(settings: Settings) -> Client:
+    if settings.connect is not None:
+        return settings.connect()
+    if not settings.url:
+        raise click.UsageError(
+            "give the Helmr API URL: --url or HELMR_URL (or use `kubectl helmr`, "
+            "which finds it from your kubeconfig)"
+        )
+    return Client(settings.url, settings.token)
 
 
 def fail(message: str, hint: str | None, code: int) -> NoReturn:
@@ -57,12 +71,10 @@ def fail(message: str, hint: str | None, code: int) -> NoReturn:
 
 def run(ctx: click.Context, work: Callable[[Client], Awaitable[int | None]]) -> None:
     """Runs ``work`` with a client; maps every failure to a message and an exit code."""
-    settings = settings_of(ctx)
-    if not settings.url:
-        raise click.UsageError("give the Helmr API URL: --url or HELMR_URL")
+    client = client_of(settings_of(ctx))
 
     async def main() -> int | None:
-        async with Client(settings.url, settings.token) as client:
+        async with client:
             return await work(client)
 
     try:
@@ -71,7 +83,7 @@ def run(ctx: click.Context, work: Callable[[Client], Awaitable[int | None]]) -> 
         fail(f"{e.code}: {e.message}", HINTS.get(e.code), API_ERROR)
     except (aiohttp.ClientError, TimeoutError) as e:
         fail(
-            f"cannot reach the Helmr API at {settings.url}: {e or type(e).__name__}",
+            f"cannot reach the Helmr API at {client.base_url}: {e or type(e).__name__}",
             "check --url / HELMR_URL and that the server is up",
             UNREACHABLE,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any
 
 import aiohttp
@@ -75,17 +76,28 @@ class _EventParser:
 class Transport:
     """One aiohttp session per client, opened on first use (it needs a running loop)."""
 
-    def __init__(self, base_url: str, token: str | None, *, timeout: float) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        ssl: SSLContext | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = {"User-Agent": f"helmr-python/{__version__}"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        self._headers.update(headers or {})
+        self._ssl = ssl
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self._headers)
+            connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True)
+            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector)
         return self._session
 
     async def close(self) -> None:

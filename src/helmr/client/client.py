@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from ssl import SSLContext
 from types import TracebackType
 from typing import NamedTuple
 
@@ -50,18 +52,37 @@ class Client:
 
     ``base_url`` and ``token`` default to ``HELMR_URL`` and ``HELMR_TOKEN``;
     ``timeout`` bounds each request (long polls add their own wait to it).
+    ``headers`` go with every request and ``ssl`` verifies (and may identify
+    the client to) an HTTPS server: what a route through a proxy needs, such as
+    the apiserver's (``helmr.kubectl``).
     """
 
     def __init__(
-        self, base_url: str | None = None, token: str | None = None, *, timeout: float = 30.0
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         url = base_url or os.environ.get("HELMR_URL")
         if not url:
             raise ValueError("give the Helmr API URL (base_url, or HELMR_URL)")
-        self._http = Transport(url, token or os.environ.get("HELMR_TOKEN"), timeout=timeout)
+        self._http = Transport(
+            url,
+            token or os.environ.get("HELMR_TOKEN"),
+            timeout=timeout,
+            headers=headers,
+            ssl=ssl,
+        )
         self.actors = Actors(self._http)
         self.sessions = Sessions(self._http)
         self.workspaces = Workspaces(self._http)
+
+    @property
+    def base_url(self) -> str:
+        return self._http.base_url
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -24,6 +24,11 @@ TURN_SEND = TURN + "/send"
 TURN_INTERRUPT = TURN + "/interrupt"
 WORKSPACE = "/v1/namespaces/{namespace}/workspaces/{workspace}"
 
+PROXIED_AUTHORIZATION = "X-Helmr-Authorization"
+"""Where a caller reaching the API through the apiserver's Service proxy puts
+``Bearer <token>``: the apiserver consumes ``Authorization`` itself (it removes
+the header once it has authenticated the request), so it never reaches Helmr."""
+
 STREAM_MEDIA_TYPE = "text/event-stream"
 """What ``EVENTS_STREAM`` answers: server-sent events, one a record (its ``id`` the
 record's sequence), then ``STREAM_END_EVENT`` once the session has ended."""

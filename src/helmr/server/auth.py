@@ -17,6 +17,7 @@ from typing import Protocol
 from aiohttp import web
 
 from helmr.errors import Unauthenticated
+from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
 
 # The Kubernetes verbs the public routes are authorised with, on a helmr.dev
 # resource (``sessions``, ``workspaces``) in the namespace the call is about.
@@ -98,8 +99,12 @@ class StaticRunnerTokens:
 
 
 def bearer_token(request: web.Request) -> str:
-    """The request's bearer token; 401 when there is none."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    """The request's bearer token; 401 when there is none.
+
+    ``Authorization`` first; else ``PROXIED_AUTHORIZATION``, which the
+    apiserver's Service proxy passes on (it strips ``Authorization``)."""
+    header = request.headers.get("Authorization") or request.headers.get(PROXIED_AUTHORIZATION)
+    scheme, _, token = (header or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Unauthenticated(
