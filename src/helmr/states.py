@@ -45,7 +45,16 @@ class MessageOutcome(enum.StrEnum):
 HoldScope = Literal["session", "turn"]
 """What a hold's interrupt named: the ``session``, or one running ``turn``. Both hold
 the whole Session until ``resume(hold_id)`` (explicit interruption requires resume)."""
-HoldReason = Literal["interrupt", "process_failures", "recovery_gap"]
+HoldReason = Literal["interrupt", "process_failures", "recovery_gap", "storage_pressure"]
+
+StoragePressureState = Literal["paused", "stopped", "resolved"]
+"""What an episode of Computer disk pressure became (``session.storage_pressure``):
+``paused`` (usage reached ``pauseAt``: queued Turns wait), ``stopped`` (usage reached
+``stopAt`` while a Turn ran: it was interrupted) or ``resolved`` (usage fell below
+``resolveAt``: the episode ended)."""
+
+EpisodeState = Literal["paused", "stopped"]
+"""The state of an episode that has not resolved yet (the store's ``storage.state``)."""
 
 CloseHow = Literal["close", "cancel", "idle"]
 """How a Session closed: drained after ``close``, cancelled, or closed when idle."""

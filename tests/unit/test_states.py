@@ -39,6 +39,7 @@ def _check_values(sql: str, column: str) -> tuple[str, ...]:
         ("turns", "status", states.TurnStatus),
         ("turns", "settling", states.Outcome),
         ("messages", "status", states.MessageStatus),
+        ("storage", "state", states.EpisodeState),
     ],
 )
 async def test_sql_check_constraints_are_the_vocabulary(

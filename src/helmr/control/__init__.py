@@ -14,6 +14,7 @@ reference (``help(Control.enqueue)`` shows them):
 - ``processes``: the operator's side (process started, exited, lost; deadlines);
 - ``preparation``: a new process until it runs (failed preparations, retries);
 - ``limits``: a Session's limits, resolved once from its Actor, and its idle expiry;
+- ``storage``: Computer disk pressure episodes, from the runner's usage reports;
 - ``lifecycle``: the transitions those share; ``guards`` their preconditions;
   ``stops`` whether a running Turn's stop (interrupt, cancel) is pending.
 
@@ -37,7 +38,7 @@ from helmr.protocol.api import (
     TurnView,
 )
 from helmr.states import NO_RESULT, NoResult
-from helmr.store import SessionLimits
+from helmr.store import SessionLimits, StorageLimits
 
 __all__ = [
     "NO_RESULT",
@@ -53,5 +54,6 @@ __all__ = [
     "SessionLimits",
     "SessionView",
     "StopReceipt",
+    "StorageLimits",
     "TurnView",
 ]

@@ -25,10 +25,11 @@ from helmr.control import (
     record,
     sessions,
     stop_notices,
+    storage,
     turns,
 )
 from helmr.control.config import ControlConfig
-from helmr.control.transaction import Fence, reads, writes, writes_configured
+from helmr.control.transaction import reads, writes, writes_configured
 from helmr.control.views import load_session, load_turn
 from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import EventPage
@@ -39,13 +40,9 @@ T = TypeVar("T")
 
 
 class Control:
-    def __init__(
-        self, store: Store, config: ControlConfig | None = None, *, fence: Fence | None = None
-    ) -> None:
-        """``fence`` refuses writes by raising (:mod:`helmr.control.transaction`)."""
+    def __init__(self, store: Store, config: ControlConfig | None = None) -> None:
         self._store = store
         self._config = config or ControlConfig()
-        self._fence = fence
 
     # Public side (the REST API) ------------------------------------------------------------
 
@@ -122,6 +119,7 @@ class Control:
     fail = writes(turns.fail)
     messages_ready = writes(messages.ready)
     report_message = writes(messages.report)
+    report_storage = writes(storage.report)
 
     async def next_message(
         self,
@@ -196,6 +194,8 @@ class Control:
     require_unheld_workspace = reads(computer.require_unheld)
     forget_workspace = writes(computer.forget_workspace)
     reset_workspace = writes(computer.reset_workspace)
+    set_storage_limits = writes(storage.set_limits)
+    sessions_under_storage_pressure = reads(storage.under_pressure)
 
     async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """Sessions changed since the previous call (one consumer: the status mirror)."""

@@ -11,7 +11,6 @@ from helmr.store import Tx, timeline
 REPORTED_KINDS = frozenset(
     {
         EventKind.SESSION_RECOVERY_GAP,
-        EventKind.SESSION_STORAGE_PRESSURE,
         EventKind.SLACK_DELIVERY_UNAVAILABLE,
     }
 )

@@ -86,7 +86,8 @@ def interrupt(
     ``session``); with it, exactly that Turn, which must be running (else
     TurnNotActive; scope ``turn``). Either way the whole Session is held: queued
     work waits until ``resume(hold_id)``, which is refused until the hold has
-    converged. Interrupting a held Session returns its hold.
+    converged. Interrupting a held Session returns its hold, except a disk pressure
+    hold (``storage_pressure``) while a Turn runs: the interrupt's hold replaces it.
     """
     session = sessions.require(tx, session_id)
     guards.accepting_controls(session)
@@ -97,8 +98,12 @@ def interrupt(
         if turn.status != "running":
             raise TurnNotActive(f"turn {turn_id} is {turn.status}, not running", turn_id=turn_id)
     if session.hold is not None:
-        # While a Turn runs, the only hold there can be is an interrupt of that Turn.
-        return stop_receipt(session.hold)
+        if turn is None or session.hold.reason != "storage_pressure":
+            # While a Turn runs, the only other hold there can be is an interrupt of it.
+            return stop_receipt(session.hold)
+        # A disk pressure hold lets its running Turn go on; an interrupt stops it,
+        # and its resume acknowledges the pressure too.
+        holds.release(tx, session.hold.id, how="interrupt")
     scope: HoldScope = "session" if turn_id is None else "turn"
     hold = holds.insert(
         tx, session_id, reason="interrupt", scope=scope, turn_id=None if turn is None else turn.id

@@ -9,7 +9,14 @@ into the state machine, one transaction per control.
 """
 
 from helmr.store.retention import Expired
-from helmr.store.rows import HoldRow, MessageRow, SessionLimits, SessionRow, TurnRow
+from helmr.store.rows import (
+    HoldRow,
+    MessageRow,
+    SessionLimits,
+    SessionRow,
+    StorageLimits,
+    TurnRow,
+)
 from helmr.store.store import Store, utc_now
 from helmr.store.tx import ReadTx, Tx
 
@@ -20,6 +27,7 @@ __all__ = [
     "ReadTx",
     "SessionLimits",
     "SessionRow",
+    "StorageLimits",
     "Store",
     "TurnRow",
     "Tx",

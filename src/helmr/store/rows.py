@@ -15,6 +15,7 @@ from pydantic import JsonValue
 
 from helmr.states import (
     CloseHow,
+    EpisodeState,
     HoldReason,
     HoldScope,
     MessageStatus,
@@ -281,3 +282,41 @@ def _time(text: str) -> datetime:
     value = load_time(text)
     assert value is not None, "a NOT NULL timestamp column was NULL"
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class StorageLimits:
+    """What a Session's Computer disk is measured against: its capacity (the claim's
+    size) and the used fractions at which an episode pauses, stops and resolves."""
+
+    capacity_bytes: int
+    pause_at: float
+    stop_at: float
+    resolve_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StorageRow:
+    session_id: str
+    limits: StorageLimits
+    episode: int
+    """How many episodes the Session has had; the current one's number while ``state`` is set."""
+    state: EpisodeState | None
+    """The open episode's state (``paused`` or ``stopped``); None: no episode."""
+    hold_id: str | None
+    """The hold the episode put (or found) on the Session; released: acknowledged."""
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> StorageRow:
+        return cls(
+            session_id=row["session_id"],
+            limits=StorageLimits(
+                capacity_bytes=row["capacity_bytes"],
+                pause_at=row["pause_at"],
+                stop_at=row["stop_at"],
+                resolve_at=row["resolve_at"],
+            ),
+            episode=row["episode"],
+            state=row["state"],
+            hold_id=row["hold_id"],
+        )

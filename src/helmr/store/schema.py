@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -177,6 +177,22 @@ ALTER TABLE sessions ADD COLUMN preparation_failures INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN retry_at TEXT;
 """
 
+# Computer disk pressure per Session (version 5): the thresholds its runner's
+# disk is measured against, and the episode in progress (``state`` null: none).
+# Part of a new database's schema, and the migration from version 4.
+_STORAGE_DDL = """
+CREATE TABLE storage (
+    session_id     TEXT PRIMARY KEY REFERENCES sessions (id),
+    capacity_bytes INTEGER NOT NULL,
+    pause_at       REAL NOT NULL,
+    stop_at        REAL NOT NULL,
+    resolve_at     REAL NOT NULL,
+    episode        INTEGER NOT NULL DEFAULT 0,
+    state          TEXT CHECK (state IN ('paused', 'stopped')),
+    hold_id        TEXT
+) WITHOUT ROWID;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 _MIGRATIONS: dict[int, str] = {
@@ -190,6 +206,8 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     2: _DISKS_DDL,
     # 4: resolved limits and runner preparation.
     3: _LIMITS_DDL,
+    # 5: Computer disk pressure.
+    4: _STORAGE_DDL,
 }
 
 
@@ -227,7 +245,7 @@ def migrate(conn: sqlite3.Connection) -> None:
             "use the Helmr release that wrote it"
         )
     steps = (
-        [_DDL + _DISKS_DDL + _LIMITS_DDL]
+        [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL]
         if version == 0
         else [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
     )

@@ -200,8 +200,9 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Pat
     async with await Store.open(path) as store:
         session = await new_session(store)
     # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3),
-    # no resolved limits nor preparation columns (4).
+    # no resolved limits nor preparation columns (4), no disk pressure (5).
     conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE storage")
     for column in LIMITS_COLUMNS:
         conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
     conn.execute("DROP TABLE saves")
@@ -214,8 +215,9 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Pat
         row = await store.read(lambda rt: sessions.require(rt, session))
         assert (row.id, row.stop_deadline_at, row.limits) == (session, None, None)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     assert conn.execute("SELECT count(*) FROM saves").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM storage").fetchone()[0] == 0
     conn.close()
 
 
