@@ -12,6 +12,8 @@ local runner image). An input object may hold, done in this order:
   or null when the file is missing;
 - ``{"size": ["name", ...]}``: the result also has ``size``, mapping each name
   to its size in bytes, or null when the file is missing;
+- ``{"remove": ["name", ...]}``: deletes each file, if it is there (after the
+  writes and fills, before the reads);
 - ``{"sleep": seconds}``: sleeps before completing, cancellable (the turn stays
   running, for tests that lose its runner mid-turn).
 """
@@ -43,6 +45,9 @@ async def files_turn(turn: Turn) -> JsonValue:
     for name, size in (filled if isinstance(filled, dict) else {}).items():
         # In a thread: the runner's event loop keeps serving while gigabytes go to disk.
         await asyncio.to_thread(_fill, computer / name, int(str(size)))
+    removed = asked.get("remove")
+    for name in removed if isinstance(removed, list) else []:
+        (computer / str(name)).unlink(missing_ok=True)
     names = asked.get("read")
     read: dict[str, JsonValue] = {
         str(name): _read(computer / str(name))

@@ -19,11 +19,13 @@ from helmr.operator.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.volumes import (
     DiskSpec,
+    PreparedDisk,
     SaveSpec,
     WorkspaceRef,
     build_claim_spec,
     build_save_spec,
     build_workspace,
+    disk_usage_spec,
 )
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
 from helmr.resources.workspace import claim_name, save_name
@@ -44,10 +46,11 @@ class Disks:
         # When a failed save may be taken again (in memory: a restart retries sooner).
         self._retry_at: dict[tuple[str, str, int], float] = {}
 
-    async def prepare(self, session: SessionView, actor: Actor) -> str:
+    async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The claim the Session's next runner mounts, created if missing (from
         the restore point after an execution loss). Older disks are deleted:
-        the runner that wrote them is gone."""
+        the runner that wrote them is gone. The disk's usage thresholds in force
+        are stored for the Session (its disk pressure episodes)."""
         namespace, name = session.namespace, session.workspace
         workspace = await self._ensure_workspace(namespace, name)
         computer = workspace.spec.resolve(actor.spec.computer)
@@ -65,7 +68,9 @@ class Disks:
         for old in await self.kube.list_claims(namespace, selector):
             await self.kube.delete_claim(namespace, old)
         await self._prune(namespace, name, computer.keep_saves)
-        return claim
+        usage = disk_usage_spec(computer)
+        await self.control.set_storage_limits(session.id, usage.limits)
+        return PreparedDisk(claim, usage)
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
         """The API's deletion: the Workspace goes, its claims and saves with it."""

@@ -19,6 +19,7 @@ from helmr.operator.labels import (
     LABEL_SESSION_ID,
     RUNNER,
 )
+from helmr.operator.volumes import DiskUsageSpec
 from helmr.protocol import contract
 from helmr.resources import API_VERSION, Actor
 
@@ -39,6 +40,8 @@ class RunnerSpec:
     runner_url: str
     claim_name: str
     """The Computer disk's PVC, mounted at ``contract.COMPUTER_DIR``."""
+    disk_usage: DiskUsageSpec | None = None
+    """The disk's size and thresholds the runner measures its usage against."""
     idle_timeout_seconds: int | None = None
     """The warm wait before suspension: the Session's override, else the Actor's;
     None: the actor's own (``actor(idle_timeout=...)``, else the runner's default)."""
@@ -96,6 +99,16 @@ def _resources(actor: Actor) -> dict[str, Any]:
     return {k: v for k, v in wire.items() if v}
 
 
+def _disk_usage_env(usage: DiskUsageSpec) -> list[dict[str, str]]:
+    limits = usage.limits
+    levels = (limits.resolve_at, limits.pause_at, limits.stop_at)
+    return [
+        {"name": contract.ENV_COMPUTER_CAPACITY, "value": str(limits.capacity_bytes)},
+        {"name": contract.ENV_COMPUTER_LEVELS, "value": ",".join(f"{x:g}" for x in levels)},
+        {"name": contract.ENV_COMPUTER_INTERVAL, "value": str(usage.interval_seconds)},
+    ]
+
+
 def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     actor = spec.actor.spec
     env = [
@@ -110,6 +123,8 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     ]
     if spec.idle_timeout_seconds is not None:
         env.append({"name": contract.ENV_IDLE_TIMEOUT, "value": str(spec.idle_timeout_seconds)})
+    if spec.disk_usage is not None:
+        env += _disk_usage_env(spec.disk_usage)
     env += [{"name": e.name, "value": e.value} for e in actor.env or []]
     labels = runner_labels(spec.session_name, spec.session_id) | {LABEL_EPOCH: str(spec.epoch)}
     return {

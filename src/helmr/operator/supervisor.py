@@ -205,7 +205,7 @@ class Supervisor:
         if actor is None:
             return
         try:
-            claim = await self.disks.prepare(session, actor)
+            disk = await self.disks.prepare(session, actor)
         except RestoreFailed as exc:
             log.warning("session %s: %s; the session fails", session.id, exc)
             await self.control.fail_session(session.id, f"restore_failed: {exc}")
@@ -219,7 +219,8 @@ class Supervisor:
             epoch=epoch,
             actor=actor,
             runner_url=self.settings.runner_url,
-            claim_name=claim,
+            claim_name=disk.claim,
+            disk_usage=disk.usage,
             idle_timeout_seconds=session.limits.idle_timeout_seconds,
             log_format=self.settings.log_format,
         )

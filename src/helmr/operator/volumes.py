@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
+from helmr.control import StorageLimits
 from helmr.operator.labels import (
     LABEL_DISK,
     LABEL_SAVE_VERSION,
@@ -44,6 +47,34 @@ class DiskSpec:
     computer: ComputerSpec
     restore_from: int | None
     """The save version to restore from; None: an empty disk."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiskUsageSpec:
+    """How a runner's disk usage is watched: what the store compares the runner's
+    reports with, and how often the runner measures."""
+
+    limits: StorageLimits
+    interval_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDisk:
+    """The claim a Session's next runner mounts, and how its usage is watched."""
+
+    claim: str
+    usage: DiskUsageSpec
+
+
+def disk_usage_spec(computer: ComputerSpec) -> DiskUsageSpec:
+    """The disk settings in force as usage thresholds: the claim's size in bytes."""
+    limits = StorageLimits(
+        capacity_bytes=int(parse_quantity(computer.size)),  # type: ignore[no-untyped-call]
+        pause_at=computer.pause_at,
+        stop_at=computer.stop_at,
+        resolve_at=computer.resolve_at,
+    )
+    return DiskUsageSpec(limits=limits, interval_seconds=computer.usage_interval_seconds)
 
 
 def build_workspace(namespace: str, name: str) -> Workspace:

@@ -47,6 +47,11 @@ The rules of the conversation, which both sides rely on:
   of it: its next ``receive``, or its end), is answered 409
   ``turn_not_active``; ``messages/next`` during settlement answers 409
   ``turn_settling``. The runner then sets the turn's signal.
+- ``storage`` reports the bytes used on the Computer disk (a state assignment:
+  the control plane compares it with the Session's thresholds, and records an
+  episode's change once however often the same level is reported). The runner
+  reports when the used fraction crosses one of the levels it was given, and
+  now and then regardless.
 - A message is ``started`` just before its handler runs, then exactly one of
   ``delivered`` (handler returned), ``rejected`` (the handler raised
   ``MessageRejected``; ``reason`` is its message) or ``unknown`` (the handler
@@ -71,6 +76,7 @@ from helmr.protocol.models import (
     SessionClosed,
     StopsReply,
     StopsRequest,
+    StorageReport,
     TurnAssignment,
     parse_receive_reply,
 )
@@ -96,6 +102,7 @@ __all__ = [
     "SessionClosed",
     "StopsReply",
     "StopsRequest",
+    "StorageReport",
     "TurnAssignment",
     "contract",
     "parse_receive_reply",

@@ -44,6 +44,18 @@ COMPUTER_DIR = "/computer"
 """The Computer disk's mount path in runner pods (the value of ``HELMR_COMPUTER_DIR``)."""
 
 
+ENV_COMPUTER_CAPACITY = "HELMR_COMPUTER_CAPACITY"
+"""The Computer disk's size in bytes (its claim's request): what the runner measures
+its usage against and reports (``storage``). Unset: the runner measures nothing."""
+
+ENV_COMPUTER_LEVELS = "HELMR_COMPUTER_LEVELS"
+"""Comma-separated used fractions (``0.85,0.9,0.98``: the Session's ``resolveAt``,
+``pauseAt`` and ``stopAt``): the runner reports as soon as its usage crosses one."""
+
+ENV_COMPUTER_INTERVAL = "HELMR_COMPUTER_INTERVAL"
+"""Seconds between two measurements of the Computer disk's usage."""
+
+
 class ExitCode(IntEnum):
     """How a runner process ended, as its exit code tells the control plane."""
 

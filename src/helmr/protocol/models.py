@@ -133,6 +133,12 @@ class StopsReply(_Reply):
     turn_ids: list[str] = Field(default_factory=list)
 
 
+class StorageReport(_Request):
+    """``POST storage``: how full this process's Computer disk is now."""
+
+    used_bytes: int = Field(ge=0, description="Bytes used on the Computer disk.")
+
+
 class MessageOutcomeRequest(_Request):
     """Body of every message outcome (``MessageOutcome`` is the path's last segment);
     ``reason`` explains ``rejected`` and ``unknown``."""

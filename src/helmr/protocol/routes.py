@@ -14,6 +14,7 @@ _TURN = PREFIX + "/turns/{turn_id}"
 
 RECEIVE = PREFIX + "/receive"
 STOPS = PREFIX + "/stops"
+STORAGE = PREFIX + "/storage"
 SESSION_OUTPUT = PREFIX + "/output"
 TURN_OUTPUT = _TURN + "/output"
 RESPOND = _TURN + "/respond"
@@ -30,6 +31,10 @@ def receive(session_id: str) -> str:
 
 def stops(session_id: str) -> str:
     return fill(STOPS, session_id=session_id)
+
+
+def storage(session_id: str) -> str:
+    return fill(STORAGE, session_id=session_id)
 
 
 def session_output(session_id: str) -> str:

@@ -19,6 +19,9 @@ MaxTurnDurationSeconds = Annotated[int, Field(ge=1, le=604_800)]
 # Disk settings a Workspace may override.
 AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
 KeepSaves = Annotated[int, Field(ge=1, le=100)]
+UsedFraction = Annotated[float, Field(ge=0.01, le=1)]
+"""A share of the Computer disk's size, used (``0.9``: 90%)."""
+UsageInterval = Annotated[int, Field(ge=1, le=3600)]
 
 
 def _requests_within_limits(resource: str) -> JsonDict:
@@ -93,7 +96,11 @@ class ComputerSpec(WireModel):
                 "!isQuantity(self.size) || quantity(self.size).isGreaterThan(quantity('0'))",
                 "spec.computer.size must be greater than zero",
                 field_path=".size",
-            )
+            ),
+            cel(
+                "self.resolveAt < self.pauseAt && self.pauseAt <= self.stopAt",
+                "spec.computer: resolveAt must be below pauseAt, and pauseAt at most stopAt",
+            ),
         )
     )
 
@@ -121,6 +128,30 @@ class ComputerSpec(WireModel):
             "How many ready saves of each Workspace are kept; older ones are deleted."
             " The newest ready save, the one a restore uses, is always kept."
         ),
+    )
+    pause_at: UsedFraction = Field(
+        default=0.9,
+        description=(
+            "Used share of the disk at which a Session's storage pressure episode pauses it:"
+            " queued Turns wait (a running one goes on) until `resume` with the `holdId`"
+            " of its `session.storage_pressure` event."
+        ),
+    )
+    stop_at: UsedFraction = Field(
+        default=0.98,
+        description=(
+            "Used share of the disk at which the running Turn is interrupted"
+            " (`storage_exhausted`), its process stopped and the Session held."
+        ),
+    )
+    resolve_at: UsedFraction = Field(
+        default=0.85,
+        description=(
+            "Used share of the disk below which the episode resolves and its hold is released."
+        ),
+    )
+    usage_interval_seconds: UsageInterval = Field(
+        default=10, description="Seconds between two measurements of the disk's usage."
     )
 
 

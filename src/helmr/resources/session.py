@@ -141,8 +141,10 @@ class Hold(WireModel):
     reason: HoldReason = Field(
         description=(
             "Why the Session is held: `interrupt` (an interrupt was accepted),"
-            " `process_failures` (three consecutive process failures) or `recovery_gap`"
-            " (completed work was lost with the Computer and needs acknowledgement)."
+            " `process_failures` (three consecutive process failures), `recovery_gap`"
+            " (completed work was lost with the Computer and needs acknowledgement) or"
+            " `storage_pressure` (the Computer disk is nearly full: see its"
+            " `session.storage_pressure` event)."
         )
     )
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from helmr.resources.actor import AccessMode, ComputerSpec, KeepSaves
+from helmr.resources.actor import AccessMode, ComputerSpec, KeepSaves, UsageInterval, UsedFraction
 from helmr.resources.base import JsonDict, Resource, Status, WireModel
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Quantity
 
@@ -38,6 +38,18 @@ class WorkspaceSpec(WireModel):
     )
     keep_saves: KeepSaves | None = Field(
         default=None, description="How many ready saves are kept. Unset: the Actor's."
+    )
+    pause_at: UsedFraction | None = Field(
+        default=None, description="Used share that pauses the Session. Unset: the Actor's."
+    )
+    stop_at: UsedFraction | None = Field(
+        default=None, description="Used share that stops the running Turn. Unset: the Actor's."
+    )
+    resolve_at: UsedFraction | None = Field(
+        default=None, description="Used share below which pressure resolves. Unset: the Actor's."
+    )
+    usage_interval_seconds: UsageInterval | None = Field(
+        default=None, description="Seconds between usage measurements. Unset: the Actor's."
     )
 
     def resolve(self, actor: ComputerSpec) -> ComputerSpec:

@@ -10,7 +10,8 @@ unsettled broke the Turn contract: the runner fails that turn
 (``turn_contract_broken``) before it exits 0. SIGTERM (and SIGINT) set the held turn's signal and
 cancel ``run``. A background task keeps the stop channel open
 (``helmr.runner.stop_listener``), so a stop the control plane accepts sets the
-held turn's signal at once.
+held turn's signal at once. Another measures the Computer disk's usage and
+reports it (``helmr.runner.disk_usage``) when the operator gave the disk's size.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from helmr import logs
 from helmr.protocol import ExitCode, contract
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT, Actor
+from helmr.runner.disk_usage import DiskUsage, report_disk_usage
 from helmr.runner.session import Session
 from helmr.runner.stop_listener import listen_for_stops
 from helmr.runner.transport import Transport
@@ -52,6 +54,8 @@ class Config:
     entrypoint: str
     idle_timeout: float | None = None
     """The control plane's warm wait (``HELMR_IDLE_TIMEOUT``), if it gave one."""
+    disk_usage: DiskUsage | None = None
+    """The Computer disk to measure and report, if the operator gave its capacity."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Config:
@@ -72,6 +76,10 @@ class Config:
         if not epoch.isdigit():
             raise InitError(f"{contract.ENV_PROCESS_EPOCH}={epoch!r} is not an integer")
         idle = environ.get(contract.ENV_IDLE_TIMEOUT, "").strip()
+        try:
+            disk_usage = DiskUsage.from_environ(environ)
+        except ValueError as e:
+            raise InitError(str(e)) from e
         return cls(
             url=need(contract.ENV_URL),
             session_id=need(contract.ENV_SESSION_ID),
@@ -79,6 +87,7 @@ class Config:
             epoch=int(epoch),
             entrypoint=need(contract.ENV_ENTRYPOINT),
             idle_timeout=_seconds(contract.ENV_IDLE_TIMEOUT, idle) if idle else None,
+            disk_usage=disk_usage,
         )
 
 
@@ -149,11 +158,16 @@ async def _serve(actor: Actor, config: Config) -> int:
         session = Session(transport, idle_timeout=idle_timeout(config, actor))
         run = asyncio.get_running_loop().create_task(_run(actor, session))
         stops = asyncio.get_running_loop().create_task(listen_for_stops(session, transport))
+        background = [stops]
+        if config.disk_usage is not None:
+            reporting = report_disk_usage(config.disk_usage, config.session_id, transport.call)
+            background.append(asyncio.create_task(reporting))
         try:
             return await _await_run(run, session)
         finally:
-            stops.cancel()
-            await asyncio.gather(stops, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
 
 
 async def _await_run(run: asyncio.Task[None], session: Session) -> int:

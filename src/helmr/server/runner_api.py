@@ -30,6 +30,7 @@ from helmr.protocol import (
     SessionClosed,
     StopsReply,
     StopsRequest,
+    StorageReport,
     TurnAssignment,
     routes,
 )
@@ -87,6 +88,12 @@ class RunnerApi:
             path.session_id, headers.process_epoch, body.turn_ids, min(body.timeout, MAX_WAIT)
         )
         return StopsReply(turn_ids=to_stop)
+
+    @post(routes.STORAGE, summary="Report how full this process's Computer disk is.")
+    async def storage(self, path: SessionPath, headers: RunnerHeaders, body: StorageReport) -> Ack:
+        """The Session's disk pressure episode follows (``session.storage_pressure``)."""
+        await self._control.report_storage(path.session_id, headers.process_epoch, body.used_bytes)
+        return Ack()
 
     @post(routes.SESSION_OUTPUT, summary="Append session-level output.")
     async def session_output(

@@ -109,7 +109,7 @@ async def test_the_first_run_makes_the_workspace_and_an_empty_disk(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     session = await h.control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
-    claim = await disks.prepare(session, await _actor(kube))
+    claim = (await disks.prepare(session, await _actor(kube))).claim
     assert claim == "ws-disk-1"
     assert ("Workspace", "ws") in kube.resources
     assert "dataSource" not in kube.claims["ws-disk-1"]["spec"]
@@ -168,7 +168,7 @@ async def test_after_a_loss_the_disk_is_restored_from_the_last_ready_save(
     session = await h.control.get_session(session_id)
     await h.control.execution_lost(session_id, session.process_epoch)
 
-    claim = await disks.prepare(await h.control.get_session(session_id), actor)
+    claim = (await disks.prepare(await h.control.get_session(session_id), actor)).claim
 
     assert claim == "ws-disk-2"
     assert kube.claims["ws-disk-2"]["spec"]["dataSource"]["name"] == "ws-save-1"
@@ -201,8 +201,35 @@ async def test_a_workspace_deleted_outside_helmr_starts_again_on_an_empty_disk(
     kube.claims.clear()
     kube.snapshots.clear()
 
-    claim = await disks.prepare(await h.control.get_session(session_id), await _actor(kube))
+    claim = (await disks.prepare(await h.control.get_session(session_id), await _actor(kube))).claim
 
     assert claim == "ws-disk-1"
     assert "dataSource" not in kube.claims["ws-disk-1"]["spec"]
     assert (await h.control.get_workspace(NS, "ws")).computer_version is None
+
+
+async def test_a_prepared_disk_stores_its_usage_thresholds_with_the_workspaces_overrides(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    kube.resources[("Actor", "files")]["spec"]["computer"] = {"size": "20Mi", "pauseAt": 0.5}
+    kube.resources[("Workspace", "ws")] = {
+        "apiVersion": "helmr.dev/v1alpha1",
+        "kind": "Workspace",
+        "metadata": {"name": "ws", "namespace": NS, "uid": "uid-ws"},
+        "spec": {"stopAt": 0.75, "usageIntervalSeconds": 1},
+    }
+    session = await h.control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+
+    prepared = await disks.prepare(session, await _actor(kube))
+
+    limits = prepared.usage.limits
+    assert (limits.capacity_bytes, limits.pause_at, limits.stop_at, limits.resolve_at) == (
+        20 << 20,
+        0.5,  # the Actor's
+        0.75,  # the Workspace's
+        0.85,  # the default
+    )
+    assert prepared.usage.interval_seconds == 1
+    # The store measures the runner's reports against them.
+    epoch = await h.control.process_started(session.id)
+    assert await h.control.report_storage(session.id, epoch, 11 << 20) == "paused"
