@@ -1,12 +1,19 @@
-"""Timeline store figures: append throughput and page read latency.
+"""Timeline store figures, per backend: transaction rates and page read latency.
 
-    .venv/bin/python benchmarks/bench_store.py [--appends 20000] [--events 100000]
+    .venv/bin/python benchmarks/bench_store.py [--backend sqlite|postgresql]
+        [--appends 20000] [--events 100000]
 
-Prints append throughput with one writer and with four concurrent writers
-(each append is its own acknowledged transaction; concurrent ones share
-group commits), then the p50/p99 latency of reading a 1000-event page from
-a store of ``--events`` events through ``Store.page`` and, measured in the
-same run on the same rows, through a bare ``SELECT`` on a plain connection.
+For each backend (both by default; PostgreSQL is a throwaway server from
+Debian's packages with its durable defaults, fsync on every commit, started
+like the tests' in tests/postgres.py), prints:
+
+- no-op transactions per second through ``Store.write`` (the store's own
+  cost: queueing, threads, BEGIN/COMMIT), one caller at a time and 16 at once;
+- append throughput with one writer and with four concurrent writers (each
+  append is its own acknowledged transaction);
+- the p50/p99 latency of reading a 1000-event page from a store of
+  ``--events`` events through ``Store.page`` and, in the same run on the same
+  rows, through a bare ``SELECT`` on a plain connection.
 """
 
 from __future__ import annotations
@@ -19,18 +26,25 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+import psycopg
 from pydantic import JsonValue
 
 from helmr.events import EventKind
 from helmr.store import Store, Tx, timeline
+from helmr.store.dialect import POSTGRES
+from helmr.store.store import is_postgres
 
-# The unit tests' way to add a Session row: run from a checkout.
+# The unit tests' way to add a Session row, and their PostgreSQL server: run from a checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.compose import new_session
+from tests.postgres import find_binaries, start
 
+BACKENDS = ("sqlite", "postgresql")
 PAGE = 1000
 READS = 300
 PAYLOAD: JsonValue = [{"type": "text", "text": "Checking the build: step 42 of 100 passed"}]
@@ -72,12 +86,24 @@ def _ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def _page_latency(store: Store, path: Path, session_id: str, events: int) -> None:
-    bare = sqlite3.connect(path)
-    query = (
-        "SELECT id, session_id, turn_id, sequence, created_at, kind, data, epoch FROM events"
-        " WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?"
-    )
+BARE_PAGE = (
+    "SELECT id, session_id, turn_id, sequence, created_at, kind, data, epoch FROM events"
+    " WHERE session_id = ? AND sequence > ? ORDER BY sequence LIMIT ?"
+)
+
+
+def _bare_select(location: str | Path) -> Callable[[tuple[object, ...]], object]:
+    """The page's rows through a plain connection of the backend's own driver."""
+    if is_postgres(location):
+        conn = psycopg.connect(str(location), autocommit=True)
+        query = POSTGRES.statement(BARE_PAGE)
+        return lambda args: conn.execute(query, args).fetchall()
+    bare = sqlite3.connect(location)
+    return lambda args: bare.execute(BARE_PAGE, args).fetchall()
+
+
+async def _page_latency(store: Store, location: str | Path, session_id: str, events: int) -> None:
+    select = _bare_select(location)
     page_ms: list[float] = []
     select_ms: list[float] = []
     rng = random.Random(7)
@@ -87,35 +113,72 @@ async def _page_latency(store: Store, path: Path, session_id: str, events: int) 
         await store.page(session_id, after, PAGE)
         page_ms.append(_ms_since(started))
         started = time.perf_counter()
-        bare.execute(query, (session_id, after, PAGE + 1)).fetchall()
+        select((session_id, after, PAGE + 1))
         select_ms.append(_ms_since(started))
-    bare.close()
     page_p50, page_p99 = _percentiles(page_ms)
     select_p50, select_p99 = _percentiles(select_ms)
-    print(f"page of {PAGE} over {events} events, {READS} reads at random cursors:")
-    print(f"  Store.page    p50 {page_p50:7.2f} ms   p99 {page_p99:7.2f} ms")
-    print(f"  bare SELECT   p50 {select_p50:7.2f} ms   p99 {select_p99:7.2f} ms")
+    print(f"  page of {PAGE} over {events} events, {READS} reads at random cursors:")
+    print(f"    Store.page    p50 {page_p50:7.2f} ms   p99 {page_p99:7.2f} ms")
+    print(f"    bare SELECT   p50 {select_p50:7.2f} ms   p99 {select_p99:7.2f} ms")
     print(
-        f"  ratio page/SELECT   p50 {page_p50 / select_p50:.1f}x   p99 {page_p99 / select_p99:.1f}x"
+        f"    ratio page/SELECT   p50 {page_p50 / select_p50:.1f}x"
+        f"   p99 {page_p99 / select_p99:.1f}x"
     )
 
 
-async def main(appends: int, events: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bench.db"
-        async with await Store.open(path) as store:
+def _nothing(tx: Tx) -> None:
+    pass
+
+
+async def _noop_rate(store: Store, callers: int, total: int) -> float:
+    """No-op transactions per second, each awaited before its caller sends the next."""
+
+    async def caller() -> None:
+        for _ in range(total // callers):
+            await store.write(_nothing)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return total / (time.perf_counter() - started)
+
+
+@contextmanager
+def _locations(backend: str, tmp: Path) -> Iterator[tuple[str | Path, str | Path]]:
+    """Two new stores' locations on ``backend``: one for rates, one for reads."""
+    if backend == "sqlite":
+        yield tmp / "bench.db", tmp / "bench-read.db"
+        return
+    binaries = find_binaries()
+    if binaries is None:
+        raise SystemExit("PostgreSQL is not installed: hack/install-deps.sh installs it")
+    server = start(binaries, durable=True)
+    try:
+        with server.database(migrated=False) as rates, server.database(migrated=False) as reads:
+            yield rates, reads
+    finally:
+        server.stop()
+
+
+async def bench(backend: str, appends: int, events: int) -> None:
+    print(f"{backend}:")
+    with tempfile.TemporaryDirectory() as tmp, _locations(backend, Path(tmp)) as (rates, reads):
+        async with await Store.open(rates) as store:
+            for callers in (1, 16):
+                rate = await _noop_rate(store, callers, appends // 4)
+                print(f"  no-op write, {callers} caller(s): {rate:,.0f} transactions/s")
             for writers in (1, 4):
                 rate = await _append_rate(store, writers, appends)
-                print(f"append, {writers} writer(s), {appends} events: {rate:,.0f} events/s")
-        path = Path(tmp) / "bench-read.db"
-        async with await Store.open(path) as store:
+                print(f"  append, {writers} writer(s), {appends} events: {rate:,.0f} events/s")
+        async with await Store.open(reads) as store:
             session_id = await _fill(store, events)
-            await _page_latency(store, path, session_id, events)
+            await _page_latency(store, reads, session_id, events)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=BACKENDS, action="append")
     parser.add_argument("--appends", type=int, default=20_000)
     parser.add_argument("--events", type=int, default=100_000)
     args = parser.parse_args()
-    asyncio.run(main(args.appends, args.events))
+    for backend in args.backend or BACKENDS:
+        asyncio.run(bench(backend, args.appends, args.events))

@@ -18,6 +18,7 @@ source "$(dirname "$0")/lib/common.sh"
 PACKAGES=(
   containerd runc containernetworking-plugins iptables iproute2 conntrack
   debootstrap openssl curl ca-certificates git make python3-venv python3-pip shellcheck
+  postgresql
 )
 
 # probe PACKAGE: succeeds when what the scripts use from PACKAGE is there.
@@ -35,6 +36,8 @@ probe() {
     python3-venv) python3 -c 'import ensurepip, venv' 2>/dev/null ;;
     # hack/build-images.sh installs wheels into the images with the host's pip.
     python3-pip) python3 -c 'import pip' 2>/dev/null ;;
+    # The tests' throwaway servers (tests/postgres.py); Debian keeps the programs off PATH.
+    postgresql) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ;;
     *) command -v "$1" >/dev/null ;;
   esac
 }
@@ -49,6 +52,7 @@ what_is() {
     iptables) echo "iptables, iptables-save" ;;
     python3-venv) echo "python3 -m venv" ;;
     python3-pip) echo "python3 -m pip" ;;
+    postgresql) echo "/usr/lib/postgresql/*/bin/initdb" ;;
     *) echo "$1" ;;
   esac
 }

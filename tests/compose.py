@@ -1,7 +1,7 @@
 """Helmr's control plane without Kubernetes, for the unit tests and the benchmarks.
 
 What the operator puts together in a cluster (``helmr.operator.control_plane``):
-a SQLite :class:`~helmr.store.Store`, the :class:`~helmr.control.Control` over
+a :class:`~helmr.store.Store` (either backend), the :class:`~helmr.control.Control` over
 it, and the REST app (``build_app``), here with static tokens in place of the
 apiserver's reviews and an optional clock that moves only when a test moves it.
 
@@ -52,14 +52,15 @@ class Plane:
 
 @asynccontextmanager
 async def open_plane(
-    path: Path,
+    location: str | Path,
     *,
     clock: Clock | None = None,
     config: ControlConfig | None = None,
     retention: timedelta | None = None,
 ) -> AsyncIterator[Plane]:
-    """The store at ``path`` (created if new) and a Control over it; closes the store after."""
-    async with await Store.open(path, clock=clock or utc_now, retention=retention) as store:
+    """The store at ``location`` (a SQLite file or a ``postgresql://`` URL; created if
+    new) and a Control over it; closes the store after."""
+    async with await Store.open(location, clock=clock or utc_now, retention=retention) as store:
         yield Plane(store, Control(store, config))
 
 

@@ -1,6 +1,11 @@
-"""What every unit test shares: a 30 s timeout, the helm gate, and the two
-compositions most tests start from (``h``: a store and the Control over it;
-``api``: that plus the REST app served on loopback).
+"""What every unit test shares: a 30 s timeout, the helm gate, the store's two
+backends, and the two compositions most tests start from (``h``: a store and
+the Control over it; ``api``: that plus the REST app served on loopback).
+
+``store_location`` is where a test's store lives, once per backend: a SQLite
+file, and a fresh database on a PostgreSQL server this session starts from
+Debian's packages (``tests.postgres``); a test that opens a store takes it
+and so runs on both.
 
 A module changes how ``h`` is built by overriding ``clock``,
 ``control_config`` or ``retention``.
@@ -9,7 +14,7 @@ A module changes how ``h`` is built by overriding ``clock``,
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +23,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from helmr.control import ControlConfig
 from helmr.server import StaticRunnerTokens
+from tests import postgres
 from tests.compose import Clock, open_plane, static_app
 from tests.unit.api import GRANTS, Api, RecordingMirror
 from tests.unit.control.harness import Harness
@@ -47,6 +53,34 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(missing)
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    binaries = postgres.find_binaries()
+    if binaries is None:
+        missing = f"PostgreSQL is not installed (no {postgres.DEBIAN_BINARIES}/*/bin/initdb)"
+        # `make test` (and so CI) sets this: there, a skip would hide the backend untested.
+        if os.environ.get("HELMR_REQUIRE_POSTGRES"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    server = postgres.start(binaries)
+    try:
+        server.prepare_template()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Path]:
+    """Where the test's store lives: a SQLite file, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield tmp_path / "helmr.db"
+        return
+    server: postgres.PostgresServer = request.getfixturevalue("postgres_server")
+    with server.database() as url:
+        yield url
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -64,16 +98,20 @@ def retention() -> timedelta | None:
 
 @pytest.fixture
 async def h(
-    tmp_path: Path, clock: Clock, control_config: ControlConfig, retention: timedelta | None
+    store_location: str | Path,
+    clock: Clock,
+    control_config: ControlConfig,
+    retention: timedelta | None,
 ) -> AsyncIterator[Harness]:
-    path = tmp_path / "helmr.db"
-    async with Harness.open(path, clock=clock, config=control_config, retention=retention) as h:
+    async with Harness.open(
+        store_location, clock=clock, config=control_config, retention=retention
+    ) as h:
         yield h
 
 
 @pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    async with open_plane(tmp_path / "timeline.db") as plane:
+async def api(store_location: str | Path) -> AsyncIterator[Api]:
+    async with open_plane(store_location) as plane:
         tokens = StaticRunnerTokens()
         mirror = RecordingMirror()
         app = static_app(

@@ -1,4 +1,8 @@
-"""The SQLite schema of the timeline store and how connections are configured.
+"""The schema of the timeline store, and how SQLite connections are configured.
+
+The DDL is written for SQLite; the PostgreSQL backend runs the same scripts
+through its dialect (:meth:`helmr.store.dialect.Dialect.ddl`), so a migration
+is written once for both.
 
 Timestamps are ISO-8601 UTC text with microseconds (fixed width, so they
 compare correctly as text); JSON payloads are text. A SQL NULL payload means
@@ -232,6 +236,25 @@ def connect(path: str, *, synchronous: Synchronous, read_only: bool) -> sqlite3.
     return conn
 
 
+def scripts(version: int) -> list[str]:
+    """The DDL scripts that bring a database of ``version`` (0: a new one) to
+    :data:`SCHEMA_VERSION`, in SQLite's spelling (PostgreSQL's backend
+    translates each statement); refuses a version it does not know."""
+    if version != 0 and version not in _MIGRATIONS:
+        raise RuntimeError(
+            f"timeline store schema version {version} is not {SCHEMA_VERSION}; "
+            "use the Helmr release that wrote it"
+        )
+    if version == 0:
+        return [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL]
+    return [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
+
+
+def statements(script: str) -> list[str]:
+    """A script's statements (no statement here has a ``;`` inside it)."""
+    return [statement for statement in script.split(";") if statement.strip()]
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Creates the schema in a new database, or brings an older one up to date
     (one transaction); refuses a database of a version it does not know."""
@@ -239,22 +262,12 @@ def migrate(conn: sqlite3.Connection) -> None:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version != 0 and version not in _MIGRATIONS:
-        raise RuntimeError(
-            f"timeline store schema version {version} is not {SCHEMA_VERSION}; "
-            "use the Helmr release that wrote it"
-        )
-    steps = (
-        [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL]
-        if version == 0
-        else [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
-    )
+    steps = scripts(version)
     conn.execute("BEGIN IMMEDIATE")
     try:
         for script in steps:
-            for statement in script.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(script):
+                conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -42,7 +42,10 @@ def insert(
 
 
 def get(rt: ReadTx, session_id: str) -> SessionRow | None:
-    row = rt.conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    """The Session; in a write transaction, its row is locked until commit (``Tx.lock``)."""
+    row = rt.conn.execute(
+        f"SELECT * FROM sessions WHERE id = ?{rt.locking(session_id)}", (session_id,)
+    ).fetchone()
     if row is None:
         return None
     hold = holds.get(rt, row["hold_id"]) if row["hold_id"] is not None else None

@@ -67,3 +67,9 @@ class Signals:
             watch = self._watches.pop(session_id, None)
             if watch is not None:
                 watch.event.set()
+
+    def publish_watched(self) -> None:
+        """Wakes every waiter as if its Session had changed: for when commits may
+        have gone unannounced (another replica's, while the feed was disconnected).
+        Waiters read again and find what changed; a needless wake-up costs a read."""
+        self.publish(list(self._watches))

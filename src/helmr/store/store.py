@@ -1,104 +1,117 @@
-"""The async face of the timeline store; the event loop never waits on SQLite.
+"""The async face of the timeline store, over either backend; the event loop
+never waits on the database.
 
-Writes go to the single writer thread (:mod:`helmr.store.writer`); reads
-run on a small pool of reader threads, each with its own connection, as
-snapshot transactions beside the writer (WAL). A Store is bound to the
-event loop that opened it.
+:meth:`Store.open` is the one place a backend is chosen: a ``postgresql://``
+URL opens PostgreSQL (:mod:`.postgres`, the ``helmr[postgres]`` extra, for
+several replicas on one database), anything else is a SQLite file
+(:mod:`.sqlite`, the embedded default). A Store is bound to the event loop
+that opened it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pydantic import JsonValue
 
 from helmr.events import Event, EventKind, EventPage
 from helmr.store import retention, timeline
-from helmr.store.schema import Synchronous, connect, migrate
+from helmr.store.schema import Synchronous
 from helmr.store.signals import Signals
+from helmr.store.sqlite import SqliteBackend
 from helmr.store.tx import ReadTx, Tx
-from helmr.store.writer import Clock, Writer
+from helmr.store.writer import Clock
 
 T = TypeVar("T")
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def is_postgres(location: str | Path) -> bool:
+    """Whether ``location`` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+class Backend(Protocol):
+    """Where transactions run: they commit before ``write`` returns, and the
+    backend publishes the Sessions each commit touched to the Store's signals."""
+
+    async def write(self, fn: Callable[[Tx], T]) -> T: ...
+    async def read(self, fn: Callable[[ReadTx], T]) -> T: ...
+    async def close(self) -> None: ...
+
+
+TransactionObserver = Callable[[str, float], None]
+
+
+def _unobserved(kind: str, seconds: float) -> None:
+    return None
+
+
 class Store:
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        writer: Writer,
-        writer_conn: sqlite3.Connection,
-        signals: Signals,
-        synchronous: Synchronous,
-        readers: int,
-        retention: timedelta | None,
-    ) -> None:
+    def __init__(self, backend: Backend, *, signals: Signals, retention: timedelta | None) -> None:
         """Use :meth:`open`."""
-        self.path = str(path)
         self.retention = retention
-        self._writer = writer
-        self._writer_conn = writer_conn
+        self.observe: TransactionObserver = _unobserved
+        """Told each transaction's kind (``read``, ``write``) and seconds from asked to
+        done, queueing included (the operator's metrics set it)."""
+        self._backend = backend
         self._signals = signals
-        self._synchronous = synchronous
-        self._local = threading.local()
-        self._reader_conns: list[sqlite3.Connection] = []
-        self._reader_lock = threading.Lock()
-        self._readers = ThreadPoolExecutor(
-            max_workers=readers,
-            thread_name_prefix="helmr-store-read",
-            initializer=self._open_reader,
-        )
 
     @classmethod
     async def open(
         cls,
-        path: str | Path,
+        location: str | Path,
         *,
         clock: Clock = utc_now,
         synchronous: Synchronous = "NORMAL",
         readers: int = 2,
         retention: timedelta | None = None,
     ) -> Store:
-        """Opens (creating if new) the store at ``path``.
+        """Opens (creating or migrating the schema if needed) the store at ``location``:
+        a ``postgresql://`` URL, or a SQLite file's path.
 
         ``clock`` stamps every write (tests pass a fake one). ``retention``
         is the history retention period applied by :meth:`expire`; None
-        keeps history forever. ``synchronous``: see :func:`helmr.store.schema.connect`.
+        keeps history forever. ``synchronous`` and ``readers`` are SQLite's
+        (see :func:`helmr.store.schema.connect`).
         """
-        conn = await asyncio.to_thread(_open_writer, str(path), synchronous)
         signals = Signals()
-        writer = Writer(conn, clock=clock, loop=asyncio.get_running_loop(), publish=signals.publish)
-        return cls(
-            path,
-            writer=writer,
-            writer_conn=conn,
-            signals=signals,
-            synchronous=synchronous,
-            readers=readers,
-            retention=retention,
-        )
+        backend: Backend
+        if is_postgres(location):
+            try:  # here: psycopg is an optional extra that a SQLite install lacks
+                from helmr.store.postgres import PostgresBackend
+            except ImportError as exc:
+                raise RuntimeError(
+                    f"a PostgreSQL store needs the helmr[postgres] extra: {exc}"
+                ) from exc
+
+            backend = await PostgresBackend.open(str(location), clock=clock, signals=signals)
+        else:
+            backend = await SqliteBackend.open(
+                str(location),
+                clock=clock,
+                publish=signals.publish,
+                synchronous=synchronous,
+                readers=readers,
+            )
+        return cls(backend, signals=signals, retention=retention)
 
     async def close(self) -> None:
         """Commits queued writes, then closes every connection."""
-        await asyncio.to_thread(self._writer.stop)
-        await asyncio.to_thread(self._readers.shutdown, wait=True)
-        for conn in [*self._reader_conns, self._writer_conn]:
-            conn.close()
+        await self._backend.close()
 
     async def __aenter__(self) -> Store:
         return self
@@ -117,11 +130,19 @@ class Store:
         If ``fn`` raises, its changes are rolled back and the error is raised
         here. Cancelling the caller does not cancel a queued write.
         """
-        return await self._writer.submit(fn)
+        started = time.perf_counter()
+        try:
+            return await self._backend.write(fn)
+        finally:
+            self.observe("write", time.perf_counter() - started)
 
     async def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Runs ``fn`` on a consistent snapshot that includes every acknowledged write."""
-        return await asyncio.get_running_loop().run_in_executor(self._readers, self._read, fn)
+        started = time.perf_counter()
+        try:
+            return await self._backend.read(fn)
+        finally:
+            self.observe("read", time.perf_counter() - started)
 
     def watching(self, session_id: str) -> AbstractContextManager[asyncio.Event]:
         """``with store.watching(sid) as signal``: set by the next commit that touches
@@ -175,27 +196,3 @@ class Store:
                 partial(retention.expire_session, session_id=session_id, cutoff=cutoff)
             )
         return total
-
-    def _open_reader(self) -> None:
-        conn = connect(self.path, synchronous=self._synchronous, read_only=True)
-        self._local.conn = conn
-        with self._reader_lock:
-            self._reader_conns.append(conn)
-
-    def _read(self, fn: Callable[[ReadTx], T]) -> T:
-        conn: sqlite3.Connection = self._local.conn
-        conn.execute("BEGIN")
-        try:
-            return fn(ReadTx(conn))
-        finally:
-            conn.execute("ROLLBACK")
-
-
-def _open_writer(path: str, synchronous: Synchronous) -> sqlite3.Connection:
-    conn = connect(path, synchronous=synchronous, read_only=False)
-    try:
-        migrate(conn)
-    except BaseException:
-        conn.close()
-        raise
-    return conn

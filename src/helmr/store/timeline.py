@@ -1,15 +1,18 @@
 """The per-Session event timeline: appends, idempotent output, pages.
 
-Why pages never skip or repeat: a sequence is assigned inside the single
-writer's transaction (a counter on the Session row), so sequences of a
-Session are committed in the order they are assigned, and a reader's
-snapshot holds either all of a commit or none of it. A reader therefore
-never sees sequence n+1 without n, and ``after`` is an exact cursor.
+Why pages never skip or repeat: a sequence is taken from a counter on the
+Session row inside the appending transaction, which holds that row until it
+commits (SQLite's single writer, or PostgreSQL's row lock across replicas),
+so sequences of a Session are committed in the order they are assigned,
+without gaps, and a reader's snapshot holds either all of a commit or none
+of it. A reader therefore never sees sequence n+1 without n, and ``after``
+is an exact cursor.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from operator import attrgetter
 from typing import cast
 
@@ -19,12 +22,13 @@ from helmr.errors import InvalidInput, NotFound
 from helmr.events import Event, EventKind, EventPage, normalize_content
 from helmr.protocol.api_requests import MAX_PAGE, MAX_SAFE_INTEGER
 from helmr.store.codec import dump_json, dump_time, new_id
+from helmr.store.dialect import Dialect
 from helmr.store.tx import ReadTx, Tx
 
 _COLUMNS = "id, session_id, turn_id, sequence, created_at, kind, data, epoch"
-_EVENT_JSON = (
-    "json_object('id', id, 'session_id', session_id, 'turn_id', turn_id, 'sequence', sequence,"
-    " 'created_at', created_at, 'kind', kind, 'data', json(data), 'process_epoch', epoch)"
+_EVENT_FIELDS = (
+    "'id', id, 'session_id', session_id, 'turn_id', turn_id, 'sequence', sequence,"
+    " 'created_at', created_at, 'kind', kind, 'data', {data}, 'process_epoch', epoch"
 )
 _EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
@@ -45,6 +49,23 @@ def append(
     stored, nothing is appended and the stored event is returned: the check
     comes before the sequence is taken, so a repeat leaves no gap.
     """
+    tx.lock(session_id)
+    return _append(
+        tx, session_id, kind, data, turn_id=turn_id, event_id=event_id, process_epoch=process_epoch
+    )
+
+
+def _append(
+    tx: Tx,
+    session_id: str,
+    kind: EventKind,
+    data: JsonValue,
+    *,
+    turn_id: str | None,
+    event_id: str | None,
+    process_epoch: int | None,
+) -> Event:
+    """:func:`append` under the Session's lock, which the caller holds."""
     if event_id is None:
         event_id = new_id("evt")
     else:
@@ -92,6 +113,7 @@ def append_output(
     is None) and live as long as the event they name is retained.
     """
     scope = turn_id or ""
+    tx.lock(session_id)  # before the key's check, so two replicas cannot both miss it
     if idempotency_key is not None:
         known = tx.conn.execute(
             "SELECT event_id FROM output_keys WHERE session_id = ? AND scope = ? AND key = ?",
@@ -103,12 +125,13 @@ def append_output(
             return existing
     # Content fragments are JSON objects; TypedDicts are not dicts to mypy.
     content = cast(JsonValue, normalize_content(value))
-    event = append(
+    event = _append(
         tx,
         session_id,
         EventKind.TURN_OUTPUT,
         content,
         turn_id=turn_id,
+        event_id=None,
         process_epoch=process_epoch,
     )
     if idempotency_key is not None:
@@ -157,14 +180,21 @@ def check_page(after: int, limit: int) -> None:
 def _events(rt: ReadTx, select: str, args: tuple[object, ...]) -> list[Event]:
     """The selected events, decoded in one pass.
 
-    SQLite renders the rows as one JSON array that pydantic validates in
-    Rust: this is the hot read path, and it is several times faster than
+    The database renders the rows as one JSON array that pydantic validates
+    in Rust: this is the hot read path, and it is several times faster than
     decoding each row's data and building each model in Python.
     """
-    aggregate = f"SELECT json_group_array({_EVENT_JSON}) FROM ({select})"
-    (text,) = rt.conn.execute(aggregate, args).fetchone()
+    (text,) = rt.conn.execute(_aggregate(rt.dialect, select), args).fetchone()
     events = _EVENT_LIST.validate_json(text)
-    # SQLite does not promise that an aggregate keeps its input's order; the
+    # Neither database promises that an aggregate keeps its input's order; the
     # list is sorted already, so this costs one pass.
     events.sort(key=attrgetter("sequence"))
     return events
+
+
+@cache
+def _aggregate(dialect: Dialect, select: str) -> str:
+    """The rows of ``select`` as one JSON array of events, in ``dialect``."""
+    fields = _EVENT_FIELDS.format(data=dialect.json_parse.format("data"))
+    events = dialect.json_array_agg.format(f"{dialect.json_object}({fields})")
+    return f"SELECT {events} FROM ({select}) AS selected"

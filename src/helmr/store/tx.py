@@ -1,35 +1,75 @@
 """Transaction handles passed to store functions.
 
-A :class:`ReadTx` is a consistent snapshot on a reader connection. A
-:class:`Tx` is a part of the single writer's transaction: everything a
-function does through it commits atomically or not at all, and ``now`` is
-read by the writer thread when the function starts, so timestamps follow
-commit order.
+A :class:`ReadTx` is a consistent snapshot. A :class:`Tx` is a write
+transaction: everything a function does through it commits atomically or not
+at all, and ``now`` is read when the function starts. On SQLite that is a
+part of the single writer's transaction, so timestamps follow commit order;
+on PostgreSQL writes run concurrently, and what a function reads of a Session
+it reads under that Session's row lock (:meth:`Tx.lock`, :meth:`Tx.locking`), so
+writes to one Session are serialized across every replica.
+
+``conn`` is either backend's connection: ``conn.execute(sql, args)`` with
+SQLite's ``?`` placeholders, returning a cursor whose rows are read by
+column name or position.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import Any, Protocol
 
 from helmr.store.codec import DbValue, db_value
+from helmr.store.dialect import Dialect
+
+
+class DbCursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class DbConnection(Protocol):
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> DbCursor: ...
 
 
 class ReadTx:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: DbConnection, dialect: Dialect) -> None:
         self.conn = conn
+        self.dialect = dialect
+
+    def locking(self, session_id: str) -> str:
+        """Appended to the ``SELECT`` of the Session's row: in a write transaction,
+        the row stays locked until commit (see :meth:`Tx.lock`)."""
+        return ""
 
 
 class Tx(ReadTx):
-    def __init__(self, conn: sqlite3.Connection, now: datetime) -> None:
-        super().__init__(conn)
+    def __init__(self, conn: DbConnection, dialect: Dialect, now: datetime) -> None:
+        super().__init__(conn, dialect)
         self.now = now
         self.touched: set[str] = set()
+        self._locked: set[str] = set()
+
+    def locking(self, session_id: str) -> str:
+        if not self.dialect.row_lock:
+            return ""
+        self._locked.add(session_id)
+        return self.dialect.row_lock
 
     def touch(self, session_id: str) -> None:
         """Wakes the Session's waiters once this transaction commits."""
         self.touched.add(session_id)
+
+    def lock(self, session_id: str) -> None:
+        """Holds the Session's row until commit, so no other replica's write to the
+        Session interleaves with this one (a no-op where writes are serial)."""
+        if self.dialect.row_lock and session_id not in self._locked:
+            self.conn.execute(
+                f"SELECT 1 FROM sessions WHERE id = ?{self.locking(session_id)}", (session_id,)
+            )
 
     def update(self, table: str, row_id: str, changes: dict[str, object]) -> None:
         """``UPDATE table SET ... WHERE id = row_id``; column names come from code only."""

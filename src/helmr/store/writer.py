@@ -1,4 +1,4 @@
-"""The single writer: one thread, one connection, group commit.
+"""SQLite's single writer: one thread, one connection, group commit.
 
 Writes are functions of a :class:`~helmr.store.tx.Tx` queued from the event
 loop. The thread takes every job waiting, runs each inside its own
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from helmr.store.dialect import SQLITE
 from helmr.store.tx import Tx
 
 T = TypeVar("T")
@@ -95,7 +96,7 @@ class Writer:
             for job in batch:
                 self._conn.execute("SAVEPOINT job")
                 try:
-                    tx = Tx(self._conn, self._clock())
+                    tx = Tx(self._conn, SQLITE, self._clock())
                     value = job.fn(tx)
                 except Exception as exc:
                     self._conn.execute("ROLLBACK TO job")

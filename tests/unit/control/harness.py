@@ -1,6 +1,7 @@
 """Shared helpers of the control tests (imported by the test_control_* modules).
 
-A :class:`Harness` is a real store in a temporary file with a controllable
+A :class:`Harness` is a real store (a temporary SQLite file or PostgreSQL
+database, ``store_location``) with a controllable
 clock (``tests.compose``), the :class:`~helmr.control.Control` over it, and
 the steps many tests take to reach a state.
 """
@@ -42,14 +43,14 @@ class Harness:
     @asynccontextmanager
     async def open(
         cls,
-        path: Path,
+        location: str | Path,
         *,
         clock: Clock | None = None,
         config: ControlConfig | None = None,
         retention: timedelta | None = None,
     ) -> AsyncIterator[Harness]:
         clock = clock or Clock()
-        async with open_plane(path, clock=clock, config=config, retention=retention) as plane:
+        async with open_plane(location, clock=clock, config=config, retention=retention) as plane:
             yield cls(plane, clock)
 
     async def session(self, max_turn_duration: timedelta | None = None) -> SessionView:

@@ -99,7 +99,9 @@ async def test_turns_from_two_sources_across_sessions_each_run_exactly_once(h: H
             await asyncio.sleep(rng.choice((0.0, 0.0, 0.003, 0.02)))
 
     watchers = [asyncio.create_task(watcher(s.id)) for s in sessions]
-    async with asyncio.timeout(10):  # about 1 s; a lost wake-up waits out a 30 s window
+    # About 1 s on SQLite, a few on PostgreSQL (a round trip per statement); a lost
+    # wake-up waits out a 30 s window.
+    async with asyncio.timeout(25):
         await asyncio.gather(*(runner(s.id) for s in sessions), source("api"), source("kubernetes"))
     done.set()
     await asyncio.gather(*watchers)

@@ -1,7 +1,7 @@
 """The API as a standalone process, for test_kill (no tests here).
 
-``python -m tests.unit.server.api_process --db PATH --token T``, run from the
-repository, serves the same app as the operator over a SQLite store, with
+``python -m tests.unit.server.api_process --db PATH|URL --token T``, run from the
+repository, serves the same app as the operator over a store (either backend), with
 static tokens instead of Kubernetes (``tests.compose``). It lives with the
 tests because the server package may not import the store
 (docs/architecture.md); the operator is what wires them in a cluster.
@@ -18,10 +18,13 @@ from pathlib import Path
 import click
 
 from helmr.server import Grant, StaticRunnerTokens, User
+from helmr.store.store import is_postgres
 from tests.compose import open_plane, serving, static_app
 
 
-async def serve(db: Path, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
+async def serve(
+    db: str | Path, host: str, port: int, token: str, runner_tokens: dict[str, str]
+) -> None:
     async with open_plane(db) as plane:
         grants = {token: Grant(User("dev"))}
         app = static_app(plane.control, grants, StaticRunnerTokens(runner_tokens))
@@ -47,9 +50,8 @@ def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 @click.command()
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The SQLite timeline store (created if new).",
+    help="The timeline store: a SQLite file (created if new) or a postgresql:// URL.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port.")
@@ -66,8 +68,9 @@ def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
     callback=_pairs,
     help="SESSION_ID=TOKEN: a runner token for one session (repeatable).",
 )
-def main(db: Path, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
-    asyncio.run(serve(db, host, port, token, runner_tokens))
+def main(db: str, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
+    location = db if is_postgres(db) else Path(db)
+    asyncio.run(serve(location, host, port, token, runner_tokens))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ KILL_AFTER = 300  # acknowledged writes before the kill
 
 @asynccontextmanager
 async def api_process(
-    db: Path, session_id: str
+    db: str | Path, session_id: str
 ) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -124,8 +124,8 @@ async def _timeline(url: str, sid: str) -> list[dict[str, Any]]:
                 return records
 
 
-async def test_sigkill_mid_load_loses_no_acknowledged_event(tmp_path: Path) -> None:
-    db = tmp_path / "timeline.db"
+async def test_sigkill_mid_load_loses_no_acknowledged_event(store_location: str | Path) -> None:
+    db = store_location
     async with open_plane(db) as plane:
         session = await plane.control.open_session(
             namespace="team-a", name="load", actor="reviewer", workspace="ws"

@@ -16,8 +16,8 @@ from helmr.store.leadership import Deposed, Term
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with await Store.open(tmp_path / "helmr.db") as opened:
+async def store(store_location: str | Path) -> AsyncIterator[Store]:
+    async with await Store.open(store_location) as opened:
         yield opened
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from datetime import timedelta
@@ -15,14 +14,16 @@ import pytest
 from helmr.errors import InvalidInput, NotFound
 from helmr.events import EventKind, lifecycle_event_id
 from helmr.store import Expired, Store, Tx, sessions, timeline, turns
+from helmr.store.schema import SCHEMA_VERSION
 from tests.compose import Clock, new_session
+from tests.unit.store.raw import plain
 
 OUTPUT = EventKind.TURN_OUTPUT
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with await Store.open(tmp_path / "helmr.db") as opened:
+async def store(store_location: str | Path) -> AsyncIterator[Store]:
+    async with await Store.open(store_location) as opened:
         yield opened
 
 
@@ -130,23 +131,27 @@ async def test_a_failing_write_is_rolled_back_alone(store: Store) -> None:
     assert "never" not in [e.data for e in page.records]
 
 
-async def test_an_abandoned_write_still_commits(store: Store) -> None:
-    session = await new_session(store)
-    write = asyncio.create_task(store.append_event(session, OUTPUT, "kept"))
-    await asyncio.sleep(0)  # queued with the writer
-    write.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await write
-    await store.append_event(session, OUTPUT, "after")  # commits after the abandoned one
-    assert [e.data for e in (await store.page(session)).records] == ["kept", "after"]
+async def test_an_abandoned_write_still_commits(store_location: str | Path) -> None:
+    async with await Store.open(store_location) as store:
+        session = await new_session(store)
+        write = asyncio.create_task(store.append_event(session, OUTPUT, "kept"))
+        await asyncio.sleep(0)  # queued with the backend
+        write.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        await store.append_event(session, OUTPUT, "after")
+    # Closing lets every queued or running write finish; on PostgreSQL the two
+    # writes ran on two connections, in either order.
+    async with await Store.open(store_location) as store:
+        page = await store.page(session)
+    assert sorted(e.data for e in page.records) == ["after", "kept"]  # type: ignore[type-var]
 
 
-async def test_acknowledged_writes_survive_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "helmr.db"
-    async with await Store.open(path) as first:
+async def test_acknowledged_writes_survive_reopening(store_location: str | Path) -> None:
+    async with await Store.open(store_location) as first:
         session = await new_session(first)
         event = await first.append_event(session, OUTPUT, "durable")
-    async with await Store.open(path) as second:
+    async with await Store.open(store_location) as second:
         assert (await second.page(session)).records == [event]
 
 
@@ -171,13 +176,15 @@ async def test_the_change_feed_lists_each_touched_session_once(store: Store) -> 
     assert await store.changed_sessions(timeout=0) == set()
 
 
-async def test_a_database_of_another_schema_version_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "helmr.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 99")
-    conn.close()
+async def test_a_database_of_another_schema_version_is_refused(
+    store_location: str | Path,
+) -> None:
+    async with await Store.open(store_location):
+        pass
+    with plain(store_location) as db:
+        db.version = 99
     with pytest.raises(RuntimeError, match="schema version 99"):
-        await Store.open(path)
+        await Store.open(store_location)
 
 
 LIMITS_COLUMNS = (
@@ -195,35 +202,36 @@ LIMITS_COLUMNS = (
 )
 
 
-async def test_a_version_1_database_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
-    path = tmp_path / "helmr.db"
-    async with await Store.open(path) as store:
+async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
+    store_location: str | Path,
+) -> None:
+    async with await Store.open(store_location) as store:
         session = await new_session(store)
     # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3),
-    # no resolved limits nor preparation columns (4), no disk pressure (5).
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE storage")
-    for column in LIMITS_COLUMNS:
-        conn.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
-    conn.execute("DROP TABLE saves")
-    conn.execute("DROP TABLE workspaces")
-    conn.execute("DROP INDEX sessions_stop_deadline")
-    conn.execute("ALTER TABLE sessions DROP COLUMN stop_deadline_at")
-    conn.execute("PRAGMA user_version = 1")
-    conn.close()
-    async with await Store.open(path) as store:
+    # no resolved limits nor preparation columns (4), no storage table (5).
+    with plain(store_location) as db:
+        db.execute("DROP TABLE storage")
+        for column in LIMITS_COLUMNS:
+            db.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+        db.execute("DROP TABLE saves")
+        db.execute("DROP TABLE workspaces")
+        db.execute("DROP INDEX sessions_stop_deadline")
+        db.execute("ALTER TABLE sessions DROP COLUMN stop_deadline_at")
+        db.version = 1
+    async with await Store.open(store_location) as store:
         row = await store.read(lambda rt: sessions.require(rt, session))
         assert (row.id, row.stop_deadline_at, row.limits) == (session, None, None)
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
-    assert conn.execute("SELECT count(*) FROM saves").fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM storage").fetchone()[0] == 0
-    conn.close()
+    with plain(store_location) as db:
+        assert db.version == SCHEMA_VERSION
+        assert db.execute("SELECT count(*) FROM saves")[0][0] == 0
+        assert db.execute("SELECT count(*) FROM storage")[0][0] == 0
 
 
-async def test_retention_removes_a_prefix_of_events_and_ended_payloads(tmp_path: Path) -> None:
+async def test_retention_removes_a_prefix_of_events_and_ended_payloads(
+    store_location: str | Path,
+) -> None:
     clock = Clock()
-    async with await Store.open(tmp_path / "h.db", clock=clock, retention=timedelta(days=1)) as s:
+    async with await Store.open(store_location, clock=clock, retention=timedelta(days=1)) as s:
         session = await new_session(s)
         ended = await s.write(
             lambda tx: turns.insert(tx, session, input="old", idempotency_key=None, source="api")

@@ -1,0 +1,207 @@
+"""The PostgreSQL backend: the same transaction functions, on a server that
+several control-plane replicas share.
+
+Why psycopg 3 with a thread pool rather than asyncpg: the transaction
+functions are synchronous (``fn(tx)`` over ``tx.conn.execute``), one set of
+code for both backends; psycopg's sync connections run them unchanged in
+worker threads, as SQLite's do, where asyncpg would need every function
+rewritten as a coroutine or a second copy. benchmarks/bench_store.py gives
+the figures (docs/architecture.md, the timeline store).
+
+Each write is one transaction on a pooled connection (``READ COMMITTED``):
+what it reads of a Session it reads under that Session's row lock
+(``Tx.lock``), so writes to one Session, from any replica, are serialized
+and its sequences committed in order without gaps; a write PostgreSQL
+aborts as a deadlock or serialization failure, or whose connection broke
+before its commit was sent, is run again. Reads are ``REPEATABLE READ``
+snapshots. Commits announce the Sessions they touched with ``NOTIFY``
+(:mod:`.postgres_feed`), so every replica's waiters wake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import Any, ClassVar, TypeVar
+
+import psycopg
+from psycopg import errors
+from psycopg.rows import RowMaker
+from psycopg_pool import ConnectionPool
+
+from helmr.store import schema
+from helmr.store.dialect import POSTGRES
+from helmr.store.postgres_feed import Feed, announce
+from helmr.store.signals import Signals
+from helmr.store.tx import ReadTx, Tx
+from helmr.store.writer import Clock
+
+T = TypeVar("T")
+
+CONNECTIONS = 8
+"""Pooled connections, and threads running transactions on them."""
+ATTEMPTS = 5
+"""Runs of one transaction that PostgreSQL aborted for a conflict (then an error)."""
+_MIGRATION_LOCK = 0x68656C6D72
+"""The advisory lock replicas starting together take to migrate one at a time."""
+
+
+class PgRow(tuple[Any, ...]):
+    """A row read by position or by column name, as ``sqlite3.Row`` is."""
+
+    __slots__ = ()
+    _index: ClassVar[dict[str, int]] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            key = self._index[key]
+        return tuple.__getitem__(self, key)
+
+
+@lru_cache(maxsize=512)
+def _row_class(names: tuple[str, ...]) -> type[PgRow]:
+    index = {name: position for position, name in enumerate(names)}
+    return type("PgRow", (PgRow,), {"__slots__": (), "_index": index})
+
+
+def _rows(cursor: Any) -> RowMaker[PgRow]:  # psycopg's BaseCursor is not exported
+    description = cursor.description or ()
+    return _row_class(tuple(column.name for column in description))
+
+
+class PgConnection:
+    """A psycopg connection with the store's ``execute``: SQLite's placeholders."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[PgRow]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[PgRow]:
+        return self._conn.execute(POSTGRES.statement(sql), parameters)
+
+
+class PostgresBackend:
+    def __init__(
+        self, pool: ConnectionPool[psycopg.Connection[PgRow]], *, clock: Clock, signals: Signals
+    ) -> None:
+        """Use :meth:`open`."""
+        self._pool = pool
+        self._clock = clock
+        self._signals = signals
+        self._threads = ThreadPoolExecutor(CONNECTIONS, thread_name_prefix="helmr-store-pg")
+        self._loop = asyncio.get_running_loop()
+        self._origin = uuid.uuid4().hex
+        self._feed: Feed | None = None
+
+    @classmethod
+    async def open(cls, url: str, *, clock: Clock, signals: Signals) -> PostgresBackend:
+        pool: ConnectionPool[psycopg.Connection[PgRow]] = ConnectionPool(
+            url,
+            connection_class=psycopg.Connection[PgRow],
+            kwargs={"autocommit": True, "row_factory": _rows},
+            min_size=CONNECTIONS,
+            max_size=CONNECTIONS,
+            open=False,
+            name="helmr-store",
+        )
+        backend = cls(pool, clock=clock, signals=signals)
+        try:
+            await asyncio.to_thread(pool.open, wait=True)
+            await asyncio.to_thread(_migrate, pool)
+            backend._feed = await Feed.start(url, backend._origin, signals)
+        except BaseException:
+            await backend.close()
+            raise
+        return backend
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        # Shielded: a caller that stops waiting does not cancel its write.
+        future = self._threads.submit(self._retried, self._write, fn)
+        return await asyncio.shield(asyncio.wrap_future(future))
+
+    async def read(self, fn: Callable[[ReadTx], T]) -> T:
+        return await asyncio.wrap_future(self._threads.submit(self._retried, self._read, fn))
+
+    async def close(self) -> None:
+        """Lets running transactions finish, then closes every connection."""
+        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        if self._feed is not None:
+            await self._feed.stop()
+        await asyncio.to_thread(self._pool.close)
+
+    def _retried(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:
+        """``run(fn)``, again when that is safe: a transaction PostgreSQL aborted for
+        a conflict, or one whose connection broke before its commit was sent (a
+        new connection from the pool runs it)."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return run(fn)
+            except (errors.SerializationFailure, errors.DeadlockDetected):
+                if attempt == ATTEMPTS:
+                    raise
+            except _Lost as lost:
+                if attempt == ATTEMPTS:
+                    raise lost.error from None
+        raise AssertionError("unreachable")
+
+    def _write(self, fn: Callable[[Tx], T]) -> T:
+        with self._pool.connection() as conn:
+            tx = Tx(PgConnection(conn), POSTGRES, self._clock())
+            try:
+                conn.execute("BEGIN")
+                value = fn(tx)
+                announce(conn, self._origin, tx.touched)
+            except BaseException as exc:
+                _end(conn, exc)
+                raise
+            # Not retried if the connection breaks now: the commit may have landed.
+            conn.execute("COMMIT")
+        self._loop.call_soon_threadsafe(self._signals.publish, tx.touched)
+        return value
+
+    def _read(self, fn: Callable[[ReadTx], T]) -> T:
+        with self._pool.connection() as conn:
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                value = fn(ReadTx(PgConnection(conn), POSTGRES))
+            except BaseException as exc:
+                _end(conn, exc)
+                raise
+            conn.execute("ROLLBACK")
+        return value
+
+
+class _Lost(Exception):
+    """The connection broke mid-transaction: nothing of it was committed."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _end(conn: psycopg.Connection[PgRow], error: BaseException) -> None:
+    """Ends a transaction that raised ``error``: rolled back, or lost with its connection."""
+    if conn.broken:
+        raise _Lost(error) from error
+    conn.execute("ROLLBACK")
+
+
+def _migrate(pool: ConnectionPool[psycopg.Connection[PgRow]]) -> None:
+    """Creates the schema in a new database, or brings an older one up to date, in
+    one transaction; the schema's version is the one row of ``schema_version``."""
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        version = 0 if row is None else int(row[0])
+        if version == schema.SCHEMA_VERSION:
+            return
+        for script in schema.scripts(version):
+            for statement in schema.statements(script):
+                conn.execute(POSTGRES.ddl(statement))
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version VALUES (%s)", (schema.SCHEMA_VERSION,))

@@ -1,0 +1,100 @@
+"""The change feed across replicas: ``NOTIFY`` in each commit, ``LISTEN`` on the loop.
+
+A write transaction that touched Sessions sends their ids on one channel
+before it commits; PostgreSQL delivers a notification only if, and once, its
+transaction commits. Each replica's :class:`Feed` listens on its own
+connection (psycopg's async one: the event loop never blocks on it) and
+publishes other replicas' ids to its Store's signals: waiters, long polls and
+the status mirror wake whichever replica committed. A replica publishes its
+own commits directly (before its write returns), so it skips their echo.
+
+Notifications sent while a Feed is disconnected are lost: on reconnecting it
+wakes every waiter, which reads again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import psycopg
+
+from helmr.store.signals import Signals
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "helmr_sessions"
+_PAYLOAD_MAX = 7900
+"""Bytes of one notification's payload (PostgreSQL's limit is 8000)."""
+RECONNECT_DELAY = 1.0
+
+
+def announce(conn: psycopg.Connection[Any], origin: str, session_ids: Iterable[str]) -> None:
+    """Sends the Sessions' ids on commit of ``conn``'s transaction, from ``origin``."""
+    for chunk in _chunks(sorted(session_ids), _PAYLOAD_MAX - len(origin) - 1):
+        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{origin} {','.join(chunk)}"))
+
+
+def _chunks(ids: list[str], size: int) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    length = 0
+    for session_id in ids:
+        if chunk and length + len(session_id) + 1 > size:
+            yield chunk
+            chunk, length = [], 0
+        chunk.append(session_id)
+        length += len(session_id) + 1
+    if chunk:
+        yield chunk
+
+
+class Feed:
+    def __init__(self, url: str, origin: str, signals: Signals) -> None:
+        """Use :meth:`start`."""
+        self._url = url
+        self._origin = origin
+        self._signals = signals
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(cls, url: str, origin: str, signals: Signals) -> Feed:
+        """Listening before it returns, so no commit after it is missed."""
+        feed = cls(url, origin, signals)
+        conn = await feed._listen()
+        feed._task = asyncio.create_task(feed._run(conn), name="helmr-store-feed")
+        return feed
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _listen(self) -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        await conn.execute(f"LISTEN {CHANNEL}")
+        return conn
+
+    async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        while True:
+            try:
+                async with conn:
+                    async for notify in conn.notifies():
+                        origin, _, ids = notify.payload.partition(" ")
+                        if origin != self._origin:
+                            self._signals.publish(ids.split(","))
+            except psycopg.OperationalError as exc:
+                log.warning("lost the store's change feed (%s); reconnecting", exc)
+            conn = await self._reconnect()
+            self._signals.publish_watched()
+
+    async def _reconnect(self) -> psycopg.AsyncConnection[Any]:
+        while True:
+            await asyncio.sleep(RECONNECT_DELAY)
+            try:
+                return await self._listen()
+            except psycopg.OperationalError as exc:
+                log.warning("store change feed: %s; retrying", exc)

@@ -1,0 +1,136 @@
+"""A throwaway PostgreSQL server from Debian's packages, for the tests and benchmarks.
+
+``initdb`` into a temporary directory, ``pg_ctl start`` on a free loopback
+port with the socket in that directory, ``pg_ctl stop`` and the directory
+removed afterwards. PostgreSQL refuses to run as root, so as root (CI) the
+directory is given to the ``postgres`` user and the programs run as it.
+
+Each test gets its own database, created from a template that already has
+the store's schema (a file copy: milliseconds), and dropped after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from helmr.store import Store
+
+USER = "helmr"
+TEMPLATE = "helmr_template"
+DEBIAN_BINARIES = Path("/usr/lib/postgresql")
+
+# For tests: durability off (the server's files are thrown away), connections
+# for several stores at once (each pools 8, and listens on one more).
+FAST = ("-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
+CONNECTIONS = "-c max_connections=200"
+
+
+def find_binaries() -> Path | None:
+    """The newest installed PostgreSQL's bin directory (Debian's layout), if any."""
+    found = sorted(
+        DEBIAN_BINARIES.glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name), reverse=True
+    )
+    return found[0].parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class PostgresServer:
+    directory: Path
+    port: int
+    binaries: Path
+    _names: Iterator[int] = field(default_factory=itertools.count)
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+
+    @contextmanager
+    def database(self, *, migrated: bool = True) -> Iterator[str]:
+        """A new database's URL (with the store's schema unless ``migrated`` is
+        false: then empty); dropped afterwards."""
+        name = f"test_{os.getpid()}_{next(self._names)}"
+        template = TEMPLATE if migrated else "template0"
+        with self._admin() as admin:
+            admin.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
+        try:
+            yield self.url(name)
+        finally:
+            with self._admin() as admin:
+                admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+    def prepare_template(self) -> None:
+        """The template each migrated test database is copied from."""
+        with self._admin() as admin:
+            admin.execute(f"CREATE DATABASE {TEMPLATE}")
+        asyncio.run(_migrate(self.url(TEMPLATE)))
+
+    def stop(self) -> None:
+        _run(self.binaries / "pg_ctl", "-D", str(self.directory / "data"), "-m", "fast", "stop")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @contextmanager
+    def _admin(self) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            yield conn
+
+
+async def _migrate(url: str) -> None:
+    async with await Store.open(url):
+        pass
+
+
+def start(binaries: Path, *, durable: bool = False) -> PostgresServer:
+    """A new server: ``durable`` keeps PostgreSQL's defaults (fsync on every
+    commit), for figures; otherwise it runs without durability, for tests."""
+    directory = Path(tempfile.mkdtemp(prefix="helmr-postgres-"))
+    if os.geteuid() == 0:
+        shutil.chown(directory, "postgres", "postgres")
+    port = _free_port()
+    data, log = directory / "data", directory / "server.log"
+    _run(binaries / "initdb", "-D", str(data), "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync")
+    options = [f"-p {port}", f"-k {directory}", "-c listen_addresses=127.0.0.1", CONNECTIONS]
+    if not durable:
+        options += FAST
+    try:
+        _run(
+            binaries / "pg_ctl",
+            "-D",
+            str(data),
+            "-o",
+            " ".join(options),
+            "-l",
+            str(log),
+            "-w",
+            "start",
+        )
+    except subprocess.CalledProcessError:
+        log_text = log.read_text() if log.exists() else ""
+        shutil.rmtree(directory, ignore_errors=True)
+        raise RuntimeError(f"PostgreSQL did not start:\n{log_text}") from None
+    return PostgresServer(directory, port, binaries)
+
+
+def _run(program: Path, *args: str) -> None:
+    """Runs a PostgreSQL program, as the postgres user when this is root."""
+    command = [str(program), *args]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    subprocess.run(command, check=True, capture_output=True, text=True)

@@ -1,0 +1,88 @@
+"""Several Stores on one PostgreSQL database, as several control-plane replicas:
+their appends to one Session share one gapless sequence, and one's commit
+wakes the other's waiters and change feed (LISTEN/NOTIFY)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from functools import partial
+
+import pytest
+
+from helmr.events import EventKind
+from helmr.store import Store, Tx, timeline
+from tests.compose import new_session
+from tests.postgres import PostgresServer
+
+APPENDS = 300
+OUTPUT = EventKind.TURN_OUTPUT
+
+
+@pytest.fixture
+async def replicas(postgres_server: PostgresServer) -> AsyncIterator[tuple[Store, Store]]:
+    with postgres_server.database() as url:
+        async with await Store.open(url) as one, await Store.open(url) as two:
+            yield one, two
+
+
+def _append_with_output(tx: Tx, session_id: str, n: int) -> list[int]:
+    """An event and keyed output in one transaction (the lock is taken once per append)."""
+    first = timeline.append(tx, session_id, OUTPUT, n)
+    second = timeline.append_output(
+        tx, session_id, None, f"{n}", idempotency_key=f"k{n % 50}", process_epoch=None
+    )
+    return [first.sequence, second.sequence]
+
+
+async def test_two_replicas_appending_to_one_session_share_a_gapless_sequence(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    session = await new_session(one)
+
+    async def writer(store: Store, start: int) -> list[int]:
+        taken: list[int] = []
+        for n in range(start, start + APPENDS, 4):
+            batch = [
+                store.write(partial(_append_with_output, session_id=session, n=n + k))
+                for k in range(4)
+            ]
+            for sequences in await asyncio.gather(*batch):
+                taken += sequences
+        return taken
+
+    first, second = await asyncio.gather(writer(one, 0), writer(two, APPENDS))
+    # Keyed output repeats the first event of its key: those sequences are shared.
+    acknowledged = set(first) | set(second)
+    stored = []
+    after = 0
+    while True:
+        page = await two.page(session, after, 1000)
+        stored += [event.sequence for event in page.records]
+        after = page.next_after
+        if not page.has_more:
+            break
+    assert stored == list(range(1, len(stored) + 1))
+    assert acknowledged == set(stored)
+    keyed = await one.read(
+        lambda rt: rt.conn.execute("SELECT count(*) FROM output_keys").fetchone()[0]
+    )
+    assert keyed == 50  # each key stored once, whichever replica wrote it first
+
+
+async def test_a_commit_on_one_replica_wakes_the_others_waiters_and_feed(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    session, other = await new_session(one, "w1"), await new_session(one, "w2")
+    await two.changed_sessions(timeout=1)  # the sessions' creation, if it came
+    with two.watching(session) as woken, two.watching(other) as not_woken:
+        await one.append_event(session, OUTPUT, "from one")
+        await asyncio.wait_for(woken.wait(), timeout=5)
+        assert not not_woken.is_set()
+    assert await two.changed_sessions(timeout=5) == {session}
+    # Its own commit wakes a replica's waiters at once, not through the echo.
+    with one.watching(session) as own:
+        await one.append_event(session, OUTPUT, "again")
+        assert own.is_set()
