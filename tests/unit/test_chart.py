@@ -230,6 +230,13 @@ def test_logs_are_json_unless_text_is_asked_for_kopfs_lines_too(default: list[Ma
     assert "--log-format=full" in container(text)["args"]
 
 
+def test_turn_traces_go_to_the_otlp_endpoint_given(default: list[Manifest]) -> None:
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in env(default)
+    endpoint = "http://otel-collector.observability:4318"
+    traced = env(render({"operator.otlpEndpoint": endpoint}))
+    assert traced["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint
+
+
 def test_per_turn_events_can_be_turned_off() -> None:
     assert env(render({"operator.turnEvents": "false"}))["HELMR_TURN_EVENTS"] == "false"
 

@@ -131,7 +131,8 @@ def test_the_dockerfile_and_the_local_builder_make_the_same_image(name: str) -> 
 def test_the_images_install_this_checkout_with_their_extras() -> None:
     # No published "helmr" is needed (none exists): pip installs the build context.
     assert from_dockerfile(REPO / "runner" / "Dockerfile").requirement == "helmr"
-    assert from_dockerfile(REPO / "operator" / "Dockerfile").requirement == "helmr[operator]"
+    operator = from_dockerfile(REPO / "operator" / "Dockerfile")
+    assert operator.requirement == "helmr[operator,tracing]"
 
 
 def test_a_drifted_dockerfile_is_caught(tmp_path: Path) -> None:

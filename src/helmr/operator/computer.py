@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from helmr.control import Control, SessionView
@@ -34,6 +35,10 @@ from helmr.store.rows import SaveRow
 log = logging.getLogger(__name__)
 
 
+def _nobody_listens(save: SaveRow) -> None:
+    return None
+
+
 class RestoreFailed(Exception):
     """The disk cannot be restored: its save is gone or unusable."""
 
@@ -45,6 +50,8 @@ class Disks:
         self.metrics = metrics
         # When a failed save may be taken again (in memory: a restart retries sooner).
         self._retry_at: dict[tuple[str, str, int], float] = {}
+        # Told of each save that ended, ready or given up (the Turns' traces).
+        self.save_ended: Callable[[SaveRow], None] = _nobody_listens
 
     async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The claim the Session's next runner mounts, created if missing (from
@@ -118,7 +125,7 @@ class Disks:
             return  # a failed attempt going away; the next one starts once it is gone
         status = snapshot.get("status") or {}
         if status.get("readyToUse"):
-            await self.control.save_ready(namespace, name, version)
+            self.save_ended(await self.control.save_ready(namespace, name, version))
             self.metrics.saves.labels("ready").inc()
             waited = datetime.now(UTC) - save.requested_at
             self.metrics.save_duration.observe(waited.total_seconds())
@@ -131,6 +138,8 @@ class Disks:
             await self.kube.delete_snapshot(namespace, save_name(name, version))
             save = await self.control.save_failed(namespace, name, version, message)
             self.metrics.saves.labels("failed").inc()
+            if save.status != "pending":
+                self.save_ended(save)  # given up
             # Backoff: 2, 4, 8... seconds (at most a minute) before the next attempt.
             delay = min(2.0**save.attempts, 60.0)
             self._retry_at[(namespace, name, version)] = asyncio.get_running_loop().time() + delay

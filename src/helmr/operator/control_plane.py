@@ -16,6 +16,7 @@ from aiohttp import web
 from kubernetes.client import ApiClient
 
 from helmr.control import Control, ControlConfig, SessionView
+from helmr.operator import turn_traces
 from helmr.operator.kube import Kube, load_config
 from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
@@ -65,7 +66,11 @@ class ControlPlane:
         self.tokens = RunnerTokens.from_file(settings.token_key_path)
         self.mirror = CustomResourceMirror(self.kube)
         self.metrics = OperatorMetrics()
+        # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
+        self.traces = turn_traces.from_environ(os.environ)
         self.supervisor = Supervisor(self.control, self.kube, self.tokens, settings, self.metrics)
+        if self.traces is not None:
+            self.supervisor.disks.save_ended = self.traces.save_ended
         self.status_sync = StatusSync(
             self.control,
             self.mirror,
@@ -73,6 +78,7 @@ class ControlPlane:
             wake=self.supervisor.wake,
             hooks=(self._sync_workspace,),
             turn_events=settings.turn_events,
+            traces=self.traces,
         )
         self.app = build_app(
             self.api_control,
@@ -82,6 +88,7 @@ class ControlPlane:
             workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,
             collectors=[*self.metrics.collectors, self.leadership.gauge],
+            traces=self.traces,
         )
         self._runner = web.AppRunner(self.app, access_log=None)
         self._tasks: list[asyncio.Task[None]] = []
@@ -118,6 +125,9 @@ class ControlPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._runner.cleanup()
+        if self.traces is not None:
+            # Sends the last batch: blocking (up to the exporter's timeout), so off the loop.
+            await asyncio.to_thread(self.traces.shutdown)
         await self.store.close()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

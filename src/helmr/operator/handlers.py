@@ -226,12 +226,18 @@ async def turn_admit(
     session_id = None if owner is None else await _session_id(plane, owner)
     if session_id is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
+    asked = datetime.now(UTC)
     turn = await plane.control.enqueue(
         session_id,
         spec.input,
         idempotency_key=f"k8s:{uid}",
         source=spec.source or "kubernetes",
     )
+    if plane.traces is not None:
+        # The admission began when the Turn resource was created.
+        created = body["metadata"].get("creationTimestamp")
+        requested = datetime.fromisoformat(created) if created else asked
+        plane.traces.admitted(turn, requested, asked_at=asked)
     plane.mirror.turn_names[turn.id] = (namespace, name)
     # Not a status patch from ``turn``: by the time it landed, the status sync
     # could have written the Turn running or completed (see helmr.operator.mirror).

@@ -22,6 +22,7 @@ from helmr.server.routing import operations, register
 from helmr.server.runner_api import RunnerApi
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
+from helmr.server.traces import TurnTraceFacts
 from helmr.server.workspaces import WorkspaceApi, WorkspaceDeleter
 
 MAX_BODY = 1 << 20
@@ -42,6 +43,7 @@ def build_app(
     keepalive: float = STREAM_KEEPALIVE,
     collectors: Sequence[Collector] = (),
     ready: Callable[[], Awaitable[bool]] = _always_ready,
+    traces: TurnTraceFacts | None = None,
 ) -> web.Application:
     """The Helmr API over ``control``.
 
@@ -50,14 +52,18 @@ def build_app(
     Kubernetes objects of sessions and turns admitted here, ``workspaces`` deletes
     a Workspace's object (its claims and saves go with it). ``max_body`` bounds
     request bodies (413 beyond it), ``keepalive`` is the SSE comment interval,
-    ``collectors`` join the /metrics registry (e.g. turns by outcome) and
-    ``ready`` answers /readyz.
+    ``collectors`` join the /metrics registry (e.g. turns by outcome),
+    ``ready`` answers /readyz and ``traces`` hears of admissions and settlements
+    (the Turns' traces, when tracing is on).
     """
     metrics = Metrics(tuple(collectors))
     streams = Streams()
-    public = PublicApi(control, mirror, streams, keepalive=keepalive)
+    public = PublicApi(control, mirror, streams, keepalive=keepalive, traces=traces)
     ops = operations(
-        public, WorkspaceApi(control, workspaces), RunnerApi(control), SystemApi(metrics, ready)
+        public,
+        WorkspaceApi(control, workspaces),
+        RunnerApi(control, traces=traces),
+        SystemApi(metrics, ready),
     )
     app = web.Application(
         client_max_size=max_body,

@@ -17,6 +17,7 @@ async def log_context_middleware(request: web.Request, handler: Handler) -> web.
     with logs.bound(
         session=request.match_info.get("session_id"),
         turn=request.match_info.get("turn_id"),
-        epoch=int(epoch) if epoch.isdigit() else None,
+        # Only ASCII digits: str.isdigit also admits '²', which int() refuses.
+        epoch=int(epoch) if epoch.isascii() and epoch.isdigit() else None,
     ):
         return await handler(request)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from functools import partial
 from typing import Protocol
 
@@ -46,6 +47,7 @@ from helmr.protocol.api_requests import (
 )
 from helmr.server import sse
 from helmr.server.routing import route
+from helmr.server.traces import NoTraces, TurnTraceFacts
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +74,19 @@ class Mirror(Protocol):
 
 class PublicApi:
     def __init__(
-        self, control: Control, mirror: Mirror | None, streams: sse.Streams, *, keepalive: float
+        self,
+        control: Control,
+        mirror: Mirror | None,
+        streams: sse.Streams,
+        *,
+        keepalive: float,
+        traces: TurnTraceFacts | None = None,
     ) -> None:
         self._control = control
         self._mirror = mirror
         self._streams = streams
         self._keepalive = keepalive
+        self._traces = traces or NoTraces()
 
     @public(
         "POST",
@@ -113,9 +122,11 @@ class PublicApi:
     )
     async def enqueue(self, path: SessionPath, body: EnqueueBody, subject: SessionView) -> TurnView:
         """A repeated idempotency_key returns the same turn. A held session still admits."""
+        requested = datetime.now(UTC)
         turn = await self._control.enqueue(
             path.session_id, body.input, idempotency_key=body.idempotency_key, source=SOURCE
         )
+        self._traces.admitted(turn, requested)
         await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return turn
 
@@ -144,9 +155,11 @@ class PublicApi:
         """kind=messaged: the message went to the active turn (before settlement, even before
         its handler is registered). kind=enqueued: the session was idle and a new turn carries
         the data. A held session rejects send (409 session_held)."""
+        requested = datetime.now(UTC)
         result = await self._control.send(path.session_id, body.data)
         if result.kind == "enqueued":
             turn = result.turn
+            self._traces.admitted(turn, requested)
             await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
         return result
 

@@ -8,6 +8,7 @@ the fencing itself (409 ``stale_epoch``) is Control's. Long polls are cut to
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import partial
 
 from pydantic import RootModel
@@ -36,6 +37,7 @@ from helmr.protocol import (
 )
 from helmr.protocol.api_requests import MAX_WAIT, Id, NoBody, SessionPath, TurnPath
 from helmr.server.routing import route
+from helmr.server.traces import NoTraces, TurnTraceFacts
 
 TAG = "runner"
 
@@ -53,8 +55,10 @@ class ReceiveResponse(RootModel[ReceiveReply]):
 
 
 class RunnerApi:
-    def __init__(self, control: Control) -> None:
+    def __init__(self, control: Control, *, traces: TurnTraceFacts | None = None) -> None:
+        """``traces`` hears of each settlement asked for."""
         self._control = control
+        self._traces = traces or NoTraces()
 
     @post(routes.RECEIVE, errors=(408,), summary="Long-poll for the turn this process runs next.")
     async def receive(
@@ -123,11 +127,13 @@ class RunnerApi:
     @post(routes.COMPLETE, summary="Settle the turn as completed ({} without a result).")
     async def complete(self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest) -> Ack:
         result = body.result if body.has_result else NO_RESULT
+        self._traces.settling(path.session_id, path.turn_id, datetime.now(UTC))
         await self._control.complete(path.session_id, headers.process_epoch, path.turn_id, result)
         return Ack()
 
     @route("POST", routes.FAIL, access="runner", tag=TAG, summary="Settle the turn as failed.")
     async def fail(self, path: TurnPath, headers: RunnerHeaders, body: FailRequest) -> Ack:
+        self._traces.settling(path.session_id, path.turn_id, datetime.now(UTC))
         await self._control.fail(path.session_id, headers.process_epoch, path.turn_id, body.error)
         return Ack()
 
