@@ -200,8 +200,9 @@ class LeaderElector:
             except TimeoutError:
                 log.warning("leader election: could not renew the Lease in time; stepping down")
                 return
-            except Exception:
-                log.exception("leader election: renewing the Lease failed; retrying")
+            except Exception as exc:
+                # Logged briefly: an unreachable apiserver fails every retry alike.
+                log.warning("leader election: renewing the Lease failed (%r); retrying", exc)
                 continue
             if term is None:
                 log.warning("leader election: %s lost the Lease", self.identity)
