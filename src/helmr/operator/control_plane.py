@@ -8,8 +8,6 @@ import contextlib
 import logging
 import os
 import signal
-import os
-import signal
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +18,6 @@ from kubernetes.client import ApiClient
 from helmr.control import Control, ControlConfig, SessionView
 from helmr.operator import turn_traces
 from helmr.operator.kube import Kube, load_config
-from helmr.operator.leadership import Leadership, elector
 from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
@@ -41,12 +38,6 @@ def _authenticator(settings: Settings, kube_api: ApiClient) -> Authenticator:
         token = settings.auth.removeprefix("static:")
         return StaticAuthenticator({token: Grant(user=User(name="static", groups=()))})
     return KubeAuthenticator(kube_api)
-
-
-def _end_process() -> None:
-    """A deposed leader's end: kopf stops as on SIGTERM (its cleanup stops the
-    control plane) and the pod's container restarts as a candidate."""
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _end_process() -> None:

@@ -27,9 +27,6 @@ class Settings(BaseSettings):
     store_url: str = ""
     """A ``postgresql://`` URL: the timeline store is that database, which several
     replicas may share (the chart's ``store.postgres``). Empty: SQLite at ``store_path``."""
-    store_url: str = ""
-    """A ``postgresql://`` URL: the timeline store is that database, which several
-    replicas may share (the chart's ``store.postgres``). Empty: SQLite at ``store_path``."""
     listen_host: str = "0.0.0.0"
     api_port: int = _API_PORT
     runner_port: int = _API_PORT
@@ -68,12 +65,6 @@ class Settings(BaseSettings):
     log_format: LogFormat = "text"
     """``json`` (one object a line, for collectors; the chart's default) or ``text``
     (for people running ``kopf run`` by hand); runner pods log the same way."""
-    leader_lease: str = ""
-    """``namespace/name`` of the ``coordination.k8s.io`` Lease the replicas elect
-    their leader by (helmr.operator.leadership). Empty: no election, this process
-    leads (one replica only)."""
-    leader_lease_seconds: float = 15.0
-    """The Lease's duration: a leader lost is replaced within it (plus a retry)."""
     leader_lease: str = ""
     """``namespace/name`` of the ``coordination.k8s.io`` Lease the replicas elect
     their leader by (helmr.operator.leadership). Empty: no election, this process
