@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
+from helmr.operator.storage_metrics import StoragePressureMetrics
+
 
 class OperatorMetrics:
     def __init__(self) -> None:
@@ -49,6 +51,7 @@ class OperatorMetrics:
             ["source"],
             registry=None,
         )
+        self.storage_pressure = StoragePressureMetrics()
 
     @property
     def collectors(self) -> list[Collector]:
@@ -60,4 +63,5 @@ class OperatorMetrics:
             self.saves,
             self.save_duration,
             self.disks_created,
+            *self.storage_pressure.collectors,
         ]

@@ -109,6 +109,8 @@ class Supervisor:
             await self._isolated(session.id, self.preparation_overdue(session))
         waiting = await self.control.sessions_needing_runner(now)
         self.metrics.sessions_waiting.set(len(waiting))
+        under_pressure = await self.control.sessions_under_storage_pressure()
+        self.metrics.storage_pressure.sessions.set(under_pressure)
         for session in waiting:
             await self._isolated(session.id, self.start(session))
         await self.disks.reconcile()
