@@ -24,6 +24,7 @@ from helmr.operator import pods
 from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
+from helmr.operator.turn_traces import TurnTraces
 from helmr.states import ENDED_SESSION_STATUSES
 
 log = logging.getLogger(__name__)
@@ -61,16 +62,19 @@ class StatusSync:
         wake: Callable[[], None],
         hooks: Sequence[SessionHook] = (),
         turn_events: bool = True,
+        traces: TurnTraces | None = None,
     ) -> None:
         """``wake`` asks the supervisor for a pass; each of ``hooks`` mirrors
         something more of a changed Session; ``turn_events`` off records no
-        Kubernetes Event per Turn (each is an apiserver write)."""
+        Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
+        tracing is on, takes in every event too (helmr.operator.turn_traces)."""
         self.control = control
         self.mirror = mirror
         self.metrics = metrics
         self._wake = wake
         self._hooks = tuple(hooks)
         self._turn_events = turn_events
+        self._traces = traces
         self._since = datetime.now(UTC)
         self._cursors: dict[str, int] = {}
         # Turns seen in the timeline and not yet mirrored, per Session.
@@ -155,6 +159,8 @@ class StatusSync:
             for event in page.records:
                 if event.turn_id is not None and event.kind != EventKind.TURN_OUTPUT:
                     turns.add(event.turn_id)
+                if self._traces is not None:
+                    self._traces.observe(event, emit=event.created_at >= self._since)
                 if event.created_at < self._since:
                     continue
                 if event.kind in _TERMINAL:
