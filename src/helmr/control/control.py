@@ -29,7 +29,7 @@ from helmr.control import (
     turns,
 )
 from helmr.control.config import ControlConfig
-from helmr.control.transaction import reads, writes, writes_configured
+from helmr.control.transaction import Fence, reads, writes, writes_configured
 from helmr.control.views import load_session, load_turn
 from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import EventPage
@@ -40,9 +40,13 @@ T = TypeVar("T")
 
 
 class Control:
-    def __init__(self, store: Store, config: ControlConfig | None = None) -> None:
+    def __init__(
+        self, store: Store, config: ControlConfig | None = None, *, fence: Fence | None = None
+    ) -> None:
+        """``fence`` refuses writes by raising (:mod:`helmr.control.transaction`)."""
         self._store = store
         self._config = config or ControlConfig()
+        self._fence = fence
 
     # Public side (the REST API) ------------------------------------------------------------
 
