@@ -120,8 +120,12 @@ build_python() {
 helmr_image() {
   local name="$1" requirement="$2" entrypoint="$3"
   # The recipe (this script) is part of the key: changing how an image is made rebuilds it.
-  local sources key
-  mapfile -t sources < <(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples tests/actors | sort)
+  local sources=() key f
+  # The working tree's files: a tracked file deleted but not yet committed is
+  # not in the image (and has nothing to hash).
+  while IFS= read -r f; do
+    [[ -e "$REPO_DIR/$f" ]] && sources+=("$f")
+  done < <(cd "$REPO_DIR" && git ls-files -co --exclude-standard src examples tests/actors | sort)
   key="$(key_of "$IMAGES/python/current.digest" "$REPO_DIR/pyproject.toml" \
     "$HACK_DIR/build-images.sh" <(echo "$requirement $entrypoint") "${sources[@]/#/$REPO_DIR/}")"
   local root="$IMAGES/$name/rootfs-$key"
@@ -172,7 +176,7 @@ static_image coredns coredns --user 65532
 bundle_image csi csi-hostpath csi-provisioner csi-snapshotter snapshot-controller
 build_python
 helmr_image runner helmr '["python3", "-m", "helmr.runner"]'
-helmr_image operator "helmr[operator,tracing]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator", "--standalone"]'
+helmr_image operator "helmr[operator,tracing,postgres]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator", "--standalone"]'
 if [[ "${1:-}" == --import ]]; then
   for name in "${!REF[@]}"; do import_image "$name"; done
 fi
