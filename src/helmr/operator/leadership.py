@@ -101,12 +101,14 @@ class Leadership:
             self._lead_from(None)
             await lead()
             return
-        floor = await self._store.write(terms.prepare)
+        floor = await self._stored_term(self._elector.timing.retry)
         term = Term(await self._elector.acquire(floor.number), self._elector.identity)
         try:
             await self._store.write(partial(terms.claim, term=term))
-        except Deposed:
-            log.warning("leader election: term %d was overtaken before it began", term.number)
+        except Exception as exc:
+            # Overtaken (Deposed), or the store failed: either way this process
+            # cannot lead in this term; it ends, and its successor stands afresh.
+            log.warning("leader election: could not claim term %d: %r", term.number, exc)
             self._on_deposed()
             return
         self._lead_from(term)
@@ -125,6 +127,16 @@ class Leadership:
                 await self._release()
         log.warning("leader election: deposed from term %d; this process ends", term.number)
         self._on_deposed()
+
+    async def _stored_term(self, retry: float) -> Term:
+        """The store's term, once the store answers (it may still be starting, and
+        replicas starting together race to create the table: the loser retries)."""
+        while True:
+            try:
+                return await self._store.write(terms.prepare)
+            except Exception:
+                log.exception("leader election: could not read the store's term; retrying")
+                await asyncio.sleep(retry)
 
     def _lead_from(self, term: Term | None) -> None:
         self._term = term
