@@ -26,7 +26,7 @@ deps: ## Install the Debian packages the build and cluster need (as root; cached
 venv: $(VENV)/.installed ## Create the virtualenv with every extra
 
 .PHONY: build
-build: ## Build the pinned Kubernetes components, etcd, helm, CoreDNS (cached)
+build: ## Build the pinned Kubernetes components, etcd, helm, CoreDNS, promtool (cached)
 	hack/build.sh
 
 .PHONY: images
@@ -65,7 +65,7 @@ unit: venv ## Unit tests only (no cluster)
 
 .PHONY: test
 test: deps venv lint ## Every test, cluster tests included (brings the local cluster up)
-	HELMR_REQUIRE_HELM=1 HELMR_REQUIRE_POSTGRES=1 $(VENV)/bin/pytest
+	HELMR_REQUIRE_HELM=1 HELMR_REQUIRE_PROMTOOL=1 HELMR_REQUIRE_POSTGRES=1 $(VENV)/bin/pytest
 
 .PHONY: demo
 demo: deps venv ## Helm-install Helmr on the local cluster and drive a demo session

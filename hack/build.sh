@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds every pinned Go component from the Go module proxy into the cache:
 # Kubernetes (apiserver, controller-manager, scheduler, kubelet, kube-proxy,
-# kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary and the
-# storage stack (snapshot controller, CSI sidecars, hostpath CSI driver). Each
+# kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary, the
+# storage stack (snapshot controller, CSI sidecars, hostpath CSI driver) and
+# promtool (the tests check the chart's alerting rules with it). Each
 # module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
 # pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
 #
@@ -86,11 +87,19 @@ build_csi() {
   ln -sfn "$crds" "$HELMR_BIN/current/volumesnapshot-crds.yaml"
 }
 
+# promtool without the cloud service-discovery plugins (remove_all_sd: AWS,
+# Azure, GCE, ... are only for `promtool check config` of such a scrape
+# config); rule checks and rule unit tests need none of them.
+build_promtool() {
+  check_pin promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
+  GOFLAGS="$GOFLAGS -tags=remove_all_sd" build_module promtool "" github.com/prometheus/prometheus/cmd/promtool
+}
+
 # One build at a time: parallel runs share the cache.
 mkdir -p "$HELMR_BIN"
 exec 9>"$HELMR_BIN/.lock"
 flock 9
 
 modules=("$@")
-[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi)
+[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi promtool)
 for m in "${modules[@]}"; do "build_$m"; done

@@ -94,9 +94,10 @@ def crds(kubeconfig: str) -> None:
     assert applied.returncode == 0, applied.stderr
 
 
-def create_namespace(core: client.CoreV1Api) -> str:
-    """A new namespace of this test run (the operator under test watches it)."""
-    name = f"{RUN_PREFIX}{uuid.uuid4().hex[:8]}"
+def create_namespace(core: client.CoreV1Api, prefix: str = RUN_PREFIX) -> str:
+    """A new namespace of this test run (the shared operator watches it, unless
+    another ``prefix`` keeps it to an operator of its own)."""
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
     core.create_namespace(
         client.V1Namespace(
             metadata=client.V1ObjectMeta(
@@ -169,7 +170,8 @@ class Operator:
             log=data / "operator.log",
         )
 
-    def start(self) -> None:
+    def start(self, namespaces: str = f"{RUN_PREFIX}*") -> None:
+        """Starts it watching ``namespaces`` (kopf's ``--namespace`` pattern)."""
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [
@@ -181,7 +183,7 @@ class Operator:
                     "helmr.operator",
                     "--standalone",
                     "--namespace",
-                    f"{RUN_PREFIX}*",
+                    namespaces,
                 ],
                 env=self.env,
                 stdout=log,

@@ -1,6 +1,6 @@
-"""What every unit test shares: a 30 s timeout, the helm gate, the store's two
-backends, and the two compositions most tests start from (``h``: a store and
-the Control over it; ``api``: that plus the REST app served on loopback).
+"""What every unit test shares: a 30 s timeout, the helm and promtool gates, the
+store's two backends, and the two compositions most tests start from (``h``: a
+store and the Control over it; ``api``: that plus the REST app served on loopback).
 
 ``store_location`` is where a test's store lives, once per backend: a SQLite
 file, and a fresh database on a PostgreSQL server this session starts from
@@ -27,7 +27,7 @@ from tests import postgres
 from tests.compose import Clock, open_plane, static_app
 from tests.unit.api import GRANTS, Api, RecordingMirror
 from tests.unit.control.harness import Harness
-from tests.unit.helm import BUILT, find_helm
+from tests.unit.helm import BUILT_DIR, find_helm, find_promtool
 
 # A unit test takes a few seconds at most; one that hangs should fail fast,
 # not after the 600 s the cluster tests need (pyproject.toml).
@@ -43,14 +43,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT))
 
 
+# The built tools a marker needs: the environment variable that makes a missing
+# one fail its tests instead of skipping them, and how to find it.
+_TOOLS = {
+    "helm": ("HELMR_REQUIRE_HELM", find_helm),
+    "promtool": ("HELMR_REQUIRE_PROMTOOL", find_promtool),
+}
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.get_closest_marker("helm") is None or find_helm() is not None:
-        return
-    missing = f"helm is neither on PATH nor at {BUILT}; build it with `make build`"
-    # `make test` (and so CI) sets this: there, a skip would let a broken chart through.
-    if os.environ.get("HELMR_REQUIRE_HELM"):
-        pytest.fail(missing)
-    pytest.skip(missing)
+    for marker, (required_by, find) in _TOOLS.items():
+        if item.get_closest_marker(marker) is None or find() is not None:
+            continue
+        missing = f"{marker} is neither on PATH nor in {BUILT_DIR}; build it with `make build`"
+        # `make test` (and so CI) sets these: there, a skip would let a broken chart through.
+        if os.environ.get(required_by):
+            pytest.fail(missing)
+        pytest.skip(missing)
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ their data: docs/architecture.md.
 from helmr.control.config import ControlConfig
 from helmr.control.control import Control
 from helmr.control.record import REPORTED_KINDS
-from helmr.control.views import ProcessOutcome, ProcessStop
+from helmr.control.views import ProcessOutcome, ProcessStop, SessionCounts
 from helmr.protocol.api import (
     HoldView,
     MessageView,
@@ -51,6 +51,7 @@ __all__ = [
     "ProcessOutcome",
     "ProcessStop",
     "SendResult",
+    "SessionCounts",
     "SessionLimits",
     "SessionView",
     "StopReceipt",

@@ -30,7 +30,7 @@ from helmr.control import (
 )
 from helmr.control.config import ControlConfig
 from helmr.control.transaction import Fence, reads, writes, writes_configured
-from helmr.control.views import load_session, load_turn
+from helmr.control.views import load_session, load_turn, session_counts
 from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import EventPage
 from helmr.protocol.api import MessageView, TurnView
@@ -185,6 +185,7 @@ class Control:
     expire_idle = writes(limits.expire_idle)
     next_idle_expiry = reads(limits.next_idle_expiry)
     record_event = writes(record.reported)
+    session_counts = reads(session_counts)
 
     # The Computer disk (operator side, and the Workspace routes) ------------------------------
 

@@ -177,3 +177,22 @@ class ProcessOutcome(_View):
     outcome: ProcessEnd
     hold_id: str | None
     session_status: SessionStatus
+
+
+class SessionCounts(_View):
+    """How many Sessions the store has, by status, and of those held, by the hold's reason."""
+
+    by_status: dict[str, int]
+    """Per ``SessionStatus``."""
+    held: dict[str, int]
+    """Per ``HoldReason``."""
+
+
+def session_counts(rt: ReadTx) -> SessionCounts:
+    by_status: dict[str, int] = {}
+    held: dict[str, int] = {}
+    for status, reason, n in sessions.counts(rt):
+        by_status[status] = by_status.get(status, 0) + n
+        if reason is not None:
+            held[reason] = held.get(reason, 0) + n
+    return SessionCounts(by_status=by_status, held=held)

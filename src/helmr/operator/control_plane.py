@@ -68,6 +68,7 @@ class ControlPlane:
         self.metrics = OperatorMetrics()
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
         self.traces = turn_traces.from_environ(os.environ)
+        store.observe = self.metrics.store_transaction
         self.supervisor = Supervisor(self.control, self.kube, self.tokens, settings, self.metrics)
         if self.traces is not None:
             self.supervisor.disks.save_ended = self.traces.save_ended
@@ -88,6 +89,8 @@ class ControlPlane:
             workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,
             collectors=[*self.metrics.collectors, self.leadership.gauge],
+            refresh_metrics=self._count_sessions,
+            runner_connected=self._runner_connected,
             traces=self.traces,
         )
         self._runner = web.AppRunner(self.app, access_log=None)
@@ -132,6 +135,12 @@ class ControlPlane:
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.create_task(coro))
+
+    async def _count_sessions(self) -> None:
+        self.metrics.count_sessions(await self.api_control.session_counts())
+
+    def _runner_connected(self, session_id: str, epoch: int) -> None:
+        self.metrics.timeline.runner_connected(session_id, epoch, datetime.now(UTC))
 
     async def _sync_workspace(self, session: SessionView) -> None:
         await self.supervisor.disks.sync_status(session.namespace, session.workspace)

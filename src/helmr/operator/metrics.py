@@ -1,11 +1,28 @@
-"""The operator's Prometheus metrics, served on the API's /metrics."""
+"""The operator's Prometheus metrics, served on the API's /metrics.
+
+Every label takes values from a bounded vocabulary (statuses, reasons and
+outcomes the code names, never user input). Most of these are observed in one
+place, the timeline the status mirror follows
+(:mod:`helmr.operator.timeline_metrics`); the Session counts are read from the
+store at each scrape (:meth:`OperatorMetrics.count_sessions`).
+"""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
+from helmr.control import SessionCounts
 from helmr.operator.storage_metrics import StoragePressureMetrics
+from helmr.operator.timeline_metrics import TimelineMetrics
+from helmr.states import HoldReason, SessionStatus, values
+
+# Histogram buckets (seconds), each spanning what its quantity plausibly takes.
+_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+_DISPATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600, 14400)
+_COLD_START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300)
+_STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
 class OperatorMetrics:
@@ -24,8 +41,74 @@ class OperatorMetrics:
         )
         self.turns_finished = Counter(
             "helmr_turns_finished",
-            "Turns that reached a terminal status, by status.",
+            "Turns that reached a terminal status, by status and reason (the interrupt's or "
+            "cancel's reason; none for completed and failed Turns).",
+            ["status", "reason"],
+            registry=None,
+        )
+        self.queue_wait = Histogram(
+            "helmr_turn_queue_wait_seconds",
+            "From a Turn's admission (turn.queued) to it running (turn.running).",
+            buckets=_WAIT_BUCKETS,
+            registry=None,
+        )
+        self.dispatch = Histogram(
+            "helmr_turn_dispatch_seconds",
+            "From the moment a Turn and an idle runner both exist (the later of the Turn's "
+            "admission, the runner connecting, its previous Turn ending, a hold released) "
+            "to the Turn running.",
+            buckets=_DISPATCH_BUCKETS,
+            registry=None,
+        )
+        self.turn_duration = Histogram(
+            "helmr_turn_duration_seconds",
+            "From a Turn running to its terminal status, by that status.",
             ["status"],
+            buckets=_TURN_BUCKETS,
+            registry=None,
+        )
+        self.process_failures = Counter(
+            "helmr_process_failures",
+            "Runner process failures (session.process_failed), by reason.",
+            ["reason"],
+            registry=None,
+        )
+        self.holds_opened = Counter(
+            "helmr_holds_opened",
+            "Holds put on Sessions, by reason (interrupt, process_failures, recovery_gap).",
+            ["reason"],
+            registry=None,
+        )
+        self.holds_released = Counter(
+            "helmr_holds_released",
+            "Holds released (resumed, or their Session ended), by the hold's reason.",
+            ["reason"],
+            registry=None,
+        )
+        self.cold_start = Histogram(
+            "helmr_runner_cold_start_seconds",
+            "From a runner pod created to its runner's first receive (the runner connected).",
+            buckets=_COLD_START_BUCKETS,
+            registry=None,
+        )
+        self.sessions = Gauge(
+            "helmr_sessions",
+            "Sessions in the store by phase (open, closing, closed, failed), read at scrape.",
+            ["phase"],
+            registry=None,
+        )
+        self.sessions_held = Gauge(
+            "helmr_sessions_held",
+            "Sessions held now, by the hold's reason, read at scrape.",
+            ["reason"],
+            registry=None,
+        )
+        self.store_transactions = Histogram(
+            "helmr_store_transaction_duration_seconds",
+            "Store transactions from asked to done (queueing for the writer included), by kind "
+            "(read, write).",
+            ["kind"],
+            buckets=_STORE_BUCKETS,
             registry=None,
         )
         self.sessions_waiting = Gauge(
@@ -52,6 +135,26 @@ class OperatorMetrics:
             registry=None,
         )
         self.storage_pressure = StoragePressureMetrics()
+        self.restores_failed = Counter(
+            "helmr_computer_restores_failed",
+            "Restores that could not be made (their save gone or unusable): each fails its "
+            "Session.",
+            registry=None,
+        )
+
+        self.timeline = TimelineMetrics(self)
+
+    def store_transaction(self, kind: str, seconds: float) -> None:
+        """The store's observer (``Store.observe``)."""
+        self.store_transactions.labels(kind).observe(seconds)
+
+    def count_sessions(self, counts: SessionCounts) -> None:
+        """Sets the Session gauges from the store's counts; every phase and hold
+        reason is set, so one that emptied reads 0 rather than its last value."""
+        for phase in values(SessionStatus):
+            self.sessions.labels(phase).set(counts.by_status.get(phase, 0))
+        for reason in values(HoldReason):
+            self.sessions_held.labels(reason).set(counts.held.get(reason, 0))
 
     @property
     def collectors(self) -> list[Collector]:
@@ -59,9 +162,20 @@ class OperatorMetrics:
             self.processes_started,
             self.processes_ended,
             self.turns_finished,
+            self.queue_wait,
+            self.dispatch,
+            self.turn_duration,
+            self.process_failures,
+            self.holds_opened,
+            self.holds_released,
+            self.cold_start,
+            self.sessions,
+            self.sessions_held,
+            self.store_transactions,
             self.sessions_waiting,
             self.saves,
             self.save_duration,
             self.disks_created,
             *self.storage_pressure.collectors,
+            self.restores_failed,
         ]

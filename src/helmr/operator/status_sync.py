@@ -64,7 +64,8 @@ class StatusSync:
         turn_events: bool = True,
         traces: TurnTraces | None = None,
     ) -> None:
-        """``wake`` asks the supervisor for a pass; each of ``hooks`` mirrors
+        """``metrics.timeline`` takes in every event followed; ``wake`` asks
+        the supervisor for a pass; each of ``hooks`` mirrors
         something more of a changed Session; ``turn_events`` off records no
         Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
         tracing is on, takes in every event too (helmr.operator.turn_traces)."""
@@ -147,11 +148,13 @@ class StatusSync:
                 done = False
         if not turns:
             del self._turns[session_id]
+        if session.status in ENDED_SESSION_STATUSES:
+            self.metrics.timeline.session_ended(session_id)
         return done
 
     async def _follow(self, session: SessionView, turns: set[str]) -> None:
         """Reads the Session's new timeline events: notes the Turns they change,
-        counts finished Turns and records Kubernetes Events (best effort)."""
+        passes them to the metrics and records Kubernetes Events (best effort)."""
         while True:
             page = await self.control.list_events(
                 session.id, self._cursors.get(session.id, 0), 1000
@@ -159,14 +162,13 @@ class StatusSync:
             for event in page.records:
                 if event.turn_id is not None and event.kind != EventKind.TURN_OUTPUT:
                     turns.add(event.turn_id)
+                new = event.created_at >= self._since
+                self.metrics.timeline.observe(event, count=new)
+                if new:
+                    self.metrics.storage_pressure.observe(event)
                 if self._traces is not None:
-                    self._traces.observe(event, emit=event.created_at >= self._since)
-                if event.created_at < self._since:
-                    continue
-                if event.kind in _TERMINAL:
-                    self.metrics.turns_finished.labels(event.kind.removeprefix("turn.")).inc()
-                self.metrics.storage_pressure.observe(event)
-                if event.kind in _K8S_EVENT_KINDS:
+                    self._traces.observe(event, emit=new)
+                if new and event.kind in _K8S_EVENT_KINDS:
                     await self._attempt(
                         session,
                         f"event {event.id}",

@@ -211,6 +211,7 @@ class Supervisor:
         except RestoreFailed as exc:
             log.warning("session %s: %s; the session fails", session.id, exc)
             await self.control.fail_session(session.id, f"restore_failed: {exc}")
+            self.metrics.restores_failed.inc()
             return
         epoch = await self.control.process_started(session.id)
         spec = pods.RunnerSpec(
@@ -241,6 +242,7 @@ class Supervisor:
                 raise
             return
         self.metrics.processes_started.inc()
+        self.metrics.timeline.pod_created(session.id, epoch, self.clock())
         log.info("session %s: started process %d", session.id, epoch)
 
 

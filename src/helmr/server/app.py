@@ -15,11 +15,11 @@ from helmr.server.access import AccessGuard
 from helmr.server.auth import Authenticator, RunnerTokenVerifier
 from helmr.server.errors import error_middleware
 from helmr.server.log_context import log_context_middleware
-from helmr.server.metrics import Metrics
+from helmr.server.metrics import Metrics, nothing_to_refresh
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
-from helmr.server.runner_api import RunnerApi
+from helmr.server.runner_api import RunnerApi, RunnerConnected, ignore_connection
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
 from helmr.server.traces import TurnTraceFacts
@@ -42,6 +42,8 @@ def build_app(
     max_body: int = MAX_BODY,
     keepalive: float = STREAM_KEEPALIVE,
     collectors: Sequence[Collector] = (),
+    refresh_metrics: Callable[[], Awaitable[None]] = nothing_to_refresh,
+    runner_connected: RunnerConnected = ignore_connection,
     ready: Callable[[], Awaitable[bool]] = _always_ready,
     traces: TurnTraceFacts | None = None,
 ) -> web.Application:
@@ -53,16 +55,17 @@ def build_app(
     a Workspace's object (its claims and saves go with it). ``max_body`` bounds
     request bodies (413 beyond it), ``keepalive`` is the SSE comment interval,
     ``collectors`` join the /metrics registry (e.g. turns by outcome),
-    ``ready`` answers /readyz and ``traces`` hears of admissions and settlements
-    (the Turns' traces, when tracing is on).
+    ``refresh_metrics`` runs before each scrape, ``runner_connected`` hears of
+    each runner's ``receive``, ``ready`` answers /readyz and ``traces`` hears of
+    admissions and settlements (the Turns' traces, when tracing is on).
     """
-    metrics = Metrics(tuple(collectors))
+    metrics = Metrics(tuple(collectors), refresh_metrics)
     streams = Streams()
     public = PublicApi(control, mirror, streams, keepalive=keepalive, traces=traces)
     ops = operations(
         public,
         WorkspaceApi(control, workspaces),
-        RunnerApi(control, traces=traces),
+        RunnerApi(control, runner_connected, traces=traces),
         SystemApi(metrics, ready),
     )
     app = web.Application(

@@ -3,11 +3,14 @@
 Each app owns its registry, so several apps in one process (tests, or the
 operator embedding the API) never collide on metric names. The route label is
 the route's template, never the raw path, to keep the label set bounded.
+Collectors joined from outside may need a read before each scrape (``refresh``:
+the operator's Session counts, read from the store).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -20,9 +23,18 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 CLIENT_CLOSED = "499"
 
 
+async def nothing_to_refresh() -> None:
+    return None
+
+
 class Metrics:
-    def __init__(self, collectors: tuple[Collector, ...] = ()) -> None:
+    def __init__(
+        self,
+        collectors: tuple[Collector, ...] = (),
+        refresh: Callable[[], Awaitable[None]] = nothing_to_refresh,
+    ) -> None:
         self.registry = CollectorRegistry()
+        self._refresh = refresh
         self.requests = Counter(
             "helmr_api_requests_total",
             "API requests by method, route template and response status.",
@@ -39,7 +51,8 @@ class Metrics:
         for collector in collectors:
             self.registry.register(collector)
 
-    def exposition(self) -> bytes:
+    async def exposition(self) -> bytes:
+        await self._refresh()
         return generate_latest(self.registry)
 
     @web.middleware

@@ -8,6 +8,7 @@ the fencing itself (409 ``stale_epoch``) is Control's. Long polls are cut to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 
@@ -54,10 +55,26 @@ class ReceiveResponse(RootModel[ReceiveReply]):
     """The turn to run now, or ``{"closed": true}`` once there is none for this process."""
 
 
+RunnerConnected = Callable[[str, int], None]
+"""Told (session id, process epoch) as a runner asks for work, before it waits."""
+
+
+def ignore_connection(session_id: str, epoch: int) -> None:
+    return None
+
+
 class RunnerApi:
-    def __init__(self, control: Control, *, traces: TurnTraceFacts | None = None) -> None:
-        """``traces`` hears of each settlement asked for."""
+    def __init__(
+        self,
+        control: Control,
+        connected: RunnerConnected = ignore_connection,
+        *,
+        traces: TurnTraceFacts | None = None,
+    ) -> None:
+        """``connected`` hears of every ``receive`` (the operator's metrics: a runner's
+        first one of its epoch ends its cold start); ``traces`` of each settlement asked."""
         self._control = control
+        self._connected = connected
         self._traces = traces or NoTraces()
 
     @post(routes.RECEIVE, errors=(408,), summary="Long-poll for the turn this process runs next.")
@@ -66,6 +83,7 @@ class RunnerApi:
     ) -> ReceiveResponse:
         """Answers the turn already assigned to this epoch while it is unsettled; 408
         receive_timeout when none came; {"closed": true} when this process gets no more."""
+        self._connected(path.session_id, headers.process_epoch)
         turn = await self._control.receive(
             path.session_id, headers.process_epoch, min(body.timeout, MAX_WAIT)
         )

@@ -61,7 +61,8 @@ class SystemApi:
         media_type=CONTENT_TYPE,
     )
     async def metrics(self) -> web.Response:
-        return web.Response(body=self._metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+        body = await self._metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     @route(
         "GET",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from helmr.errors import NotFound
+from helmr.states import HoldReason, SessionStatus
 from helmr.store import holds
 from helmr.store.codec import db_value, dump_time, load_time, new_id
 from helmr.store.rows import SessionLimits, SessionRow
@@ -201,6 +202,16 @@ def past_stop_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
 def next_stop_deadline(rt: ReadTx) -> datetime | None:
     (deadline,) = rt.conn.execute(f"SELECT min(stop_deadline_at) {_AWAITING_RELEASE}").fetchone()
     return load_time(deadline)
+
+
+def counts(rt: ReadTx) -> list[tuple[SessionStatus, HoldReason | None, int]]:
+    """How many Sessions there are per (status, reason of the hold on them or None)."""
+    rows = rt.conn.execute(
+        "SELECT s.status, h.reason, count(*) FROM sessions s"
+        " LEFT JOIN holds h ON h.id = s.hold_id GROUP BY s.status, h.reason"
+    ).fetchall()
+    # status has a CHECK constraint; a hold's reason is only ever written from HoldReason.
+    return [(status, reason, n) for status, reason, n in rows]
 
 
 def _one(rt: ReadTx, sql: str, args: tuple[object, ...]) -> SessionRow | None:
