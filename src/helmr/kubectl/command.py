@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import cast
 
 import click
@@ -9,7 +10,7 @@ import click
 from helmr.cli.main import COMMANDS
 from helmr.cli.runtime import Settings
 from helmr.client import Client
-from helmr.kubectl.discovery import Request, Route, endpoint
+from helmr.kubectl.discovery import Request, Route, context_namespace, endpoint
 
 
 def connect(request: Request) -> Client:
@@ -57,9 +58,11 @@ def main(
 ) -> None:
     """Helmr sessions, with the API found from your kubeconfig."""
     request = Request(kubeconfig, context, namespace, service, service_account, cast(Route, route))
+    # As with kubectl, the context's namespace when none is given.
+    request = replace(request, namespace=namespace or context_namespace(request))
     ctx.obj = Settings(None, None, as_json, connect=lambda: connect(request))
-    if namespace:
-        ctx.default_map = {"session": {"start": {"namespace": namespace}}}
+    if request.namespace:
+        ctx.default_map = {"session": {"start": {"namespace": request.namespace}}}
 
 
 for command in COMMANDS:

@@ -85,10 +85,14 @@ def namespace_and_name(value: str, option: str) -> tuple[str, str]:
 
 
 def context_namespace(request: Request) -> str | None:
-    """The namespace of the kubeconfig context in use, if it names one."""
-    contexts, active = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-        config_file=request.kubeconfig
-    )
+    """The namespace of the kubeconfig context in use, if it names one (None
+    without a readable kubeconfig: ``load`` says what is wrong with it)."""
+    try:
+        contexts, active = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=request.kubeconfig
+        )
+    except kube_config.ConfigException:
+        return None
     chosen = next((c for c in contexts if c["name"] == request.context), active)
     namespace = (chosen or {}).get("context", {}).get("namespace")
     return str(namespace) if namespace else None
@@ -119,8 +123,9 @@ def api_service(item: Any) -> Service | None:
     )
 
 
-def find_service(core: k8s.CoreV1Api, request: Request, namespace: str | None) -> Service:
+def find_service(core: k8s.CoreV1Api, request: Request) -> Service:
     """The one Helmr Service: the named one, else the only one found."""
+    namespace = request.namespace
     if request.service:
         ns, name = namespace_and_name(request.service, "--service")
         try:
@@ -237,11 +242,10 @@ def proxy_url(host: str, service: Service) -> str:
 def endpoint(request: Request) -> Endpoint:
     """The way to the Helmr API that ``request`` describes."""
     configuration = load(request)
-    namespace = request.namespace or context_namespace(request)
     try:
         with k8s.ApiClient(configuration) as api:
             core = k8s.CoreV1Api(api)
-            service = find_service(core, request, namespace)
+            service = find_service(core, request)
             token = helmr_token(configuration, core, request)
     except urllib3.exceptions.HTTPError as e:
         raise DiscoveryError(f"cannot reach the apiserver at {configuration.host}: {e}") from None

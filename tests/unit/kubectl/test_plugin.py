@@ -52,6 +52,18 @@ async def test_commands_run_over_the_found_endpoint_with_the_proxied_token(
     assert json.loads(got.stdout)["id"] == session["id"]
 
 
+async def test_the_context_namespace_is_where_sessions_start(
+    api: Api, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    use_endpoint(monkeypatch, api, {PROXIED_AUTHORIZATION: f"Bearer {ADMIN}"})
+    config = write_kubeconfig(tmp_path, {"token": "t"}, NAMESPACE)
+    started = await kubectl_helmr(
+        "--kubeconfig", config, "--json", "session", "start", "reviewer", "-w", "ws"
+    )
+    assert started.exit_code == 0, started.output
+    assert json.loads(started.stdout)["session"]["namespace"] == NAMESPACE
+
+
 async def test_a_request_without_a_token_is_refused(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
