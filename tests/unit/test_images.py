@@ -132,7 +132,7 @@ def test_the_images_install_this_checkout_with_their_extras() -> None:
     # No published "helmr" is needed (none exists): pip installs the build context.
     assert from_dockerfile(REPO / "runner" / "Dockerfile").requirement == "helmr"
     operator = from_dockerfile(REPO / "operator" / "Dockerfile")
-    assert operator.requirement == "helmr[operator,tracing]"
+    assert operator.requirement == "helmr[operator,tracing,postgres]"
 
 
 def test_a_drifted_dockerfile_is_caught(tmp_path: Path) -> None:
