@@ -52,14 +52,18 @@ _TOOLS = {
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker, (required_by, find) in _TOOLS.items():
-        if item.get_closest_marker(marker) is None or find() is not None:
-            continue
-        missing = f"{marker} is neither on PATH nor in {BUILT_DIR}; build it with `make build`"
+    missing = [
+        (marker, required_by)
+        for marker, (required_by, find) in _TOOLS.items()
+        if item.get_closest_marker(marker) is not None and find() is None
+    ]
+    for marker, required_by in missing:
         # `make test` (and so CI) sets these: there, a skip would let a broken chart through.
         if os.environ.get(required_by):
-            pytest.fail(missing)
-        pytest.skip(missing)
+            pytest.fail(f"{marker} is neither on PATH nor in {BUILT_DIR}: run `make build`")
+    if missing:
+        names = " and ".join(marker for marker, _ in missing)
+        pytest.skip(f"{names}: neither on PATH nor in {BUILT_DIR}; build with `make build`")
 
 
 @pytest.fixture(scope="session")
