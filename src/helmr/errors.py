@@ -31,9 +31,10 @@ body's shape is ``ErrorBody``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, Field, JsonValue
+from helmr.constraints import Constraint
 
 __all__ = [
     "UNAVAILABLE_STATUSES",
@@ -191,13 +192,19 @@ class MessageRejected(HelmrError):
     status = 409
 
 
-class ErrorDetail(BaseModel):
-    code: str = Field(description="Stable machine code, e.g. `turn_not_active`.")
-    message: str = Field(description="What went wrong and what to do.")
-    details: dict[str, JsonValue] | None = None
+# Dataclasses, documented by pydantic in the OpenAPI document: the runner imports
+# this module, and it starts without pydantic (helmr.constraints).
 
 
-class ErrorBody(BaseModel):
+@dataclass(frozen=True)
+class ErrorDetail:
+    code: Annotated[str, Constraint(description="Stable machine code, e.g. `turn_not_active`.")]
+    message: Annotated[str, Constraint(description="What went wrong and what to do.")]
+    details: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ErrorBody:
     """Every error response's body: what ``HelmrError.to_json`` writes."""
 
     error: ErrorDetail

@@ -3,15 +3,17 @@
 The one definition of each: the store keeps these values in its rows (its SQL
 CHECK constraints are generated from them), the REST views and the runner
 protocol send them, the custom resources mirror them, and Control decides
-between them. It sits at the bottom of the import graph and needs only pydantic.
+between them. It sits at the bottom of the import graph and needs only the
+standard library: the runner imports it (``helmr.constraints``).
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Final, Literal, get_args
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from helmr.constraints import Constraint
 
 SessionStatus = Literal["open", "closing", "closed", "failed"]
 ENDED_SESSION_STATUSES: frozenset[SessionStatus] = frozenset({"closed", "failed"})
@@ -80,32 +82,41 @@ ERROR_MESSAGE_MAX = 32_768
 _TRUNCATED = "… [{} more characters]"
 
 
-def _bounded(limit: int) -> BeforeValidator:
-    def cut(value: object) -> object:
-        if not isinstance(value, str) or len(value) <= limit:
-            return value
-        # The marker counts against the limit (sized for the longest count it
-        # could show), so the recorded text fits the CRD.
-        keep = limit - len(_TRUNCATED.format(len(value)))
-        return value[:keep] + _TRUNCATED.format(len(value) - keep)
-
-    return BeforeValidator(cut)
+def _bounded(value: str, limit: int) -> str:
+    if len(value) <= limit:
+        return value
+    # The marker counts against the limit (sized for the longest count it could
+    # show), so the recorded text fits the CRD.
+    keep = limit - len(_TRUNCATED.format(len(value)))
+    return value[:keep] + _TRUNCATED.format(len(value) - keep)
 
 
-class ErrorInfo(BaseModel):
+@dataclass(frozen=True)
+class ErrorInfo:
     """A Turn's failure: a stable machine ``code`` and a message for people.
 
     Both are cut to the Turn CRD's limits where the failure is recorded (a
     runner's ``fail``, an older row read back), with a marker saying how much
     was cut, so a long stack trace can never make the mirrored status invalid.
     Unknown fields are ignored: a client parsing a newer server's Turn, or a
-    server an older runner's failure, keeps working.
+    server an older runner's failure, keeps working. A dataclass, not a pydantic
+    model: the runner builds it (``FailRequest``); pydantic validates it elsewhere.
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "ignore"}
 
-    code: Annotated[str, _bounded(ERROR_CODE_MAX), Field(min_length=1)]
-    message: Annotated[str, _bounded(ERROR_MESSAGE_MAX)]
+    code: Annotated[str, Constraint(min_length=1)]
+    message: str
+
+    def __post_init__(self) -> None:
+        # Runs on construction and after pydantic's validation alike.
+        object.__setattr__(self, "code", _bounded(self.code, ERROR_CODE_MAX))
+        object.__setattr__(self, "message", _bounded(self.message, ERROR_MESSAGE_MAX))
+
+    @classmethod
+    def from_json(cls, data: Any) -> ErrorInfo:
+        """The failure in a decoded JSON object (a stored row); other fields are ignored."""
+        return cls(code=str(data["code"]), message=str(data["message"]))
 
 
 SaveStatus = Literal["pending", "ready", "failed", "lost", "pruned"]

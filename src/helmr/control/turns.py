@@ -7,6 +7,7 @@ process can never commit output or outcomes.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Literal
 
 from pydantic import JsonValue
@@ -161,7 +162,7 @@ def complete(
 
 def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) -> TurnView:
     """Settles the Turn as failed with ``error`` (bounded to what the Turn CRD holds)."""
-    return _settle(tx, session_id, epoch, turn_id, "failed", error=dump_json(error.model_dump()))
+    return _settle(tx, session_id, epoch, turn_id, "failed", error=dump_json(asdict(error)))
 
 
 def _settle(

@@ -119,7 +119,7 @@ def turn_view(row: TurnRow) -> TurnView:
         result=row.result,
         has_response=row.has_response,
         response=row.response,
-        error=None if row.error is None else ErrorInfo.model_validate(row.error),
+        error=None if row.error is None else ErrorInfo.from_json(row.error),
         reason=row.reason,
         source=row.source,
         idempotency_key=row.idempotency_key,

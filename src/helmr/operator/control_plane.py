@@ -64,7 +64,8 @@ class ControlPlane:
         self.api_control = Control(store, config)
         self.kube = Kube(api)
         self.tokens = RunnerTokens.from_file(settings.token_key_path)
-        self.mirror = CustomResourceMirror(self.kube)
+        # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
+        self.mirror = CustomResourceMirror(self.kube, admitted=lambda: self.supervisor.wake())
         self.metrics = OperatorMetrics()
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
         self.traces = turn_traces.from_environ(os.environ)

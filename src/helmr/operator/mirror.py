@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from helmr.control import SessionView, TurnView
@@ -125,9 +126,17 @@ def turn_manifest(session: SessionView, turn: TurnView, owner: OwnerReference | 
     return Turn(metadata=metadata, spec=spec)
 
 
+def _nobody() -> None:
+    return None
+
+
 class CustomResourceMirror:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, *, admitted: Callable[[], None] = _nobody) -> None:
+        """``admitted`` is told of each Turn the API admitted, before its resource is
+        made: the supervisor's wake, so a runner pod starts without waiting for the
+        Turn's resource or for the status sync's pass (which may be busy mirroring)."""
         self.kube = kube
+        self._admitted = admitted
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
         self.turn_names: dict[str, tuple[str, str]] = {}
@@ -152,6 +161,7 @@ class CustomResourceMirror:
         self.request(session.id)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
+        self._admitted()
         await self.kube.create_resource(turn_manifest(session, turn, await self._owner(session)))
         self.request(session.id, turn.id)
 

@@ -4,7 +4,8 @@ Both sides import this package: the runner (``helmr.runner``) builds requests
 with it and the server (``helmr.server``) parses them with it, so the wire
 format has exactly one definition. It holds three small things:
 
-- ``models``: the JSON bodies of every runner request and reply (pydantic);
+- ``models``: the JSON bodies of every runner request and reply (dataclasses,
+  which the server validates with pydantic and the runner reads without it);
 - ``routes``: the route patterns (for the server's router) and path builders
   (for the runner), e.g. ``routes.receive(session_id)``;
 - ``contract``: the header, the environment a runner pod gets, its exit codes.
@@ -60,7 +61,7 @@ The rules of the conversation, which both sides rely on:
 """
 
 from helmr.protocol import contract, routes
-from helmr.protocol.contract import EPOCH_HEADER, ExitCode, RunnerHeaders
+from helmr.protocol.contract import EPOCH_HEADER, ExitCode
 from helmr.protocol.models import (
     Ack,
     CompleteRequest,
@@ -79,6 +80,7 @@ from helmr.protocol.models import (
     StorageReport,
     TurnAssignment,
     parse_receive_reply,
+    to_json,
 )
 from helmr.states import ErrorInfo, MessageOutcome
 
@@ -98,7 +100,6 @@ __all__ = [
     "ReceiveReply",
     "ReceiveRequest",
     "RespondRequest",
-    "RunnerHeaders",
     "SessionClosed",
     "StopsReply",
     "StopsRequest",
@@ -107,4 +108,5 @@ __all__ = [
     "contract",
     "parse_receive_reply",
     "routes",
+    "to_json",
 ]

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from helmr.protocol.contract import EPOCH_HEADER
 from helmr.resources.fields import DnsLabel, Key
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -110,6 +111,15 @@ class StreamHeaders(BaseModel):
         alias="Last-Event-ID",
         description="The last sequence received; wins over `after` (an EventSource reconnect).",
     )
+
+
+class RunnerHeaders(BaseModel):
+    """The runner-specific request header, for the server to parse by alias (here, not
+    in ``contract``: the runner only sends it, and starts without pydantic)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    process_epoch: int = Field(alias=EPOCH_HEADER, ge=0)
 
 
 # Bodies

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from pydantic import BaseModel, ConfigDict, Field
-
 EPOCH_HEADER = "Helmr-Process-Epoch"
 """Header on every runner call: the process epoch the call is fenced by."""
 
@@ -70,11 +68,3 @@ class ExitCode(IntEnum):
 
     INIT_FAILED = 78
     """The environment or ``HELMR_ENTRYPOINT`` is wrong, or importing the actor failed."""
-
-
-class RunnerHeaders(BaseModel):
-    """The runner-specific request header, for the server to parse by alias."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-    process_epoch: int = Field(alias=EPOCH_HEADER, ge=0)

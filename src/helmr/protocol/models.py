@@ -1,50 +1,88 @@
-"""JSON bodies of the runner routes, one model per request and reply.
+"""JSON bodies of the runner routes, one dataclass per request and reply.
+
+Plain dataclasses, so that the runner builds and reads them without pydantic
+(its cold start pays for every import); the server validates and documents
+the same classes with pydantic (``helmr.constraints`` carries their field
+constraints there). The runner sends a request as ``to_json(body)`` and reads
+a reply with the reply's ``from_json``.
 
 Requests forbid unknown fields, so a misspelt field fails loudly at the server
 instead of vanishing. Replies ignore unknown fields, so a runner image built
 against an older Helmr keeps working when the control plane adds some.
-Durations are seconds (JSON numbers). Values written by actors are any JSON.
+Durations are seconds (JSON numbers). Values written by actors are any JSON
+(``Any`` here: the server reads them from a JSON body, and the runner checks
+an actor's value when it encodes it, ``helmr.runner.wire``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
-
-from helmr.states import ErrorInfo
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from helmr.constraints import Constraint
+from helmr.states import NO_RESULT, ErrorInfo
 
 
-class _Reply(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+class _Request:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
 
+class _Reply:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "ignore"}
+
+
+def to_json(body: object) -> dict[str, Any]:
+    """A request as the JSON object it is sent as; a field left ``NO_RESULT`` is left out."""
+    return {
+        f.name: _plain(value)
+        for f in fields(body)  # type: ignore[arg-type]
+        if (value := getattr(body, f.name)) is not NO_RESULT
+    }
+
+
+def _plain(value: Any) -> Any:
+    return to_json(value) if is_dataclass(value) else value
+
+
+@dataclass(frozen=True)
 class ReceiveRequest(_Request):
     """``POST receive``: long-poll for the next turn of this session."""
 
-    timeout: float = Field(gt=0, description="How long this request may wait for a turn.")
-    idle_timeout: float | None = Field(
-        default=None,
-        gt=0,
-        description="The actor's warm wait: idle this long, the session may be suspended.",
-    )
+    timeout: Annotated[
+        float, Constraint(gt=0, description="How long this request may wait for a turn.")
+    ]
+    idle_timeout: Annotated[
+        float | None,
+        Constraint(
+            gt=0, description="The actor's warm wait: idle this long, the session may be suspended."
+        ),
+    ] = None
 
 
+@dataclass(frozen=True)
 class TurnAssignment(_Reply):
     """``receive`` reply: the turn this process is to run now."""
 
     id: str
-    sequence: int = Field(ge=1)
-    input: JsonValue
-    source: JsonValue = None
+    sequence: Annotated[int, Constraint(ge=1)]
+    input: Any
     created_at: datetime
+    source: Any = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TurnAssignment:
+        return cls(
+            id=data["id"],
+            sequence=data["sequence"],
+            input=data["input"],
+            created_at=datetime.fromisoformat(data["created_at"]),
+            source=data.get("source"),
+        )
 
 
+@dataclass(frozen=True)
 class SessionClosed(_Reply):
     """``receive`` reply once a closing session has drained: there is no next turn."""
 
@@ -52,14 +90,14 @@ class SessionClosed(_Reply):
 
 
 ReceiveReply = TurnAssignment | SessionClosed
-_RECEIVE_REPLY: TypeAdapter[ReceiveReply] = TypeAdapter(ReceiveReply)
 
 
-def parse_receive_reply(data: Any) -> ReceiveReply:
+def parse_receive_reply(data: Mapping[str, Any]) -> ReceiveReply:
     """The ``receive`` reply in ``data`` (a decoded JSON body)."""
-    return _RECEIVE_REPLY.validate_python(data)
+    return SessionClosed() if data.get("closed") is True else TurnAssignment.from_json(data)
 
 
+@dataclass(frozen=True)
 class OutputRequest(_Request):
     """``POST output`` (session-level) and ``POST turns/{tid}/output``: append output.
 
@@ -67,78 +105,109 @@ class OutputRequest(_Request):
     none, so a write retried after a lost reply is recorded once.
     """
 
-    value: JsonValue
-    idempotency_key: str = Field(min_length=1, max_length=256)
+    value: Any
+    idempotency_key: Annotated[str, Constraint(min_length=1, max_length=256)]
 
 
+@dataclass(frozen=True)
 class RespondRequest(_Request):
     """``POST turns/{tid}/respond``: set the turn's human-facing response."""
 
-    value: JsonValue
+    value: Any
 
 
+def _no_result() -> Any:
+    return NO_RESULT
+
+
+@dataclass(frozen=True)
 class CompleteRequest(_Request):
     """``POST turns/{tid}/complete``: settle the turn as completed.
 
     ``{}`` completes without a result; ``{"result": null}`` records JSON null.
     Build the first as ``CompleteRequest()`` and the second as
-    ``CompleteRequest(result=None)``; send with ``exclude_unset=True``.
+    ``CompleteRequest(result=None)``.
     """
 
-    result: JsonValue = None
+    # A factory, not a default: the schema then shows no default (NO_RESULT is not JSON).
+    result: Any = field(default_factory=_no_result)
 
     @property
     def has_result(self) -> bool:
-        return "result" in self.model_fields_set
+        return self.result is not NO_RESULT
 
 
+@dataclass(frozen=True)
 class FailRequest(_Request):
     """``POST turns/{tid}/fail``: settle the turn as failed."""
 
     error: ErrorInfo
 
 
+@dataclass(frozen=True)
 class NextMessageRequest(_Request):
     """``POST turns/{tid}/messages/next``: long-poll for the turn's next message."""
 
-    timeout: float = Field(gt=0, description="How long this request may wait for a message.")
+    timeout: Annotated[
+        float, Constraint(gt=0, description="How long this request may wait for a message.")
+    ]
 
 
+@dataclass(frozen=True)
 class Message(_Reply):
     """A message sent to a turn: its id and the application-defined ``data``."""
 
     id: str
-    data: JsonValue
+    data: Any
 
 
+@dataclass(frozen=True)
 class NextMessageReply(_Reply):
     """``messages/next`` reply: the next message, or ``null`` when the poll timed out."""
 
     message: Message | None = None
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NextMessageReply:
+        message = data.get("message")
+        return cls(None if message is None else Message(id=message["id"], data=message["data"]))
 
+
+@dataclass(frozen=True)
 class StopsRequest(_Request):
     """``POST stops``: long-poll for a stop of the turns this process holds."""
 
-    turn_ids: list[str] = Field(
-        min_length=1, max_length=16, description="The turns this process holds unsettled."
-    )
-    timeout: float = Field(gt=0, description="How long this request may wait for a stop.")
+    turn_ids: Annotated[
+        list[str],
+        Constraint(
+            min_length=1, max_length=16, description="The turns this process holds unsettled."
+        ),
+    ]
+    timeout: Annotated[
+        float, Constraint(gt=0, description="How long this request may wait for a stop.")
+    ]
 
 
+@dataclass(frozen=True)
 class StopsReply(_Reply):
     """``stops`` reply: the turns to stop now (a stop of them was accepted, or they
     ended elsewhere); empty when the poll timed out."""
 
-    turn_ids: list[str] = Field(default_factory=list)
+    turn_ids: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StopsReply:
+        return cls(turn_ids=list(data.get("turn_ids") or ()))
 
 
+@dataclass(frozen=True)
 class StorageReport(_Request):
     """``POST storage``: how full this process's Computer disk is now."""
 
-    used_bytes: int = Field(ge=0, description="Bytes used on the Computer disk.")
+    used_bytes: Annotated[int, Constraint(ge=0, description="Bytes used on the Computer disk.")]
 
 
+@dataclass(frozen=True)
 class MessageOutcomeRequest(_Request):
     """Body of every message outcome (``MessageOutcome`` is the path's last segment);
     ``reason`` explains ``rejected`` and ``unknown``."""
@@ -146,6 +215,7 @@ class MessageOutcomeRequest(_Request):
     reason: str | None = None
 
 
+@dataclass(frozen=True)
 class Ack(_Reply):
     """The reply of every runner call that has nothing else to say."""
 

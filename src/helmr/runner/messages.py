@@ -92,7 +92,7 @@ class MessagePump:
             NextMessageRequest(timeout=POLL_WINDOW),
             wait=POLL_WINDOW,
         )
-        return NextMessageReply.model_validate(reply)
+        return NextMessageReply.from_json(reply)
 
     async def _deliver(self, message: Message) -> None:
         await self._report(message, MessageOutcome.STARTED, None)

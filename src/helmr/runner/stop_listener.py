@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import aiohttp
-
 from helmr.errors import HelmrError, StaleEpoch
 from helmr.protocol import StopsReply, StopsRequest, routes
 from helmr.runner.session import POLL_WINDOW, Session
@@ -42,12 +40,12 @@ async def listen_for_stops(session: Session, transport: Transport) -> None:
             )
         except StaleEpoch:
             return  # a newer process runs the session: nothing of ours to stop
-        except (HelmrError, aiohttp.ClientError, TimeoutError) as e:
+        except (HelmrError, OSError) as e:  # OSError: the reply never came (TimeoutError)
             # The transport already retried what a restarting control plane answers.
             log.warning("stop channel: %r; polling again in %.0f s", e, ERROR_PAUSE)
             await asyncio.sleep(ERROR_PAUSE)
             continue
-        _signal(turn, StopsReply.model_validate(reply))
+        _signal(turn, StopsReply.from_json(reply))
 
 
 def _signal(turn: Turn, reply: StopsReply) -> None:

@@ -5,6 +5,11 @@ retried after connection errors and 502/503/504 with backoff, for as long as
 a restarting control plane may take. A ``stale_epoch`` answer fences the
 process: ``on_fenced`` runs (the entrypoint exits there) and every later call
 fails without touching the network, so a fenced process writes nothing more.
+A call that cannot reach the control plane for that long raises ``Unavailable``
+(or ``TimeoutError`` when its reply never came).
+
+Bodies are ``helmr.protocol`` dataclasses sent as ``to_json`` makes them; the
+HTTP is ``helmr.runner.http``'s (the runner imports neither pydantic nor aiohttp).
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ import json
 import logging
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
-from pydantic import BaseModel
+from helmr.errors import UNAVAILABLE_STATUSES, HelmrError, StaleEpoch, Unavailable, from_json
+from helmr.protocol import EPOCH_HEADER, to_json
+from helmr.runner.http import HttpClient
 
-from helmr.errors import UNAVAILABLE_STATUSES, StaleEpoch, Unavailable, from_json
-from helmr.protocol import EPOCH_HEADER
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +37,9 @@ REPLY_TIMEOUT = 30.0
 class Call(Protocol):
     """One runner call: POST ``body`` (``{}`` when None) to ``path``; the decoded reply."""
 
-    async def __call__(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
+    async def __call__(
+        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+    ) -> Any:
         """``wait`` is how long the server may hold the request (a long poll)."""
 
 
@@ -54,10 +62,10 @@ class Transport:
         self._on_fenced = on_fenced
         self._retry_for = retry_for
         self._fenced = False
-        self._http: aiohttp.ClientSession | None = None
+        self._http: HttpClient | None = None
 
     async def __aenter__(self) -> Transport:
-        self._http = aiohttp.ClientSession(headers=self._headers)
+        self._http = HttpClient(self._url)
         return self
 
     async def __aexit__(
@@ -69,8 +77,10 @@ class Transport:
         if self._http is not None:
             await self._http.close()
 
-    async def call(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
-        payload = {} if body is None else body.model_dump(mode="json", exclude_unset=True)
+    async def call(
+        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+    ) -> Any:
+        payload = json.dumps({} if body is None else to_json(body)).encode()
         loop = asyncio.get_running_loop()
         give_up: float | None = None
         delay = 0.1
@@ -79,22 +89,22 @@ class Transport:
                 raise StaleEpoch("this runner process is fenced: a newer process runs the session")
             try:
                 return await self._post(path, payload, wait)
-            except (aiohttp.ClientConnectionError, TimeoutError, Unavailable) as e:
+            except (OSError, Unavailable) as e:  # OSError: ConnectionError, TimeoutError
                 now = loop.time()
                 give_up = now + self._retry_for if give_up is None else give_up
                 if now >= give_up:
-                    raise
+                    if isinstance(e, HelmrError | TimeoutError):
+                        raise
+                    raise Unavailable(f"the control plane cannot be reached: {e}") from e
                 log.warning("POST %s failed (%r); retrying in %.1f s", path, e, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _post(self, path: str, payload: dict[str, Any], wait: float) -> Any:
+    async def _post(self, path: str, payload: bytes, wait: float) -> Any:
         if self._http is None:
             raise RuntimeError("use the Transport as 'async with Transport(...)'")
-        timeout = aiohttp.ClientTimeout(total=wait + REPLY_TIMEOUT)
-        async with self._http.post(self._url + path, json=payload, timeout=timeout) as reply:
-            raw = await reply.read()
-            status = reply.status
+        async with asyncio.timeout(wait + REPLY_TIMEOUT):
+            status, raw = await self._http.post(path, payload, self._headers)
         if status in UNAVAILABLE_STATUSES:
             raise Unavailable(f"HTTP {status} from the control plane")
         try:

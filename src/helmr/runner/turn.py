@@ -6,9 +6,7 @@ import asyncio
 import enum
 import logging
 from datetime import datetime
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from helmr.errors import Conflict, HelmrError, InvalidInput, PayloadTooLarge, TurnNotActive
 from helmr.protocol import (
@@ -25,6 +23,9 @@ from helmr.runner.signal import Signal
 from helmr.runner.transport import Call
 from helmr.runner.wire import request
 from helmr.states import NO_RESULT
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,9 @@ class Turn:
     async def _wait_settled(self) -> None:
         await self._settled.wait()
 
-    async def _call(self, path: str, body: BaseModel | None = None, *, wait: float = 0.0) -> Any:
+    async def _call(
+        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+    ) -> Any:
         try:
             return await self._call_server(path, body, wait=wait)
         except TurnNotActive:

@@ -1,4 +1,6 @@
-"""Reading a request's inputs into the declared pydantic models.
+"""Reading a request's inputs into the declared models: pydantic models, or the
+plain dataclasses of the runner protocol (``helmr.protocol.models``), which
+pydantic validates just the same through a ``TypeAdapter``.
 
 Every way a request can be malformed ends here as a 4xx ``HelmrError``:
 415 for a body that is not JSON, 400 for JSON that does not parse or does not
@@ -11,17 +13,29 @@ import json
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from helmr.errors import InvalidInput, UnsupportedMediaType
 from helmr.server.errors import invalid
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M")
+
+
+_ADAPTERS: dict[object, TypeAdapter[Any]] = {}
+
+
+def adapter(model: type[M]) -> TypeAdapter[M]:
+    """The validator and serializer of a declared model (built once per model)."""
+    found = _ADAPTERS.get(model)
+    if found is None:
+        found = _ADAPTERS[model] = TypeAdapter(model)
+    return found
 
 
 def parse(model: type[M], data: dict[str, Any], where: str) -> M:
     try:
-        return model.model_validate(data)
+        parsed: M = adapter(model).validate_python(data)
+        return parsed
     except ValidationError as e:
         raise invalid(e, where) from None
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import GenerateJsonSchema
 
+from helmr.server.inputs import adapter
 from helmr.server.routing import JSON, Operation
 from helmr.server.sse import StreamEnd
 
@@ -47,8 +47,8 @@ def _error_statuses(op: Operation) -> list[int]:
     return sorted(statuses)
 
 
-def _models(ops: list[Operation], error: type[BaseModel]) -> list[tuple[type[BaseModel], Mode]]:
-    wanted: list[tuple[type[BaseModel], Mode]] = [(error, "serialization")]
+def _models(ops: list[Operation], error: type[Any]) -> list[tuple[type[Any], Mode]]:
+    wanted: list[tuple[type[Any], Mode]] = [(error, "serialization")]
     for op in ops:
         wanted += [(model, "validation") for model in op.inputs.values()]
         for model in (op.response, op.spec.stream_item):
@@ -91,7 +91,7 @@ def _stream_event(data: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _parameters(model: type[BaseModel], where: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
+def _parameters(model: type[Any], where: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
     params = []
     for name, field in model.model_fields.items():
         key = field.alias or name
@@ -147,18 +147,20 @@ def _operation(
         doc["x-kubernetes-verb"] = op.spec.verb
     body = op.inputs.get("body")
     if body is not None:
+        ref = refs[(body, "validation")]
         doc["requestBody"] = {
-            "required": any(f.is_required() for f in body.model_fields.values()),
-            "content": {JSON: {"schema": refs[(body, "validation")]}},
+            "required": bool(defs[ref["$ref"].rsplit("/", 1)[-1]].get("required")),
+            "content": {JSON: {"schema": ref}},
         }
     return doc
 
 
-def document(
-    ops: list[Operation], *, title: str, version: str, error: type[BaseModel]
-) -> dict[str, Any]:
-    refs, schema = models_json_schema(_models(ops, error), ref_template=REF)
-    defs: dict[str, Any] = schema.get("$defs", {})
+def document(ops: list[Operation], *, title: str, version: str, error: type[Any]) -> dict[str, Any]:
+    # As pydantic's models_json_schema, for dataclasses too (the runner protocol's).
+    inputs = [(model, mode, adapter(model).core_schema) for model, mode in _models(ops, error)]
+    # cast: a class is hashable, which mypy's stubs do not say of type[Any].
+    refs, found = GenerateJsonSchema(ref_template=REF).generate_definitions(cast(Any, inputs))
+    defs: dict[str, Any] = {str(name): schema for name, schema in found.items()}
     error_ref = refs[(error, "serialization")]
     paths: dict[str, dict[str, Any]] = {}
     for op in ops:

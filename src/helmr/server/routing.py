@@ -5,7 +5,8 @@ the declaration: parameters named ``path``, ``query``, ``headers`` and ``body``
 are annotated with the pydantic models they are parsed into, ``request`` gets
 the aiohttp request, ``subject`` what the guard looked up to authorise the
 call (the session, for public session routes, so it is read once), and the
-return annotation is the response model (or ``web.StreamResponse`` for a
+return annotation is the response model (a pydantic model, or one of the
+runner protocol's dataclasses, as ``body`` may be too; or ``web.StreamResponse`` for a
 handler that writes its own response, which then names its media type in
 ``@route``). ``openapi.document`` reads the same declarations, so the served
 routes and the document cannot drift apart.
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import Any, Literal, TypeVar, get_type_hints
 
 from aiohttp import web
 from pydantic import BaseModel
 
-from helmr.server.inputs import headers_of, json_body, parse, query_of
+from helmr.server.inputs import adapter, headers_of, json_body, parse, query_of
 
 # Who may call a route: nobody needs a token ("none"), a Kubernetes user with
 # the route's verb in the namespace ("public"), the session's runner ("runner").
@@ -83,8 +84,8 @@ class Operation:
 
     spec: RouteSpec
     handler: Callable[..., Awaitable[Any]]
-    inputs: dict[str, type[BaseModel]]
-    response: type[BaseModel] | None
+    inputs: dict[str, type[Any]]
+    response: type[Any] | None
     wants_request: bool
     wants_subject: bool
 
@@ -108,9 +109,11 @@ def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Opera
     if spec.access == "runner" and "session_id" not in scope:
         raise TypeError(f"{handler.__name__}: a runner route names its session")
     returns = hints.get("return")
-    is_model = isinstance(returns, type) and issubclass(returns, BaseModel)
+    is_model = isinstance(returns, type) and (
+        issubclass(returns, BaseModel) or is_dataclass(returns)
+    )
     if not is_model and spec.media_type == JSON:
-        raise TypeError(f"{handler.__name__}: a JSON route returns a pydantic model")
+        raise TypeError(f"{handler.__name__}: a JSON route returns a pydantic model or dataclass")
     return Operation(
         spec=spec,
         handler=handler,
@@ -163,7 +166,7 @@ def _endpoint(
         if op.response is None:
             response: web.StreamResponse = result
             return response
-        return web.Response(body=result.model_dump_json(), content_type=JSON)
+        return web.Response(body=adapter(op.response).dump_json(result), content_type=JSON)
 
     return endpoint
 

@@ -28,7 +28,6 @@ from helmr.protocol import (
     ReceiveReply,
     ReceiveRequest,
     RespondRequest,
-    RunnerHeaders,
     SessionClosed,
     StopsReply,
     StopsRequest,
@@ -36,7 +35,14 @@ from helmr.protocol import (
     TurnAssignment,
     routes,
 )
-from helmr.protocol.api_requests import MAX_WAIT, Id, NoBody, SessionPath, TurnPath
+from helmr.protocol.api_requests import (
+    MAX_WAIT,
+    Id,
+    NoBody,
+    RunnerHeaders,
+    SessionPath,
+    TurnPath,
+)
 from helmr.server.routing import route
 from helmr.server.traces import NoTraces, TurnTraceFacts
 

@@ -180,3 +180,20 @@ async def test_a_kubectl_turn_is_admitted_before_its_api_made_session_shows_its_
         await admit_kubectl_turn(h, kube, mirror, "elsewhere", "forged")
 
     assert (await h.control.get_session(session.id)).queued_turns == 1
+
+
+async def test_an_api_turn_wakes_the_supervisor_before_its_resource_is_made(h: Harness) -> None:
+    """A runner pod starts as soon as the API admits a Turn: the supervisor waits
+    neither for the Turn's resource nor for the status sync's next pass."""
+    kube = SlowKube()
+    resources_when_woken: list[set[str]] = []
+    mirror = CustomResourceMirror(
+        kube, admitted=lambda: resources_when_woken.append(set(kube.created))
+    )
+    session = await h.session()
+    turn = await h.control.enqueue(session.id, "work")
+
+    await mirror.turn_enqueued(session, turn)
+
+    assert resources_when_woken == [{KUBECTL_TURN}]  # once, before the Turn's was made
+    assert turn_cr_name(turn.id) in kube.created

@@ -2,34 +2,83 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from helmr.protocol import (
     CompleteRequest,
+    ErrorInfo,
+    FailRequest,
+    Message,
     MessageOutcome,
     NextMessageReply,
     OutputRequest,
-    RunnerHeaders,
+    ReceiveRequest,
     SessionClosed,
+    StopsReply,
+    StopsRequest,
     TurnAssignment,
     parse_receive_reply,
     routes,
+    to_json,
 )
+from helmr.protocol.api_requests import RunnerHeaders
+
+
+def server_reads(model: type[Any], body: dict[str, Any]) -> Any:
+    """The body as the server's runner API parses it (pydantic over the dataclass)."""
+    return TypeAdapter(model).validate_python(body)
+
+
+def server_sends(model: type[Any], reply: Any) -> Any:
+    return TypeAdapter(model).dump_python(reply, mode="json")
 
 
 def test_complete_without_result_differs_from_complete_with_null() -> None:
     absent = CompleteRequest()
     null = CompleteRequest(result=None)
 
-    assert absent.model_dump(mode="json", exclude_unset=True) == {}
-    assert null.model_dump(mode="json", exclude_unset=True) == {"result": None}
+    assert to_json(absent) == {}
+    assert to_json(null) == {"result": None}
     assert not absent.has_result
     assert null.has_result
     # The server sees the same distinction after parsing the JSON body.
-    assert not CompleteRequest.model_validate({}).has_result
-    assert CompleteRequest.model_validate({"result": None}).has_result
+    assert not server_reads(CompleteRequest, {}).has_result
+    assert server_reads(CompleteRequest, {"result": None}).has_result
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        ReceiveRequest(timeout=30, idle_timeout=None),
+        ReceiveRequest(timeout=1.5, idle_timeout=300),
+        OutputRequest(value={"a": [1, None]}, idempotency_key="k"),
+        CompleteRequest(result={"done": True}),
+        FailRequest(error=ErrorInfo(code="actor_error", message="it broke")),
+        StopsRequest(turn_ids=["turn_1"], timeout=30),
+    ],
+    ids=lambda body: type(body).__name__,
+)
+def test_the_server_reads_what_the_runner_sends(body: Any) -> None:
+    assert server_reads(type(body), to_json(body)) == body
+
+
+def test_the_runner_reads_what_the_server_sends() -> None:
+    turn = TurnAssignment(
+        id="turn_1", sequence=2, input={"x": 1}, created_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    assert parse_receive_reply(server_sends(TurnAssignment, turn)) == turn
+    assert isinstance(
+        parse_receive_reply(server_sends(SessionClosed, SessionClosed())), SessionClosed
+    )
+    reply = NextMessageReply(message=Message(id="msg_1", data=[1]))
+    assert NextMessageReply.from_json(server_sends(NextMessageReply, reply)) == reply
+    stops = StopsReply(turn_ids=["turn_1"])
+    assert StopsReply.from_json(server_sends(StopsReply, stops)) == stops
 
 
 def test_receive_reply_is_a_turn_or_closed() -> None:
@@ -45,23 +94,35 @@ def test_receive_reply_is_a_turn_or_closed() -> None:
     )
     assert isinstance(turn, TurnAssignment)
     assert turn.input == {"x": [1, None]}
+    assert turn.created_at == datetime(2024, 1, 1, tzinfo=UTC)
     assert isinstance(parse_receive_reply({"closed": True}), SessionClosed)
-    with pytest.raises(ValidationError):
+    with pytest.raises(KeyError):
         parse_receive_reply({"closed": False})
 
 
-def test_requests_refuse_unknown_fields_and_non_json_values() -> None:
+def test_the_server_refuses_unknown_fields_and_broken_constraints() -> None:
     with pytest.raises(ValidationError):
-        OutputRequest.model_validate({"value": 1, "idempotency_key": "k", "extra": 1})
+        server_reads(OutputRequest, {"value": 1, "idempotency_key": "k", "extra": 1})
     with pytest.raises(ValidationError):
-        OutputRequest(value={1, 2}, idempotency_key="k")
+        server_reads(OutputRequest, {"value": "x", "idempotency_key": ""})
     with pytest.raises(ValidationError):
-        OutputRequest(value="x", idempotency_key="")
+        server_reads(ReceiveRequest, {"timeout": 0})
+    with pytest.raises(ValidationError):
+        server_reads(StopsRequest, {"turn_ids": [], "timeout": 1})
+    with pytest.raises(ValidationError):
+        server_reads(FailRequest, {"error": {"code": "", "message": "m"}})
+
+
+def test_a_failure_is_cut_to_the_crd_limits_on_both_sides() -> None:
+    built = ErrorInfo(code="c", message="x" * 40_000)
+    parsed = server_reads(FailRequest, {"error": {"code": "c", "message": "x" * 40_000}}).error
+    assert built == parsed
+    assert len(built.message) < 40_000
 
 
 def test_next_message_reply_may_be_empty() -> None:
-    assert NextMessageReply.model_validate({"message": None}).message is None
-    reply = NextMessageReply.model_validate({"message": {"id": "msg_1", "data": {"a": 1}}})
+    assert NextMessageReply.from_json({"message": None}).message is None
+    reply = NextMessageReply.from_json({"message": {"id": "msg_1", "data": {"a": 1}}})
     assert reply.message is not None
     assert reply.message.data == {"a": 1}
 

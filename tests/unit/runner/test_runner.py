@@ -55,6 +55,7 @@ from helmr.protocol import (
 )
 from helmr.runner import Message, Session, Turn, actor
 from helmr.runner.transport import Transport
+from helmr.server.inputs import parse
 
 SID = "ses_01TEST"
 TOKEN = "runner-token"
@@ -142,7 +143,7 @@ class FakeControlPlane:
         return response
 
     async def _receive(self, request: web.Request) -> web.Response:
-        ask = ReceiveRequest.model_validate(await request.json())
+        ask = parse(ReceiveRequest, await request.json(), "body")
         if self._active is not None and self._active["id"] not in self.settled:
             return web.json_response(self._active)  # the protocol's promise: same turn again
         try:
@@ -154,14 +155,14 @@ class FakeControlPlane:
         return web.json_response(item)
 
     async def _output(self, request: web.Request) -> web.Response:
-        body = OutputRequest.model_validate(await request.json())
+        body = parse(OutputRequest, await request.json(), "body")
         self._check_active(request)
         turn_id = request.match_info.get("turn_id")
         self.outputs.setdefault(body.idempotency_key, (turn_id, body.value))
         return web.json_response({"ok": True})
 
     async def _respond(self, request: web.Request) -> web.Response:
-        body = RespondRequest.model_validate(await request.json())
+        body = parse(RespondRequest, await request.json(), "body")
         self._check_active(request)
         self.responses[request.match_info["turn_id"]] = body.value
         return web.json_response({"ok": True})
@@ -170,9 +171,9 @@ class FakeControlPlane:
         raw = await request.json()
         name = request.match_info.route.name or "?"
         if name == "complete":
-            CompleteRequest.model_validate(raw)
+            parse(CompleteRequest, raw, "body")
         else:
-            FailRequest.model_validate(raw)
+            parse(FailRequest, raw, "body")
         turn_id = request.match_info["turn_id"]
         if self.settled.get(turn_id, (name, raw)) != (name, raw):
             raise TurnNotActive("settled otherwise")
@@ -184,7 +185,7 @@ class FakeControlPlane:
         return web.json_response({"ok": True})
 
     async def _next(self, request: web.Request) -> web.Response:
-        ask = NextMessageRequest.model_validate(await request.json())
+        ask = parse(NextMessageRequest, await request.json(), "body")
         turn_id = request.match_info["turn_id"]
         self._check_active(request)
         async with self._changed:
@@ -196,7 +197,7 @@ class FakeControlPlane:
         return web.json_response({"message": first})
 
     async def _outcome(self, request: web.Request) -> web.Response:
-        body = MessageOutcomeRequest.model_validate(await request.json())
+        body = parse(MessageOutcomeRequest, await request.json(), "body")
         outcome = MessageOutcome(request.match_info["outcome"])
         turn_id, message_id = request.match_info["turn_id"], request.match_info["message_id"]
         if outcome is MessageOutcome.STARTED:
