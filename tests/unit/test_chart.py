@@ -218,6 +218,8 @@ def test_environment_of_the_control_plane(default: list[Manifest]) -> None:
         "HELMR_ACTOR_GRACE_SECONDS": "30",
         "HELMR_MAX_REQUEST_BYTES": "1048576",
         "HELMR_TURN_EVENTS": "true",
+        "HELMR_API_TURN_RESOURCES": "true",
+        "HELMR_STATUS_INTERVAL": "0.5",
         "HELMR_LOG_FORMAT": "json",
         "HOME": "/tmp",
     }
@@ -239,6 +241,11 @@ def test_turn_traces_go_to_the_otlp_endpoint_given(default: list[Manifest]) -> N
 
 def test_per_turn_events_can_be_turned_off() -> None:
     assert env(render({"operator.turnEvents": "false"}))["HELMR_TURN_EVENTS"] == "false"
+
+
+def test_api_turns_can_go_without_resources() -> None:
+    rendered = env(render({"operator.apiTurnResources": "false"}))
+    assert rendered["HELMR_API_TURN_RESOURCES"] == "false"
 
 
 def test_environment_values_are_passed_as_integers() -> None:

@@ -34,7 +34,7 @@ from helmr.control.views import load_session, load_turn, session_counts
 from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import EventPage
 from helmr.protocol.api import MessageView, TurnView
-from helmr.store import Expired, Store
+from helmr.store import Expired, Store, mirror_cursors
 
 T = TypeVar("T")
 
@@ -201,6 +201,11 @@ class Control:
     reset_workspace = writes(computer.reset_workspace)
     set_storage_limits = writes(storage.set_limits)
     sessions_under_storage_pressure = reads(storage.under_pressure)
+
+    # The status mirror's cursors: how far it followed each timeline --------------------------
+
+    mirrored_through = reads(mirror_cursors.load)
+    save_mirrored_through = writes(mirror_cursors.save)
 
     async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """Sessions changed since the previous call (one consumer: the status mirror)."""

@@ -65,7 +65,11 @@ class ControlPlane:
         self.kube = Kube(api)
         self.tokens = RunnerTokens.from_file(settings.token_key_path)
         # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
-        self.mirror = CustomResourceMirror(self.kube, admitted=lambda: self.supervisor.wake())
+        self.mirror = CustomResourceMirror(
+            self.kube,
+            admitted=lambda: self.supervisor.wake(),
+            api_turn_resources=settings.api_turn_resources,
+        )
         self.metrics = OperatorMetrics()
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
         self.traces = turn_traces.from_environ(os.environ)
@@ -81,6 +85,7 @@ class ControlPlane:
             hooks=(self._sync_workspace,),
             turn_events=settings.turn_events,
             traces=self.traces,
+            interval=settings.status_interval,
         )
         self.app = build_app(
             self.api_control,

@@ -46,6 +46,7 @@ from helmr.resources import (
     TurnSpec,
     TurnStatus,
 )
+from helmr.server.public import SOURCE as API_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +132,20 @@ def _nobody() -> None:
 
 
 class CustomResourceMirror:
-    def __init__(self, kube: Kube, *, admitted: Callable[[], None] = _nobody) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        admitted: Callable[[], None] = _nobody,
+        api_turn_resources: bool = True,
+    ) -> None:
         """``admitted`` is told of each Turn the API admitted, before its resource is
         made: the supervisor's wake, so a runner pod starts without waiting for the
-        Turn's resource or for the status sync's pass (which may be busy mirroring)."""
+        Turn's resource or for the status sync's pass (which may be busy mirroring).
+        ``api_turn_resources`` off makes no resource, status or Event for them."""
         self.kube = kube
         self._admitted = admitted
+        self.api_turn_resources = api_turn_resources
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
         self.turn_names: dict[str, tuple[str, str]] = {}
@@ -162,6 +171,8 @@ class CustomResourceMirror:
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         self._admitted()
+        if not self.api_turn_resources:
+            return
         await self.kube.create_resource(turn_manifest(session, turn, await self._owner(session)))
         self.request(session.id, turn.id)
 
@@ -192,6 +203,12 @@ class CustomResourceMirror:
         """The handlers applied the spec of this generation of the Session resource."""
         self._generations[session_id] = generation
         self.request(session_id)
+
+    def has_resource(self, turn: TurnView) -> bool:
+        """Whether the Turn has a resource to mirror: applied with kubectl (its
+        admission noted its name; its source is not the API's after a restart,
+        before the resume handler notes it again), or made by the API's mirror."""
+        return self.api_turn_resources or turn.id in self.turn_names or turn.source != API_SOURCE
 
     def turn_name(self, session: SessionView, turn_id: str) -> str:
         """The Turn's resource name: as applied with kubectl, or derived from its id."""
@@ -230,6 +247,9 @@ class CustomResourceMirror:
     async def record(self, session: SessionView, event: Event, *, per_turn: bool = True) -> None:
         """A Kubernetes Event on the Session CR, so `kubectl describe` tells the story
         (none for facts not worth one, nor for Turns when ``per_turn`` is off)."""
+        # An API Turn without a resource has no Event either; a kubectl one may.
+        if event.turn_id is not None and not self.api_turn_resources:
+            per_turn = per_turn and event.turn_id in self.turn_names
         told = kube_event(
             event, lambda turn_id: self.turn_name(session, turn_id), per_turn=per_turn
         )

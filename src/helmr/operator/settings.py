@@ -74,6 +74,15 @@ class Settings(BaseSettings):
     turn_events: bool = True
     """Whether each Turn's outcome is also a Kubernetes Event on its Session (one
     apiserver write per Turn); off, Events tell only of holds, losses and closes."""
+    api_turn_resources: bool = True
+    """Whether a Turn the REST API admitted is also a Turn resource, with its status
+    and its Kubernetes Event (a create, kopf's patch and status patches per Turn).
+    Off, the API and the timeline are its only record, and a Session's writes do
+    not grow with its Turns; a Turn applied with kubectl always gets its status."""
+    status_interval: float = 0.5
+    """Seconds between the status mirror's passes: every change within one is one
+    status patch per object. A status someone waits for (a new Session, a Turn
+    applied with kubectl) does not wait for it."""
 
     @property
     def token_key_path(self) -> Path:

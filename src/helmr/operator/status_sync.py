@@ -2,10 +2,12 @@
 
 Every object is mirrored on its own: a Session or Turn whose patch fails is
 logged and tried again on a later pass, and never keeps the other objects
-from being mirrored. Cursors live in memory: after a restart a Session's
-timeline is read again from the start, and the patches it causes are
-idempotent. Kubernetes Events are recorded only for facts newer than this
-process.
+from being mirrored. Passes are at least ``interval`` apart (unless a status
+is asked for), so a Session changed many times within one costs one status
+patch. How far each Session's timeline was followed and mirrored is saved in
+the store after each pass (helmr.store.mirror_cursors): after a restart the
+mirror goes on from there, and the patches a repeat causes are idempotent.
+Kubernetes Events are recorded only for facts newer than this process.
 """
 
 from __future__ import annotations
@@ -63,12 +65,14 @@ class StatusSync:
         hooks: Sequence[SessionHook] = (),
         turn_events: bool = True,
         traces: TurnTraces | None = None,
+        interval: float = 0.0,
     ) -> None:
         """``metrics.timeline`` takes in every event followed; ``wake`` asks
         the supervisor for a pass; each of ``hooks`` mirrors
         something more of a changed Session; ``turn_events`` off records no
         Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
-        tracing is on, takes in every event too (helmr.operator.turn_traces)."""
+        tracing is on, takes in every event too (helmr.operator.turn_traces);
+        ``interval`` is the least time between two passes, in seconds."""
         self.control = control
         self.mirror = mirror
         self.metrics = metrics
@@ -76,29 +80,44 @@ class StatusSync:
         self._hooks = tuple(hooks)
         self._turn_events = turn_events
         self._traces = traces
+        self._interval = interval
         self._since = datetime.now(UTC)
+        # How far each Session's timeline was followed, and what of that is saved.
         self._cursors: dict[str, int] = {}
+        self._saved: dict[str, int] = {}
         # Turns seen in the timeline and not yet mirrored, per Session.
         self._turns: dict[str, set[str]] = {}
         # Sessions with something that failed to mirror, for the next pass.
         self._retry: set[str] = set()
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()  # the next pass's earliest time
+        changed: set[str] = set()
         while True:
             try:
-                await self.sync(await self._changes())
+                rest = due - loop.time()
+                changed |= await self._changes(rest if changed and rest > 0 else None)
+                if changed:
+                    self._wake()  # the supervisor does not wait for the pass
+                if loop.time() < due and not self.mirror.requested.is_set():
+                    continue
+                due = loop.time() + self._interval
+                batch, changed = changed, set()
+                await self.sync(batch)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("status sync failed; retrying")
                 await asyncio.sleep(1)
 
-    async def _changes(self) -> set[str]:
+    async def _changes(self, timeout: float | None) -> set[str]:  # noqa: ASYNC109
         """The Sessions changed in the store, once there are some or the mirror
-        was asked for a status; retries are due within a second, else 5 s."""
-        changed = asyncio.ensure_future(
-            self.control.changed_sessions(timeout=1.0 if self._retry else 5.0)
-        )
+        was asked for a status, or ``timeout`` seconds pass; by default retries are
+        due within a second, else 5 s."""
+        if timeout is None:
+            timeout = 1.0 if self._retry else 5.0
+        changed = asyncio.ensure_future(self.control.changed_sessions(timeout=timeout))
         asked = asyncio.ensure_future(self.mirror.requested.wait())
         try:
             await asyncio.wait((changed, asked), return_when=asyncio.FIRST_COMPLETED)
@@ -120,7 +139,12 @@ class StatusSync:
             self._turns.setdefault(session_id, set()).update(turn_ids)
         # What was asked for first: someone waits for it (a Turn's admission
         # needs its Session's status), while changes are many.
-        for session_id in [*sorted(requested), *sorted(pending - set(requested))]:
+        order = [*sorted(requested), *sorted(pending - set(requested))]
+        unknown = [session_id for session_id in order if session_id not in self._cursors]
+        if unknown:
+            self._saved.update(await self.control.mirrored_through(unknown))
+            self._cursors.update((id, self._saved.get(id, 0)) for id in unknown)
+        for session_id in order:
             try:
                 with logs.bound(session=session_id):
                     done = await self._sync_session(session_id)
@@ -129,6 +153,21 @@ class StatusSync:
                 done = False
             if not done:
                 self._retry.add(session_id)
+        await self._save_cursors(order)
+
+    async def _save_cursors(self, synced: list[str]) -> None:
+        """Saves how far each Session mirrored this pass is followed, once nothing of
+        it is left to retry: a restart then goes on from there, and repeats nothing."""
+        advanced = {
+            session_id: self._cursors[session_id]
+            for session_id in synced
+            if session_id not in self._retry
+            and session_id not in self._turns
+            and self._cursors.get(session_id, 0) > self._saved.get(session_id, 0)
+        }
+        if advanced:
+            await self.control.save_mirrored_through(advanced)
+            self._saved.update(advanced)
 
     async def _sync_session(self, session_id: str) -> bool:
         """Mirrors one Session; False when some of it is left to retry."""
@@ -141,6 +180,9 @@ class StatusSync:
         await self._follow(session, turns)
         for turn_id in sorted(turns):
             turn = await self.control.get_turn(session_id, turn_id)
+            if not self.mirror.has_resource(turn):
+                turns.discard(turn_id)  # an API Turn made without one
+                continue
             step = self.mirror.sync_turn(session, turn)
             if await self._attempt(session, f"turn {turn_id}", step):
                 turns.discard(turn_id)

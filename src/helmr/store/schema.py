@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -197,6 +197,13 @@ CREATE TABLE storage (
 ) WITHOUT ROWID;
 """
 
+# How far the status mirror has followed each Session's timeline (version 6):
+# after a restart it goes on from there instead of rereading the timeline from
+# its first event. Part of a new database's schema, and the migration from 5.
+_MIRROR_DDL = """
+ALTER TABLE sessions ADD COLUMN mirrored_event_seq INTEGER NOT NULL DEFAULT 0;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 _MIGRATIONS: dict[int, str] = {
@@ -212,6 +219,8 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     3: _LIMITS_DDL,
     # 5: Computer disk pressure.
     4: _STORAGE_DDL,
+    # 6: the status mirror's cursors.
+    5: _MIRROR_DDL,
 }
 
 
@@ -246,7 +255,7 @@ def scripts(version: int) -> list[str]:
             "use the Helmr release that wrote it"
         )
     if version == 0:
-        return [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL]
+        return [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL + _MIRROR_DDL]
     return [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
 
 

@@ -208,8 +208,10 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
     async with await Store.open(store_location) as store:
         session = await new_session(store)
     # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3),
-    # no resolved limits nor preparation columns (4), no storage table (5).
+    # no resolved limits nor preparation columns (4), no storage table (5), no
+    # status mirror cursors (6).
     with plain(store_location) as db:
+        db.execute("ALTER TABLE sessions DROP COLUMN mirrored_event_seq")
         db.execute("DROP TABLE storage")
         for column in LIMITS_COLUMNS:
             db.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
