@@ -17,13 +17,33 @@ check_pin() {
     || die "hack/go/$1/go.mod does not require $2 v$3 (versions.env); update it and run 'go mod tidy' there"
 }
 
+# module_out MODULE: the output directory of a module's build, named by the
+# content key of its go.mod, go.sum and sources.
+module_out() {
+  local dir="$HACK_DIR/go/$1" sources
+  mapfile -t sources < <(find "$dir" -name '*.go' | sort)
+  echo "$HELMR_BIN/$1-$(key_of "$dir"/go.* "${sources[@]}")"
+}
+
+# prefetch MODULE...: downloads the modules that unbuilt wrappers need, all at
+# once in the background. A cold build is mostly waiting on the module proxy
+# (promtool alone is ~1 GB of modules), so the downloads overlap the compiles
+# that follow one at a time; the go command locks its module cache, so a build
+# that needs a module being fetched waits for it. Errors are left to the build.
+prefetch() {
+  local m
+  for m in "$@"; do
+    [[ -f "$HACK_DIR/go/$m/go.mod" && ! -f "$(module_out "$m")/.done" ]] || continue
+    (cd "$HACK_DIR/go/$m" && go mod download >/dev/null 2>&1) &
+  done
+}
+
 # build_module MODULE LDFLAGS PKG...: one `go build` per module, so shared
 # packages compile once; one directory per content key.
 build_module() {
   local mod="$1" ldflags="$2"; shift 2
-  local dir="$HACK_DIR/go/$mod"
-  local sources out; mapfile -t sources < <(find "$dir" -name '*.go' | sort)
-  out="$HELMR_BIN/$mod-$(key_of "$dir"/go.* "${sources[@]}")"
+  local dir="$HACK_DIR/go/$mod" out
+  out="$(module_out "$mod")"
   if [[ ! -f "$out/.done" ]]; then
     log "building $mod into $out"
     rm -rf "$out"; mkdir -p "$out"
@@ -102,4 +122,6 @@ flock 9
 
 modules=("$@")
 [[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi promtool)
+prefetch "${modules[@]}"
 for m in "${modules[@]}"; do "build_$m"; done
+wait
