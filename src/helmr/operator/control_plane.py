@@ -95,6 +95,7 @@ class ControlPlane:
             workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,
             collectors=[*self.metrics.collectors, self.leadership.gauge],
+            leading=lambda: self.leadership.leading,
             refresh_metrics=self._count_sessions,
             runner_connected=self._runner_connected,
             traces=self.traces,

@@ -32,6 +32,10 @@ async def _always_ready() -> bool:
     return True
 
 
+def _always_leading() -> bool:
+    return True
+
+
 def build_app(
     control: Control,
     authenticator: Authenticator,
@@ -45,6 +49,7 @@ def build_app(
     refresh_metrics: Callable[[], Awaitable[None]] = nothing_to_refresh,
     runner_connected: RunnerConnected = ignore_connection,
     ready: Callable[[], Awaitable[bool]] = _always_ready,
+    leading: Callable[[], bool] = _always_leading,
     traces: TurnTraceFacts | None = None,
 ) -> web.Application:
     """The Helmr API over ``control``.
@@ -56,7 +61,8 @@ def build_app(
     request bodies (413 beyond it), ``keepalive`` is the SSE comment interval,
     ``collectors`` join the /metrics registry (e.g. turns by outcome),
     ``refresh_metrics`` runs before each scrape, ``runner_connected`` hears of
-    each runner's ``receive``, ``ready`` answers /readyz and ``traces`` hears of
+    each runner's ``receive``, ``ready`` answers /readyz (with ``leading``: whether
+    this replica leads) and ``traces`` hears of
     admissions and settlements (the Turns' traces, when tracing is on).
     """
     metrics = Metrics(tuple(collectors), refresh_metrics)
@@ -66,7 +72,7 @@ def build_app(
         public,
         WorkspaceApi(control, workspaces),
         RunnerApi(control, runner_connected, traces=traces),
-        SystemApi(metrics, ready),
+        SystemApi(metrics, ready, leading),
     )
     app = web.Application(
         client_max_size=max_body,

@@ -17,6 +17,16 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class Readiness(Health):
+    leader: bool = True
+    """Whether this replica leads: runs the supervisor and the status mirror. Every
+    ready replica serves the whole API; one leads at a time (docs/install.md)."""
+
+
+def _leads() -> bool:
+    return True
+
+
 class OpenApiDocument(RootModel[dict[str, Any]]):
     """An OpenAPI 3.1 document."""
 
@@ -25,9 +35,15 @@ OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi", dict)
 
 
 class SystemApi:
-    def __init__(self, metrics: Metrics, ready: Callable[[], Awaitable[bool]]) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        ready: Callable[[], Awaitable[bool]],
+        leading: Callable[[], bool] = _leads,
+    ) -> None:
         self._metrics = metrics
         self._ready = ready
+        self._leading = leading
 
     @route(
         "GET",
@@ -42,15 +58,16 @@ class SystemApi:
     @route(
         "GET",
         "/readyz",
-        summary="Readiness: the control plane can serve (the operator decides).",
+        summary="Readiness: the control plane can serve (the operator decides), and "
+        "whether this replica leads.",
         access="none",
         tag="system",
         errors=(503,),
     )
-    async def readyz(self) -> Health:
+    async def readyz(self) -> Readiness:
         if not await self._ready():
             raise NotReady("not ready yet: the control plane cannot serve requests; retry later")
-        return Health()
+        return Readiness(leader=self._leading())
 
     @route(
         "GET",

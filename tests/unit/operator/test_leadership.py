@@ -10,10 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from helmr.control import Control
 from helmr.operator.leadership import Leadership
 from helmr.operator.lease import LeaderElector
+from helmr.server import StaticRunnerTokens, build_app
+from helmr.server.auth import StaticAuthenticator
 from helmr.store import Store
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term
@@ -101,3 +104,13 @@ async def test_without_an_elector_the_process_leads_unfenced(store: Store) -> No
     await asyncio.wait_for(leadership.run(lead), 1)
     assert started.is_set()
     assert leadership.leading
+
+
+@pytest.mark.parametrize("leading", [True, False])
+async def test_readyz_says_whether_this_replica_leads(store: Store, leading: bool) -> None:
+    app = build_app(
+        Control(store), StaticAuthenticator({}), StaticRunnerTokens(), leading=lambda: leading
+    )
+    async with TestClient(TestServer(app)) as http, http.get("/readyz") as response:
+        assert response.status == 200  # a replica that does not lead serves all the same
+        assert await response.json() == {"status": "ok", "leader": leading}

@@ -270,7 +270,7 @@ async def test_event_pages(api: Api) -> None:
 
 async def test_probes_and_metrics(api: Api) -> None:
     assert await api.call("GET", "/healthz", token="") == {"status": "ok"}
-    assert await api.call("GET", "/readyz", token="") == {"status": "ok"}
+    assert await api.call("GET", "/readyz", token="") == {"status": "ok", "leader": True}
     sid = await api.start()
     await api.call("GET", f"/v1/sessions/{sid}/events?limit=0", status=400)
     async with api.http.get("/metrics") as response:
