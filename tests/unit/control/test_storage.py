@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from helmr.control import StorageLimits
+from helmr.control import HoldView, StorageLimits
 from helmr.errors import ReceiveTimeout, StaleEpoch
 from tests.unit.control.harness import Harness
 
@@ -26,6 +26,14 @@ async def _measured_session(h: Harness) -> tuple[str, int]:
     session = await h.session()
     await h.control.set_storage_limits(session.id, LIMITS)
     return session.id, await h.control.process_started(session.id)
+
+
+async def _paused(h: Harness, session_id: str, epoch: int) -> HoldView:
+    """Reports usage past pauseAt; the hold the pause put on the Session."""
+    assert await h.control.report_storage(session_id, epoch, PAUSE) == "paused"
+    hold = (await h.control.get_session(session_id)).hold
+    assert hold is not None
+    return hold
 
 
 async def test_usage_at_pause_at_holds_queued_turns_and_lets_the_running_one_go_on(
@@ -73,9 +81,7 @@ async def test_queued_turns_wait_until_the_pause_is_acknowledged(h: Harness) -> 
 
 async def test_an_acknowledged_episode_does_not_pause_again(h: Harness) -> None:
     session_id, epoch = await _measured_session(h)
-    await h.control.report_storage(session_id, epoch, PAUSE)
-    hold = (await h.control.get_session(session_id)).hold
-    assert hold is not None
+    hold = await _paused(h, session_id, epoch)
     await h.control.resume(session_id, hold.hold_id)
 
     assert await h.control.report_storage(session_id, epoch, PAUSE + MIB) is None
@@ -106,9 +112,7 @@ async def test_usage_at_stop_at_interrupts_the_running_turn_and_stops_its_proces
     session = await h.session()
     await h.control.set_storage_limits(session.id, LIMITS)
     epoch, running = await h.running(session.id)
-    await h.control.report_storage(session.id, epoch, PAUSE)
-    paused_hold = (await h.control.get_session(session.id)).hold
-    assert paused_hold is not None
+    paused_hold = await _paused(h, session.id, epoch)
 
     assert await h.control.report_storage(session.id, epoch, STOP) == "stopped"
 
@@ -155,9 +159,7 @@ async def test_an_acknowledged_pause_still_stops_at_stop_at_and_an_acknowledged_
     h: Harness,
 ) -> None:
     session_id, epoch = await _measured_session(h)
-    await h.control.report_storage(session_id, epoch, PAUSE)
-    first = (await h.control.get_session(session_id)).hold
-    assert first is not None
+    first = await _paused(h, session_id, epoch)
     await h.control.resume(session_id, first.hold_id)
     await h.control.enqueue(session_id, "write more")
     writer = await h.control.receive(session_id, epoch, timeout=0)
@@ -184,9 +186,7 @@ async def test_usage_below_resolve_at_resolves_the_episode_and_releases_its_hold
     h: Harness,
 ) -> None:
     session_id, epoch = await _measured_session(h)
-    await h.control.report_storage(session_id, epoch, PAUSE)
-    hold = (await h.control.get_session(session_id)).hold
-    assert hold is not None
+    hold = await _paused(h, session_id, epoch)
 
     assert await h.control.report_storage(session_id, epoch, CLEAR) == "resolved"
 

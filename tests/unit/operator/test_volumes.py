@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from helmr.operator import pods
 from helmr.operator.volumes import (
     DiskSpec,
@@ -9,9 +11,11 @@ from helmr.operator.volumes import (
     WorkspaceRef,
     build_claim_spec,
     build_save_spec,
+    disk_usage_spec,
 )
 from helmr.protocol import contract
 from helmr.resources import Actor, ComputerSpec, WorkspaceSpec
+from helmr.runner.disk_usage import DiskUsage
 
 WORKSPACE = WorkspaceRef(namespace="team", name="repo", uid="uid-1")
 
@@ -72,7 +76,7 @@ def test_workspace_settings_override_the_actors() -> None:
     assert WorkspaceSpec().resolve(actor) == actor
 
 
-def test_the_runner_mounts_the_disk_at_the_computer_path() -> None:
+def _runner_spec(**fields: Any) -> pods.RunnerSpec:
     actor = Actor.from_manifest(
         {
             "apiVersion": "helmr.dev/v1alpha1",
@@ -81,7 +85,7 @@ def test_the_runner_mounts_the_disk_at_the_computer_path() -> None:
             "spec": {"image": "runner:dev", "entrypoint": "echo.echo:echo"},
         }
     )
-    spec = pods.RunnerSpec(
+    return pods.RunnerSpec(
         namespace="team",
         session_name="s1",
         session_uid="uid-s",
@@ -90,7 +94,12 @@ def test_the_runner_mounts_the_disk_at_the_computer_path() -> None:
         actor=actor,
         runner_url="http://helmr:8080",
         claim_name="repo-disk-1",
+        **fields,
     )
+
+
+def test_the_runner_mounts_the_disk_at_the_computer_path() -> None:
+    spec = _runner_spec()
     pod = pods.build_runner_pod_spec(spec)
     [container] = pod["spec"]["containers"]
     assert {"name": "computer", "mountPath": "/computer"} in container["volumeMounts"]
@@ -101,3 +110,15 @@ def test_the_runner_mounts_the_disk_at_the_computer_path() -> None:
     } in pod["spec"]["volumes"]
     # Writable by the restricted, non-root runner through its group.
     assert pod["spec"]["securityContext"]["fsGroup"] == 65532
+
+
+def test_the_runner_is_given_the_disks_size_and_thresholds_to_measure_against() -> None:
+    usage = disk_usage_spec(ComputerSpec(size="20Mi", pause_at=0.95, usage_interval_seconds=1))
+    pod = pods.build_runner_pod_spec(_runner_spec(disk_usage=usage))
+    [container] = pod["spec"]["containers"]
+    environ = {e["name"]: e["value"] for e in container["env"]}
+
+    # What the runner reads back (helmr.runner.disk_usage).
+    assert DiskUsage.from_environ(environ) == DiskUsage(
+        "/computer", 20 << 20, levels=(0.85, 0.95, 0.98), interval=1.0
+    )
