@@ -52,6 +52,9 @@ class Disks:
         self._retry_at: dict[tuple[str, str, int], float] = {}
         # Told of each save that ended, ready or given up (the Turns' traces).
         self.save_ended: Callable[[SaveRow], None] = _nobody_listens
+        # The status last written per Workspace: the status sync asks after every
+        # change of its Session (each Turn), and the status rarely changes.
+        self._statuses: dict[tuple[str, str], WorkspaceStatus] = {}
 
     async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The claim the Session's next runner mounts, created if missing (from
@@ -110,7 +113,10 @@ class Disks:
             pending_saves=view.pending_saves,
             held_by=None if holder is None else holder.name,
         )
-        await self.kube.patch_resource_status(Workspace, namespace, name, status)
+        if self._statuses.get((namespace, name)) == status:
+            return
+        if await self.kube.patch_resource_status(Workspace, namespace, name, status):
+            self._statuses[(namespace, name)] = status
 
     async def _advance(self, save: SaveRow) -> None:
         namespace, name, version = save.namespace, save.workspace, save.version

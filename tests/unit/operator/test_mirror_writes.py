@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from helmr.operator.computer import Disks
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
 from helmr.operator.status_sync import StatusSync
@@ -115,3 +116,17 @@ async def test_a_restarted_mirror_goes_on_where_the_last_one_stopped(h: Harness)
     await restarted.sync(await h.control.changed_sessions(timeout=0))
 
     assert turn_patches(kube) == [f"Turn/{turn_cr_name(turn.id)}"]
+
+
+async def test_a_workspace_status_is_written_again_only_when_it_changes(h: Harness) -> None:
+    kube = SlowKube()
+    disks = Disks(h.control, kube, OperatorMetrics())
+    session = await h.session()
+    for _ in range(3):  # the status sync asks after each change of its Session
+        await disks.sync_status(session.namespace, session.workspace)
+    assert kube.log.count(f"Workspace/{session.workspace}") == 1
+
+    epoch, turn = await h.running(session.id)
+    await h.control.complete(session.id, epoch, turn.id)  # a save is pending
+    await disks.sync_status(session.namespace, session.workspace)
+    assert kube.log.count(f"Workspace/{session.workspace}") == 2

@@ -1,0 +1,155 @@
+"""``bench_scale.py writes``: apiserver writes per API-enqueued Turn in steady state,
+counted by the apiserver itself.
+
+A real control plane (``kopf run -m helmr.operator`` on this host) and real runner
+pods of the echo actor: N sessions are started and warmed (one Turn each), then
+``apiserver_request_total`` is read from the apiserver's ``/metrics``, each
+session runs ``--turns`` Turns one after another through the public client, the
+status mirror is given time for its last pass, and the counter is read again.
+Counted: write verbs (POST, PUT, PATCH, DELETE, APPLY) on Helmr's resources, core
+Events, pods, service accounts and VolumeSnapshots (each completed Turn asks for a
+save of its Computer disk). Other clients of a shared cluster (another test run's
+operator, kubelets) write to the same resources: the same counts over an idle
+window as long as the run, right after it, are shown too and subtracted. Run with
+the chart's default (``apiTurnResources: true``) and with it off, each on a new
+control plane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from _common import Table, bench_namespace, prepare
+from kubernetes import client, config
+from tests.cluster import conftest
+from tests.cluster.sessions import create_actor
+
+from helmr.client import Client, SessionRef
+
+WRITE_VERBS = {"POST", "PUT", "PATCH", "DELETE", "APPLY"}
+CORE_RESOURCES = {"events", "pods", "serviceaccounts"}
+COUNTED_GROUPS = {"helmr.dev", "snapshot.storage.k8s.io"}
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+# The status mirror's interval (0.5 s by default) and a pass's own time.
+SETTLE_SECONDS = 3.0
+
+
+def helmr_writes(kubeconfig: str) -> Counter[str]:
+    """The apiserver's count of write requests to what Helmr writes, by verb and
+    resource (namespace deletions' collection deletes left out)."""
+    raw = conftest.kubectl(kubeconfig, "get", "--raw", "/metrics")
+    if raw.returncode != 0:
+        raise SystemExit(raw.stderr)
+    counts: Counter[str] = Counter()
+    for line in raw.stdout.splitlines():
+        sample = _SAMPLE.match(line)
+        if sample is None:
+            continue
+        labels = dict(_LABEL.findall(sample["labels"]))
+        verb = labels.get("verb")
+        # A namespace's deletion deletes its collections: not a write of Helmr's.
+        if verb not in WRITE_VERBS or (verb == "DELETE" and labels.get("scope") == "namespace"):
+            continue
+        group, resource = labels.get("group", ""), labels.get("resource", "")
+        if group not in COUNTED_GROUPS and not (group == "" and resource in CORE_RESOURCES):
+            continue
+        sub = labels.get("subresource")
+        counts[f"{verb} {resource}{'/' + sub if sub else ''}"] += int(float(sample["value"]))
+    return counts
+
+
+async def _session_turns(session: SessionRef, turns: int) -> None:
+    for n in range(turns):
+        ref = await session.enqueue({"n": n})
+        await ref.wait(timeout=120)
+
+
+async def one_run(
+    kubeconfig: str, api: client.ApiClient, sessions: int, turns: int, api_turn_resources: bool
+) -> Run:
+    core = client.CoreV1Api(api)
+    data = Path(tempfile.mkdtemp(prefix="helmr-bench-"))
+    op = conftest.Operator.for_cluster(
+        kubeconfig, data, HELMR_API_TURN_RESOURCES=str(api_turn_resources).lower()
+    )
+    op.start()
+    try:
+        with bench_namespace(core) as namespace:
+            actor = create_actor(api, namespace, conftest.RUNNER_IMAGE)
+            async with Client(op.url, op.token) as helmr:
+                started = [
+                    (await helmr.actors.start(actor, namespace=namespace, workspace=f"ws-{i}"))[0]
+                    for i in range(sessions)
+                ]
+                await asyncio.gather(*(_session_turns(s, 1) for s in started))  # warm
+                await asyncio.sleep(SETTLE_SECONDS)
+                before = helmr_writes(kubeconfig)
+                began = time.monotonic()
+                await asyncio.gather(*(_session_turns(s, turns) for s in started))
+                took = time.monotonic() - began
+                await asyncio.sleep(SETTLE_SECONDS)
+                after = helmr_writes(kubeconfig)
+                await asyncio.sleep(took + SETTLE_SECONDS)  # the idle window
+                idle = helmr_writes(kubeconfig) - after
+                for session in started:
+                    await session.cancel()
+    finally:
+        op.stop()
+    writes = after - before
+    return Run(sessions * turns, took, writes, idle)
+
+
+@dataclass(frozen=True)
+class Run:
+    turns: int
+    seconds: float
+    writes: Counter[str]
+    idle: Counter[str]
+    """The same counts over as long a window with no Turns: other clients' writes."""
+
+    def per_turn(self) -> float:
+        noise = sum(self.idle.values())
+        return max(sum(self.writes.values()) - noise, 0) / self.turns
+
+
+async def writes_bench(args: argparse.Namespace) -> None:
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        raise SystemExit("set KUBECONFIG to the cluster to measure")
+    prepare(kubeconfig, args.build)
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    table = Table()
+    for sessions in (int(n) for n in args.sessions.split(",")):
+        for resources in (True, False):
+            label = f"{sessions} sessions x {args.turns} warm turns, apiTurnResources={resources}"
+            print(f"{label} ...", flush=True)
+            run = await one_run(kubeconfig, api, sessions, args.turns, resources)
+            table.section(label)
+            raw = sum(run.writes.values()) / run.turns
+            table.rows.append(
+                (
+                    "  apiserver writes per turn, idle subtracted",
+                    f"{run.per_turn():.2f}",
+                    "",
+                    "",
+                    "",
+                )
+            )
+            table.rows.append(("  apiserver writes per turn, raw", f"{raw:.2f}", "", "", ""))
+            table.rows.append(
+                ("  turns/s (real echo runners)", f"{run.turns / run.seconds:.1f}", "", "", "")
+            )
+            table.rows.append(("  by verb and resource: run / idle window", "", "", "", ""))
+            for what in sorted(run.writes | run.idle):
+                counts = f"{run.writes[what]}/{run.idle[what]}"
+                table.rows.append((f"    {what}", counts, "", "", ""))
+    table.print()

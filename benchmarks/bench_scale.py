@@ -1,0 +1,369 @@
+"""How far one control-plane replica goes: many open Sessions, a long history, a
+simulated runner fleet completing no-op Turns (issue 11, item 5).
+
+``fleet`` (no Kubernetes): the control plane runs as its own process
+(``_scale_plane.py``: store, REST and runner API, status mirror writing to a
+counting stand-in for the apiserver). The store is seeded with N open Sessions,
+each with its runner process started (in the store only) and a history of
+``--history`` completed Turns spread over them. One asyncio process (this one)
+then plays every Session's runner over the runner protocol (``receive`` long
+polls, ``complete``) while clients enqueue no-op Turns over the REST API.
+Reported per store and N:
+
+  - control-plane RSS, after the load;
+  - restart -> ready: SIGKILL, a new process on the same store, until it
+    answers ``/healthz`` and a Turn has gone round (enqueue -> complete);
+  - no-op turns/s with ``--clients`` enqueuers, each waiting for its Turn;
+  - enqueue -> ``turn.running`` p50/p99 under that load (as the fleet's
+    ``receive`` is answered: the ``turn.running`` record is its commit);
+  - the status mirror's would-be apiserver writes per Turn, with
+    ``--api-turn-resources`` on or off (off: the chart's ``apiTurnResources: false``).
+
+Not simulated: pods (kwok is not used: see docs/sizing.md), the supervisor, kopf's
+handlers, TokenReview; runners authenticate with one static token.
+
+``writes`` (a real cluster): real runner pods of the echo actor, a real control
+plane (``kopf run``), and the apiserver's own ``apiserver_request_total`` read
+before and after (``_apiserver_writes.py``).
+
+    .venv/bin/python benchmarks/bench_scale.py fleet --sessions 100,1000 \\
+        --history 20000 --store sqlite,postgres
+    KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
+        .venv/bin/python benchmarks/bench_scale.py writes --sessions 1,10 --turns 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import Table
+from tests import postgres
+from tests.compose import open_plane
+
+from helmr.control import Control
+from helmr.protocol import routes
+from helmr.protocol.api_routes import session_turns
+from helmr.protocol.contract import EPOCH_HEADER
+
+HERE = Path(__file__).resolve().parent
+NAMESPACE = "bench"
+RECEIVE_WAIT = 20.0
+
+
+# --- seeding ----------------------------------------------------------------------------
+
+
+async def seed(store: str, sessions: int, history: int) -> dict[str, int]:
+    """``sessions`` open Sessions with their processes started and ``history``
+    completed Turns over them; each Session's id -> its process epoch."""
+    epochs: dict[str, int] = {}
+    async with open_plane(store) as plane:
+        for i in range(sessions):
+            view = await plane.control.open_session(
+                namespace=NAMESPACE, name=f"s{i}", actor="noop", workspace=f"ws{i}"
+            )
+            epochs[view.id] = await plane.control.process_started(view.id)
+        ids = list(epochs)
+        per_session = [history // sessions + (i < history % sessions) for i in range(sessions)]
+        # A few Sessions at a time: the writer's commits are what this costs.
+        batch = 32
+        for start in range(0, sessions, batch):
+            await asyncio.gather(
+                *(
+                    _history(plane.control, ids[i], epochs[ids[i]], per_session[i])
+                    for i in range(start, min(start + batch, sessions))
+                )
+            )
+    return epochs
+
+
+async def _history(control: Control, session_id: str, epoch: int, turns: int) -> None:
+    for n in range(turns):
+        await control.enqueue(session_id, {"history": n})
+        turn = await control.receive(session_id, epoch, timeout=0)
+        assert turn is not None
+        await control.complete(session_id, epoch, turn.id)
+
+
+# --- the control plane's process ----------------------------------------------------------
+
+
+class Plane:
+    """``_scale_plane.py`` on ``store``: started, killed and started again."""
+
+    def __init__(self, store: str, api_turn_resources: bool) -> None:
+        self.store = store
+        self.api_turn_resources = api_turn_resources
+        self.token = uuid.uuid4().hex
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        args = [sys.executable, str(HERE / "_scale_plane.py"), self.store, str(self.port)]
+        args += [self.token, *(["--api-turn-resources"] if self.api_turn_resources else [])]
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line.strip() != b"ready":
+            raise SystemExit(f"the control plane did not start: {line!r}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def rss_mib(self) -> float:
+        assert self.process is not None
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise LookupError("no VmRSS")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- the fleet and the load ---------------------------------------------------------------
+
+
+class Fleet:
+    """Every Session's runner: a ``receive`` long poll each, completing what it gets."""
+
+    def __init__(self, http: aiohttp.ClientSession, plane: Plane, epochs: dict[str, int]) -> None:
+        self._http = http
+        self._plane = plane
+        self._epochs = epochs
+        self.received: dict[str, float] = {}  # turn id -> when its receive answered
+        self.completed: dict[str, asyncio.Future[None]] = {}
+
+    def waiter(self, turn_id: str) -> asyncio.Future[None]:
+        return self.completed.setdefault(turn_id, asyncio.get_running_loop().create_future())
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(self._runner(s)) for s in self._epochs]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _runner(self, session_id: str) -> None:
+        headers = {
+            EPOCH_HEADER: str(self._epochs[session_id]),
+            "Authorization": f"Bearer {self._plane.token}",
+        }
+        url = self._plane.url
+        while True:
+            try:
+                async with self._http.post(
+                    url + routes.receive(session_id),
+                    json={"timeout": RECEIVE_WAIT},
+                    headers=headers,
+                ) as answer:
+                    if answer.status == 408:
+                        continue
+                    body: dict[str, Any] = await answer.json()
+                turn_id = body["id"]
+                self.received[turn_id] = time.monotonic()
+                async with self._http.post(
+                    url + routes.complete(session_id, turn_id), json={}, headers=headers
+                ) as done:
+                    done.raise_for_status()
+                waiter = self.waiter(turn_id)
+                if not waiter.done():
+                    waiter.set_result(None)
+            except (aiohttp.ClientError, KeyError):
+                await asyncio.sleep(0.2)  # the control plane restarting
+
+
+async def enqueue(http: aiohttp.ClientSession, plane: Plane, session_id: str) -> str:
+    async with http.post(
+        plane.url + session_turns(session_id),
+        json={"input": "noop"},
+        headers={"Authorization": f"Bearer {plane.token}"},
+    ) as answer:
+        answer.raise_for_status()
+        body: dict[str, Any] = await answer.json()
+        return str(body["id"])
+
+
+async def load(
+    http: aiohttp.ClientSession, plane: Plane, fleet: Fleet, clients: int, seconds: float
+) -> tuple[int, float, list[float]]:
+    """``clients`` enqueuers over the Sessions for ``seconds``, each waiting for its
+    Turn to complete: the Turns completed, the time taken, enqueue -> running."""
+    ids = list(fleet._epochs)
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+
+    async def client(n: int) -> int:
+        done = 0
+        i = n
+        while time.monotonic() < deadline:
+            session_id = ids[i % len(ids)]
+            i += clients
+            sent = time.monotonic()
+            turn_id = await enqueue(http, plane, session_id)
+            await fleet.waiter(turn_id)
+            latencies.append(fleet.received[turn_id] - sent)
+            done += 1
+        return done
+
+    began = time.monotonic()
+    done = sum(await asyncio.gather(*(client(n) for n in range(min(clients, len(ids))))))
+    return done, time.monotonic() - began, latencies
+
+
+async def mirror_writes(http: aiohttp.ClientSession, plane: Plane) -> int:
+    async with http.get(plane.url + "/bench/writes") as answer:
+        counts: dict[str, int] = await answer.json()
+    return sum(counts.values())
+
+
+async def ready_after_restart(http: aiohttp.ClientSession, plane: Plane, fleet: Fleet) -> float:
+    """SIGKILL, start again, until a Turn has gone round: seconds."""
+    plane.kill()
+    began = time.monotonic()
+    plane.start()
+    while True:
+        try:
+            turn_id = await enqueue(http, plane, next(iter(fleet._epochs)))
+            break
+        except aiohttp.ClientConnectionError:
+            continue  # a pooled connection to the killed process
+    await asyncio.wait_for(fleet.waiter(turn_id), 60)
+    return time.monotonic() - began
+
+
+# --- one configuration ----------------------------------------------------------------------
+
+
+async def measure(
+    table: Table, label: str, store: str, args: argparse.Namespace, sessions: int
+) -> None:
+    print(f"{label}: seeding {sessions} sessions, {args.history} turns ...", flush=True)
+    began = time.monotonic()
+    epochs = await seed(store, sessions, args.history)
+    print(f"  seeded in {time.monotonic() - began:.0f} s", flush=True)
+    plane = Plane(store, args.api_turn_resources)
+    plane.start()
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
+    try:
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+            fleet = Fleet(http, plane, epochs)
+            async with fleet.running():
+                await load(http, plane, fleet, args.clients, 2)  # warm up
+                writes_before = await mirror_writes(http, plane)
+                await asyncio.sleep(1)  # the mirror's last pass over the warm-up
+                writes_before = await mirror_writes(http, plane)
+                done, took, latencies = await load(http, plane, fleet, args.clients, args.seconds)
+                await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
+                writes = await mirror_writes(http, plane) - writes_before
+                rss = plane.rss_mib()
+                restart = await ready_after_restart(http, plane, fleet)
+    finally:
+        plane.kill()
+    table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")
+    table.rows.append(("control-plane RSS", f"{rss:.0f} MiB", "", "", ""))
+    table.rows.append(("restart -> ready (a turn round)", f"{restart:.2f} s", "", "", ""))
+    table.rows.append((f"no-op turns/s ({args.clients} clients)", f"{done / took:.0f}", "", "", ""))
+    table.latency("enqueue -> turn.running", latencies)
+    table.rows.append(("mirror writes per turn", f"{writes / max(done, 1):.2f}", "", "", ""))
+
+
+@contextmanager
+def stores(kinds: list[str]) -> Iterator[Iterator[tuple[str, Any]]]:
+    """Each kind's store factory: a context giving a new store's location."""
+    server = None
+    if "postgres" in kinds:
+        binaries = postgres.find_binaries()
+        if binaries is None:
+            raise SystemExit("PostgreSQL is not installed (hack/install-deps.sh)")
+        server = postgres.start(binaries, durable=True)
+    try:
+
+        @contextmanager
+        def sqlite() -> Iterator[str]:
+            directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"helmr-scale-{uuid.uuid4().hex}"
+            directory.mkdir()
+            try:
+                yield str(directory / "helmr.db")
+            finally:
+                subprocess.run(["rm", "-rf", str(directory)], check=False)
+
+        def postgresql() -> Any:
+            assert server is not None
+            return server.database(migrated=False)
+
+        factories = {"sqlite": sqlite, "postgres": postgresql}
+        yield ((kind, factories[kind]) for kind in kinds)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def fleet_bench(args: argparse.Namespace) -> None:
+    table = Table()
+    kinds = args.store.split(",")
+    with stores(kinds) as factories:
+        for kind, factory in factories:
+            for sessions in (int(n) for n in args.sessions.split(",")):
+                with factory() as store:
+                    await measure(table, kind, store, args, sessions)
+    print()
+    print(
+        f"api turn resources: {'on' if args.api_turn_resources else 'off'};"
+        f" {args.seconds:.0f} s of load per row; {os.cpu_count()} cores"
+    )
+    table.print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    modes = parser.add_subparsers(dest="mode", required=True)
+    fleet = modes.add_parser("fleet", help="a simulated runner fleet, no Kubernetes")
+    fleet.add_argument("--sessions", default="100,1000", help="comma-separated counts")
+    fleet.add_argument("--history", type=int, default=20_000, help="turns of history, in all")
+    fleet.add_argument("--store", default="sqlite,postgres")
+    fleet.add_argument("--clients", type=int, default=64)
+    fleet.add_argument("--seconds", type=float, default=15)
+    fleet.add_argument("--api-turn-resources", action="store_true")
+    writes = modes.add_parser("writes", help="apiserver writes per turn on a real cluster")
+    writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
+    writes.add_argument("--turns", type=int, default=20, help="warm turns per session")
+    writes.add_argument("--build", action="store_true", help="build the runner image first")
+    args = parser.parse_args()
+    if args.mode == "fleet":
+        asyncio.run(fleet_bench(args))
+    else:
+        from _apiserver_writes import writes_bench
+
+        asyncio.run(writes_bench(args))
+
+
+if __name__ == "__main__":
+    main()
