@@ -97,16 +97,24 @@ async def _migrate(url: str) -> None:
         pass
 
 
-def start(binaries: Path, *, durable: bool = False) -> PostgresServer:
+def start(
+    binaries: Path, *, durable: bool = False, also_listen: str | None = None
+) -> PostgresServer:
     """A new server: ``durable`` keeps PostgreSQL's defaults (fsync on every
-    commit), for figures; otherwise it runs without durability, for tests."""
+    commit), for figures; otherwise it runs without durability, for tests.
+    ``also_listen``: another address of this host to serve on (the cluster's node
+    IP, for pods), trusting clients on the networks this host is attached to."""
     directory = Path(tempfile.mkdtemp(prefix="helmr-postgres-"))
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres", "postgres")
     port = _free_port()
     data, log = directory / "data", directory / "server.log"
     _run(binaries / "initdb", "-D", str(data), "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync")
-    options = [f"-p {port}", f"-k {directory}", "-c listen_addresses=127.0.0.1", CONNECTIONS]
+    if also_listen is not None:
+        with (data / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all samenet trust\n")
+    listen = ",".join(["127.0.0.1", *([also_listen] if also_listen else [])])
+    options = [f"-p {port}", f"-k {directory}", f"-c listen_addresses={listen}", CONNECTIONS]
     if not durable:
         options += FAST
     try:
