@@ -269,6 +269,17 @@ def bare_pod(
     )
 
 
+def fresh_claim(name: str, size: str) -> client.V1PersistentVolumeClaim:
+    """A claim as the operator makes a fresh disk: the Actor's size, the default class."""
+    return client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name=name, labels={"bench": "bare-claim"}),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": size}),
+        ),
+    )
+
+
 def first(events: list[Event], kind: str, turn_id: str) -> float:
     """When the first event of ``kind`` for ``turn_id`` was recorded."""
     for event in events:

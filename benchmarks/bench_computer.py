@@ -73,6 +73,7 @@ from _common import (
     bench_namespace,
     control_plane,
     first,
+    fresh_claim,
     log_line_time,
     new_api_client,
     no_pods_left,
@@ -306,7 +307,7 @@ async def bare_cold_start(
     started = time.time()
     if claim is not None:
         await asyncio.to_thread(
-            core.create_namespaced_persistent_volume_claim, namespace, _claim(claim, disk_size)
+            core.create_namespaced_persistent_volume_claim, namespace, fresh_claim(claim, disk_size)
         )
     await asyncio.to_thread(core.create_namespaced_pod, namespace, pod)
     running = await watched.wait(watched.pods, watched.pods.running, name)
@@ -320,17 +321,6 @@ async def bare_cold_start(
     if claim is not None:
         await asyncio.to_thread(core.delete_namespaced_persistent_volume_claim, claim, namespace)
     return out
-
-
-def _claim(name: str, size: str) -> client.V1PersistentVolumeClaim:
-    """A claim as the operator makes a fresh disk: the Actor's size, the default class."""
-    return client.V1PersistentVolumeClaim(
-        metadata=client.V1ObjectMeta(name=name, labels={"bench": "bare-claim"}),
-        spec=client.V1PersistentVolumeClaimSpec(
-            access_modes=["ReadWriteOnce"],
-            resources=client.V1VolumeResourceRequirements(requests={"storage": size}),
-        ),
-    )
 
 
 async def cold_starts(

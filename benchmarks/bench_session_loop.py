@@ -20,7 +20,10 @@ warm (the session's runner pod is up and idle, long-polling ``receive``):
 cold:
   - a bare pod from the runner image on the same node, created → ``Running``
     and → its first log line (timestamped by the container runtime), and the
-    same pod printing only after importing what a runner imports first;
+    same pod printing only after importing what a runner imports first, and
+    that pod again with a fresh PVC mounted as a runner's Computer disk is
+    (created just before it, of the Actor's size: the floor of a session's
+    cold start, which always gets a fresh disk);
   - a Helmr session started and a turn enqueued → its runner pod created →
     ``Running`` → the first ``turn.running``.
 
@@ -32,7 +35,12 @@ Figures are printed, never asserted.
 
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
         .venv/bin/python benchmarks/bench_session_loop.py [--turns 100] [--cold 10] \\
-        [--signals 50]
+        [--signals 50] [--no-build --image REF]
+
+``--image`` runs another reference of the runner image already on the node:
+other checkouts on the machine import their own builds as
+``helmr.local/runner:dev`` (the cluster tests do), so a long run is safest on a
+copy tagged for it (``ctr -n k8s.io images tag helmr.local/runner:dev REF``).
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ from _common import (
     bench_namespace,
     control_plane,
     first,
+    fresh_claim,
     log_line_time,
     new_api_client,
     no_pods_left,
@@ -139,6 +148,9 @@ def configmap_latencies(kubeconfig: str, namespace: str, n: int) -> list[float]:
 
 IMPORTS = "import helmr.runner.entrypoint, echo.echo; " + BARE
 """The same after importing what a runner process imports before its first call."""
+
+DISK_SIZE = "1Gi"
+"""The echo Actor's Computer disk (the Actor's default ``computer.size``)."""
 
 
 class Timeline:
@@ -281,6 +293,8 @@ async def cold_starts(
         "bare_log": [],
         "imports_running": [],
         "imports_log": [],
+        "disk_running": [],
+        "disk_log": [],
     }
     for i in range(samples):
         # A Helmr session: started, one turn enqueued, until that turn runs.
@@ -299,11 +313,24 @@ async def cold_starts(
         await session.cancel()
         await no_pods_left(core, namespace, RUNNER_LABEL)
         # Bare pods of the same image on the same node: Python alone, then with the
-        # runner's imports (what a runner process does before its first call).
-        for kind, code in (("bare", BARE), ("imports", IMPORTS)):
+        # runner's imports (what a runner process does before its first call), then
+        # those with a fresh disk as the runner's (its claim created first, as the
+        # operator does).
+        for kind, code in (("bare", BARE), ("imports", IMPORTS), ("disk", IMPORTS)):
             name = f"{kind}-{i}"
-            pod_body = bare_pod(name, image, node, code)
+            claim = f"{name}-disk" if kind == "disk" else None
+            volume = None
+            if claim is not None:
+                source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
+                volume = client.V1Volume(name="computer", persistent_volume_claim=source)
+            pod_body = bare_pod(name, image, node, code, volume)
             started = time.time()
+            if claim is not None:
+                await asyncio.to_thread(
+                    core.create_namespaced_persistent_volume_claim,
+                    namespace,
+                    fresh_claim(claim, DISK_SIZE),
+                )
             await asyncio.to_thread(core.create_namespaced_pod, namespace, pod_body)
             running = await asyncio.to_thread(pods.wait_running, name)
             logged = await asyncio.to_thread(log_line_time, core, namespace, name)
@@ -313,6 +340,10 @@ async def cold_starts(
                 core.delete_namespaced_pod, name, namespace, grace_period_seconds=0
             )
             await no_pods_left(core, namespace, BARE_LABEL)
+            if claim is not None:
+                await asyncio.to_thread(
+                    core.delete_namespaced_persistent_volume_claim, claim, namespace
+                )
     return out
 
 
@@ -324,7 +355,7 @@ async def bench(args: argparse.Namespace) -> None:
     if not kubeconfig:
         raise SystemExit("set KUBECONFIG to the cluster to measure")
     prepare(kubeconfig, args.build)
-    image = conftest.RUNNER_IMAGE
+    image = args.image
     api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
     core = client.CoreV1Api(api)
     table = Table()
@@ -362,7 +393,12 @@ async def bench(args: argparse.Namespace) -> None:
     table.section("cold start (same image, same node)")
     bare_run = table.latency("bare pod: create -> Running", cold["bare_running"])
     bare_log = table.latency("bare pod: create -> first log line", cold["bare_log"])
-    table.latency("bare pod + runner imports: create -> first log line", cold["imports_log"])
+    imports_log = table.latency(
+        "bare pod + runner imports: create -> first log line", cold["imports_log"]
+    )
+    disk_log = table.latency(
+        "bare pod + runner imports + fresh PVC: create -> first log line", cold["disk_log"]
+    )
     table.latency("helmr: session start -> runner pod created", cold["helmr_pod_created"])
     table.latency("helmr: session start -> runner pod Running", cold["helmr_pod_running"])
     helmr_cold = table.latency(
@@ -370,6 +406,9 @@ async def bench(args: argparse.Namespace) -> None:
     )
     table.ratio("ratio helmr first turn.running / bare Running", helmr_cold, bare_run)
     table.ratio("ratio helmr first turn.running / bare first log", helmr_cold, bare_log)
+    table.ratio("ratio bare + imports / bare first log", imports_log, bare_log)
+    table.ratio("ratio helmr first turn.running / bare + imports", helmr_cold, imports_log)
+    table.ratio("ratio helmr first turn.running / bare + imports + PVC", helmr_cold, disk_log)
     print()
     table.print()
 
@@ -381,6 +420,9 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=50, help="interrupts of a busy handler")
     parser.add_argument(
         "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
+    )
+    parser.add_argument(
+        "--image", default=conftest.RUNNER_IMAGE, help="the runner image reference to run"
     )
     asyncio.run(bench(parser.parse_args()))
 
