@@ -69,6 +69,7 @@ class ControlPlane:
             self.kube,
             admitted=lambda: self.supervisor.wake(),
             api_turn_resources=settings.api_turn_resources,
+            followed=lambda: self.leadership.leading,
         )
         self.metrics = OperatorMetrics()
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).

@@ -131,6 +131,10 @@ def _nobody() -> None:
     return None
 
 
+def _always() -> bool:
+    return True
+
+
 class CustomResourceMirror:
     def __init__(
         self,
@@ -138,12 +142,17 @@ class CustomResourceMirror:
         *,
         admitted: Callable[[], None] = _nobody,
         api_turn_resources: bool = True,
+        followed: Callable[[], bool] = _always,
     ) -> None:
         """``admitted`` is told of each Turn the API admitted, before its resource is
         made: the supervisor's wake, so a runner pod starts without waiting for the
         Turn's resource or for the status sync's pass (which may be busy mirroring).
-        ``api_turn_resources`` off makes no resource, status or Event for them."""
+        ``api_turn_resources`` off makes no resource, status or Event for them.
+        ``followed`` says whether a status sync takes the requests here (this replica
+        leads): a replica that does not lead drops them, since the leader's status
+        sync hears of the same changes from the store's change feed."""
         self.kube = kube
+        self._followed = followed
         self._admitted = admitted
         self.api_turn_resources = api_turn_resources
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
@@ -190,6 +199,8 @@ class CustomResourceMirror:
     def request(self, session_id: str, turn_id: str | None = None) -> None:
         """Asks the status sync to write the Session's status (and the Turn's) from
         the store as it is then: the object was just created, or just admitted."""
+        if not self._followed():
+            return
         self._requested.setdefault(session_id, set()).update(() if turn_id is None else (turn_id,))
         self.requested.set()
 

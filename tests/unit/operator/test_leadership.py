@@ -15,12 +15,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from helmr.control import Control
 from helmr.operator.leadership import Leadership
 from helmr.operator.lease import LeaderElector
+from helmr.operator.mirror import CustomResourceMirror
 from helmr.server import StaticRunnerTokens, build_app
 from helmr.server.auth import StaticAuthenticator
 from helmr.store import Store
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term
 from tests.unit.operator.memory_lease import TIMING, Clock, MemoryLease
+from tests.unit.operator.stub_kube import StubKube
 
 
 @pytest.fixture
@@ -114,3 +116,17 @@ async def test_readyz_says_whether_this_replica_leads(store: Store, leading: boo
     async with TestClient(TestServer(app)) as http, http.get("/readyz") as response:
         assert response.status == 200  # a replica that does not lead serves all the same
         assert await response.json() == {"status": "ok", "leader": leading}
+
+
+def test_a_replica_that_does_not_lead_keeps_no_status_requests() -> None:
+    # Nothing would take them: the leader's status sync hears of the same changes
+    # from the store's change feed.
+    leading = False
+    mirror = CustomResourceMirror(StubKube(), followed=lambda: leading)
+    mirror.request("ses_a", "turn_a")
+    assert not mirror.requested.is_set()
+    assert mirror.take_requests() == {}
+    leading = True
+    mirror.request("ses_a", "turn_a")
+    assert mirror.requested.is_set()
+    assert mirror.take_requests() == {"ses_a": {"turn_a"}}
