@@ -23,7 +23,14 @@ from aiohttp import web
 
 from helmr.control import Control, ControlConfig
 from helmr.protocol.api_routes import STREAM_KEEPALIVE
-from helmr.server import Grant, Mirror, StaticAuthenticator, StaticRunnerTokens, build_app
+from helmr.server import (
+    Grant,
+    Mirror,
+    RunnerTokenVerifier,
+    StaticAuthenticator,
+    StaticRunnerTokens,
+    build_app,
+)
 from helmr.server.workspaces import WorkspaceDeleter
 from helmr.store import Store, sessions, utc_now
 
@@ -67,7 +74,7 @@ async def open_plane(
 def static_app(
     control: Control,
     grants: Mapping[str, Grant],
-    runner_tokens: StaticRunnerTokens | None = None,
+    runner_tokens: RunnerTokenVerifier | None = None,
     *,
     mirror: Mirror | None = None,
     workspaces: WorkspaceDeleter | None = None,

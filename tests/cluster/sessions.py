@@ -9,6 +9,7 @@ from typing import Any
 from kubernetes import client
 
 from helmr.client import Client, Event, SessionRef
+from helmr.operator import pods
 from helmr.resources import ACTORS, API_VERSION, GROUP, VERSION
 
 ECHO_ENTRYPOINT = "echo.echo:echo"
@@ -49,6 +50,16 @@ async def start_session(helmr: Client, namespace: str, actor: str = "echo") -> S
     return session
 
 
+async def two_sessions(
+    helmr: Client, api_client: client.ApiClient, namespace: str, image: str
+) -> tuple[SessionRef, SessionRef]:
+    """Two sessions of the misbehaving echo in ``namespace``, on Workspaces ws-a and ws-b."""
+    actor = create_misbehaving_actor(api_client, namespace, image)
+    a, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws-a")
+    b, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws-b")
+    return a, b
+
+
 async def all_events(session: SessionRef) -> list[Event]:
     records: list[Event] = []
     after = 0
@@ -58,6 +69,27 @@ async def all_events(session: SessionRef) -> list[Event]:
         after = page.next_after
         if not page.has_more:
             return records
+
+
+def runner_token(core: client.CoreV1Api, namespace: str, session_name: str, epoch: int) -> str:
+    """A token of the runner pod of the session's ``epoch`` exactly as its kubelet
+    mints one (TokenRequest: the runner service account's, for the Helmr audience,
+    bound to that pod), without reading it out of the pod."""
+    name = pods.pod_name(session_name, epoch)
+    pod = core.read_namespaced_pod(name, namespace)
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(
+            audiences=[pods.RUNNER_AUDIENCE],
+            expiration_seconds=pods.TOKEN_SECONDS,
+            bound_object_ref=client.V1BoundObjectReference(
+                api_version="v1", kind="Pod", name=name, uid=pod.metadata.uid
+            ),
+        )
+    )
+    minted = core.create_namespaced_service_account_token(
+        pods.RUNNER_SERVICE_ACCOUNT, namespace, request
+    )
+    return str(minted.status.token)
 
 
 def runner_pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:

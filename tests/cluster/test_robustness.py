@@ -7,9 +7,9 @@
   never has two runner pods (watched at the apiserver, every change). A
   Turn applied with the Kubernetes API while the operator is down is
   admitted once, in order, when it is back.
-- A zombie runner (the previous process epoch, with the session's real token)
-  tries every runner write after a newer epoch took over: each is refused
-  with 409 ``stale_epoch`` and nothing reaches the timeline.
+- A zombie runner (the previous process epoch, with its pod's real token)
+  tries every runner write after a newer epoch took over: its pod is gone, so
+  its token is too, each is refused (401) and nothing reaches the timeline.
 - A runner token of session A is refused on session B's runner routes, and
   on the public API.
 """
@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import random
 from collections import Counter
@@ -34,7 +33,14 @@ from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
 from .conftest import Operator
 from .pods import PodHistory
-from .sessions import all_events, create_misbehaving_actor, eventually, start_session
+from .sessions import (
+    all_events,
+    create_misbehaving_actor,
+    eventually,
+    runner_token,
+    start_session,
+    two_sessions,
+)
 
 KILLS = 10
 
@@ -255,11 +261,6 @@ class Runner:
         return answers
 
 
-def runner_token(core: client.CoreV1Api, namespace: str, session_name: str) -> str:
-    secret = core.read_namespaced_secret(pods.token_secret_name(session_name), namespace)
-    return base64.b64decode(secret.data[pods.TOKEN_KEY]).decode()
-
-
 def zombie_marks(events: list[Event]) -> list[Event]:
     return [e for e in events if "zombie" in json.dumps(e.data)]
 
@@ -276,7 +277,7 @@ async def test_zombie_runner_of_an_older_epoch_is_fenced_from_every_write(
     await eventually(lambda: _is_running(lost), timeout=120, what="the first turn running")
     view = await session.retrieve()
     assert (view.process_epoch, view.process_live) == (1, True)
-    token = runner_token(core, namespace, view.name)
+    token = runner_token(core, namespace, view.name, 1)
 
     # Its pod is deleted (as a drain or a user would): a newer epoch takes over.
     core.delete_namespaced_pod(pods.pod_name(view.name, 1), namespace)
@@ -293,7 +294,10 @@ async def test_zombie_runner_of_an_older_epoch_is_fenced_from_every_write(
         on_lost = await zombie.writes(session.id, lost.id, epoch=1)
         from_the_future = await zombie.writes(session.id, current.id, epoch=3)
 
-    refused = dict.fromkeys(on_current, (409, "stale_epoch"))
+    # Its token was bound to its pod: with the pod gone the apiserver no longer
+    # vouches for it, so nothing it sends is even read (a zombie whose pod still
+    # exists would be fenced instead: 409 stale_epoch, Control's unit tests).
+    refused = dict.fromkeys(on_current, (401, "unauthenticated"))
     assert on_current == refused
     assert on_lost == refused
     assert from_the_future == refused
@@ -350,16 +354,14 @@ async def test_runner_token_of_one_session_cannot_act_on_another(
     namespace: str,
     runner_image: str,
 ) -> None:
-    actor = create_misbehaving_actor(api_client, namespace, runner_image)
-    a, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws-a")
-    b, _ = await helmr.actors.start(actor, namespace=namespace, workspace="ws-b")
-    warm = await a.enqueue("a runs")  # so A's runner (and its token Secret) exist
+    a, b = await two_sessions(helmr, api_client, namespace, runner_image)
+    warm = await a.enqueue("a runs")  # so A's runner pod exists
     target = await b.enqueue({"sleep": 8})
     await eventually(lambda: _is_running(target), timeout=120, what="B's turn running")
     assert (await warm.wait(timeout=120)).status == "completed"
     a_view, b_view = await a.retrieve(), await b.retrieve()
-    a_token = runner_token(core, namespace, a_view.name)
-    b_token = runner_token(core, namespace, b_view.name)
+    a_token = runner_token(core, namespace, a_view.name, a_view.process_epoch)
+    b_token = runner_token(core, namespace, b_view.name, b_view.process_epoch)
     assert a_token != b_token
 
     async with aiohttp.ClientSession() as http:

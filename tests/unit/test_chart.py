@@ -488,7 +488,8 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("helmr.dev", "turns/status"): {"get", "patch", "update"},
     ("helmr.dev", "workspaces/status"): {"get", "patch", "update"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
-    ("", "secrets"): {"get", "create", "delete"},
+    # The runner pods' service account (no RBAC): created once per namespace.
+    ("", "serviceaccounts"): {"create"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},
     ("snapshot.storage.k8s.io", "volumesnapshots"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"create", "patch"},
@@ -566,9 +567,12 @@ def test_rbac_watched_namespaces_get_roles_and_the_cluster_role_shrinks() -> Non
 
 def test_rbac_never_grants_what_it_should_not(default: list[Manifest]) -> None:
     granted = grants(one(default, "ClusterRole"))
-    # Listing Secrets would read every Secret; leases are for kopf peering,
-    # which --standalone turns off; runner pods are never exec'd into.
-    assert not {"list", "watch"} & granted[("", "secrets")]
+    # No Secret at all: runners prove who they are with their pods' projected
+    # tokens (TokenReview). Leases are for kopf peering, which --standalone
+    # turns off; runner pods are never exec'd into; the runner service
+    # account is never given a token (serviceaccounts/token) by the operator.
+    assert not [k for k in granted if k[1] == "secrets"]
+    assert ("", "serviceaccounts/token") not in granted
     assert not [k for k in granted if k[0] == "coordination.k8s.io"]
     assert ("", "pods/exec") not in granted
     assert ("", "namespaces") not in granted

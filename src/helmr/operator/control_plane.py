@@ -21,10 +21,11 @@ from helmr.operator.kube import Kube, load_config
 from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
+from helmr.operator.pods import RUNNER_AUDIENCE
+from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
-from helmr.operator.tokens import RunnerTokens
 from helmr.server import build_app
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
@@ -63,7 +64,7 @@ class ControlPlane:
         self.control = Control(store, config, fence=self.leadership.fence)
         self.api_control = Control(store, config)
         self.kube = Kube(api)
-        self.tokens = RunnerTokens.from_file(settings.token_key_path)
+        self.runner_pods = RunnerPods()
         # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
         self.mirror = CustomResourceMirror(
             self.kube,
@@ -75,7 +76,9 @@ class ControlPlane:
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
         self.traces = turn_traces.from_environ(os.environ)
         store.observe = self.metrics.store_transaction
-        self.supervisor = Supervisor(self.control, self.kube, self.tokens, settings, self.metrics)
+        self.supervisor = Supervisor(
+            self.control, self.kube, self.runner_pods, settings, self.metrics
+        )
         if self.traces is not None:
             self.supervisor.disks.save_ended = self.traces.save_ended
         self.status_sync = StatusSync(
@@ -91,7 +94,12 @@ class ControlPlane:
         self.app = build_app(
             self.api_control,
             _authenticator(settings, api),
-            self.tokens,
+            # Runner pods' projected tokens, whatever authenticates the public API.
+            RunnerPodVerifier(
+                KubeAuthenticator(api, audiences=(RUNNER_AUDIENCE,)),
+                self.runner_pods,
+                self.api_control.get_session,
+            ),
             mirror=self.mirror,
             workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,

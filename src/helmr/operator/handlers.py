@@ -289,6 +289,8 @@ async def runner_pod_event(
     # kopf awaits a handler in the pod's own worker task: later lines of that task
     # are about the same pod, so the binding may outlive this call.
     logs.bind(namespace=namespace, session=session_id, epoch=epoch)
+    if type == "DELETED":
+        plane.runner_pods.forget(session_id, epoch)  # its token is refused from now on
     if not await stored(plane.control, session_id):
         # Its Session's history was lost with the store: nothing will talk to it.
         if type != "DELETED":

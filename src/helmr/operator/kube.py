@@ -184,9 +184,12 @@ class Kube:
         wire = self._api.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
         return cast(dict[str, Any], wire)
 
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
+        """Creates the pod; its uid."""
         # The client accepts plain manifests as well as its model classes.
-        await asyncio.to_thread(self.core.create_namespaced_pod, namespace, cast(Any, body))
+        pod = await asyncio.to_thread(self.core.create_namespaced_pod, namespace, cast(Any, body))
+        assert pod.metadata is not None  # the apiserver answers a create with the object
+        return str(pod.metadata.uid)
 
     async def delete_pod(
         self, namespace: str, name: str, *, grace_seconds: int | None = None
@@ -202,9 +205,12 @@ class Kube:
             if e.status != 404:
                 raise
 
-    async def ensure_secret(self, namespace: str, body: dict[str, Any]) -> None:
+    async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
+        """Creates the service account unless it exists (create only: no reads needed)."""
         try:
-            await asyncio.to_thread(self.core.create_namespaced_secret, namespace, cast(Any, body))
+            await asyncio.to_thread(
+                self.core.create_namespaced_service_account, namespace, cast(Any, body)
+            )
         except ApiException as e:
             if e.status != 409:
                 raise

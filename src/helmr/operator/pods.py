@@ -1,9 +1,10 @@
 """Pure builders of the Kubernetes objects one runner process needs.
 
 A runner pod runs untrusted agent code, so it gets no Kubernetes credentials
-(no service-account token), meets the `restricted` Pod Security Standard and
-talks only to the control plane's runner API, with a token scoped to its own
-session (mounted from a Secret) and its process epoch.
+(no API token mounted, a service account without RBAC), meets the `restricted`
+Pod Security Standard and talks only to the control plane's runner API. Its
+identity there is a projected service-account token for the Helmr audience,
+bound to the pod (``runner_identity``): no Secret carries it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from helmr.protocol import contract
 from helmr.resources import API_VERSION, Actor
 
 TOKEN_DIR = "/var/run/helmr"
-TOKEN_KEY = "token"
+TOKEN_PATH = "token"
+RUNNER_AUDIENCE = "helmr.dev/runner"
+"""The audience of runner tokens: the control plane's, never the apiserver's, so the
+apiserver refuses them for its own API (unless told to accept it: --api-audiences)."""
+TOKEN_SECONDS = 600
+"""Runner tokens' lifetime, the least Kubernetes allows; the kubelet rewrites the
+file at 80% of it and the runner reads the file for every call."""
+RUNNER_SERVICE_ACCOUNT = "helmr-runner"
+"""The runner pods' service account, one per namespace: no RBAC, no automounted token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +64,6 @@ def pod_name(session_name: str, epoch: int) -> str:
     return f"{session_name}-runner-{epoch}"
 
 
-def token_secret_name(session_name: str) -> str:
-    return f"{session_name}-runner-token"
-
-
 def runner_labels(session_name: str, session_id: str) -> dict[str, str]:
     return {
         LABEL_COMPONENT: RUNNER,
@@ -68,7 +73,7 @@ def runner_labels(session_name: str, session_id: str) -> dict[str, str]:
 
 
 def _owner(spec: RunnerSpec) -> dict[str, Any]:
-    # Owned by the Session: deleting the Session garbage-collects its pods and Secret.
+    # Owned by the Session: deleting the Session garbage-collects its pods.
     return {
         "apiVersion": API_VERSION,
         "kind": "Session",
@@ -79,18 +84,18 @@ def _owner(spec: RunnerSpec) -> dict[str, Any]:
     }
 
 
-def build_token_secret_spec(spec: RunnerSpec, token: str) -> dict[str, Any]:
+def build_service_account_spec(namespace: str) -> dict[str, Any]:
+    """The namespace's runner service account. Helmr binds no Role to it, and it
+    mounts no API token: a runner pod holds only its Helmr-audience token."""
     return {
         "apiVersion": "v1",
-        "kind": "Secret",
+        "kind": "ServiceAccount",
         "metadata": {
-            "name": token_secret_name(spec.session_name),
-            "namespace": spec.namespace,
-            "labels": runner_labels(spec.session_name, spec.session_id),
-            "ownerReferences": [_owner(spec)],
+            "name": RUNNER_SERVICE_ACCOUNT,
+            "namespace": namespace,
+            "labels": {LABEL_COMPONENT: RUNNER},
         },
-        "type": "Opaque",
-        "stringData": {TOKEN_KEY: token},
+        "automountServiceAccountToken": False,
     }
 
 
@@ -118,7 +123,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
         {"name": ENV_LOG_FORMAT, "value": spec.log_format},
         {"name": contract.ENV_PROCESS_EPOCH, "value": str(spec.epoch)},
         {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
-        {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
+        {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_PATH}"},
         {"name": contract.ENV_COMPUTER_DIR, "value": contract.COMPUTER_DIR},
     ]
     if spec.idle_timeout_seconds is not None:
@@ -138,7 +143,8 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
         },
         "spec": {
             "restartPolicy": "Never",
-            # Agent code is untrusted: no Kubernetes credentials at all.
+            # Agent code is untrusted: no Kubernetes API credentials at all.
+            "serviceAccountName": RUNNER_SERVICE_ACCOUNT,
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             # The process is stopped on deadlines and interrupts; a handler that
@@ -173,9 +179,16 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
             "volumes": [
                 {
                     "name": "runner-token",
-                    "secret": {
-                        "secretName": token_secret_name(spec.session_name),
-                        "defaultMode": 0o440,
+                    "projected": {
+                        "sources": [
+                            {
+                                "serviceAccountToken": {
+                                    "audience": RUNNER_AUDIENCE,
+                                    "expirationSeconds": TOKEN_SECONDS,
+                                    "path": TOKEN_PATH,
+                                }
+                            }
+                        ],
                     },
                 },
                 {"name": "tmp", "emptyDir": {}},

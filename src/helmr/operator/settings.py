@@ -84,10 +84,6 @@ class Settings(BaseSettings):
     status patch per object. A status someone waits for (a new Session, a Turn
     applied with kubectl) does not wait for it."""
 
-    @property
-    def token_key_path(self) -> Path:
-        return self.store_path.parent / "runner-token.key"
-
     @field_validator("watch_namespaces", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:

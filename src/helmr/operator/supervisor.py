@@ -30,8 +30,8 @@ from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID
 from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.preparation import container_started, pending_detail
+from helmr.operator.runner_identity import RunnerPods
 from helmr.operator.settings import Settings
-from helmr.operator.tokens import RunnerTokens
 from helmr.resources import Actor, Session
 from helmr.store import utc_now
 
@@ -43,7 +43,7 @@ class Supervisor:
         self,
         control: Control,
         kube: Kube,
-        tokens: RunnerTokens,
+        runner_pods: RunnerPods,
         settings: Settings,
         metrics: OperatorMetrics,
         clock: Callable[[], datetime] = utc_now,
@@ -52,7 +52,7 @@ class Supervisor:
         self.clock = clock
         self.metrics = metrics
         self.kube = kube
-        self.tokens = tokens
+        self.runner_pods = runner_pods
         self.settings = settings
         self.disks = Disks(control, kube, metrics)
         self._wake = asyncio.Event()
@@ -228,11 +228,10 @@ class Supervisor:
             log_format=self.settings.log_format,
         )
         try:
-            await self.kube.ensure_secret(
-                session.namespace,
-                pods.build_token_secret_spec(spec, self.tokens.token_for(session.id)),
+            await self.kube.ensure_service_account(
+                session.namespace, pods.build_service_account_spec(session.namespace)
             )
-            await self.kube.create_pod(session.namespace, pods.build_runner_pod_spec(spec))
+            uid = await self.kube.create_pod(session.namespace, pods.build_runner_pod_spec(spec))
         except ApiException as exc:
             # The process is registered: without its pod nothing would ever end it.
             await self.fail_preparation(
@@ -241,6 +240,8 @@ class Supervisor:
             if namespace_terminating(exc):
                 raise
             return
+        # Only this pod's token is the identity of the session's new epoch.
+        self.runner_pods.created(session.id, epoch, uid)
         self.metrics.processes_started.inc()
         self.metrics.timeline.pod_created(session.id, epoch, self.clock())
         log.info("session %s: started process %d", session.id, epoch)

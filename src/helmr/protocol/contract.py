@@ -21,7 +21,9 @@ ENV_NAMESPACE = "HELMR_NAMESPACE"
 """The Session's namespace (for the process's log lines)."""
 
 ENV_TOKEN_FILE = "HELMR_TOKEN_FILE"
-"""Path of the mounted file holding the session's runner token (a bearer token)."""
+"""Path of the file holding the process's bearer token: its pod's projected
+service-account token, which the kubelet replaces before it expires (read it for
+every call)."""
 
 ENV_PROCESS_EPOCH = "HELMR_PROCESS_EPOCH"
 """This process's epoch (a decimal integer), sent back in ``Helmr-Process-Epoch``."""

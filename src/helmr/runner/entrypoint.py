@@ -24,6 +24,7 @@ import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from helmr import logs
@@ -49,7 +50,8 @@ class InitError(Exception):
 class Config:
     url: str
     session_id: str
-    token: str
+    token_file: Path
+    """The runner's projected token (``read_token``): re-read for every call."""
     epoch: int
     entrypoint: str
     idle_timeout: float | None = None
@@ -65,9 +67,9 @@ class Config:
                 raise InitError(f"set {name} (the operator sets it in runner pods)")
             return value
 
-        token_file = need(contract.ENV_TOKEN_FILE)
+        token_file = Path(need(contract.ENV_TOKEN_FILE))
         try:
-            token = Path(token_file).read_text().strip()
+            token = read_token(token_file)
         except OSError as e:
             raise InitError(f"{contract.ENV_TOKEN_FILE}={token_file} cannot be read: {e}") from e
         if not token:
@@ -83,12 +85,17 @@ class Config:
         return cls(
             url=need(contract.ENV_URL),
             session_id=need(contract.ENV_SESSION_ID),
-            token=token,
+            token_file=token_file,
             epoch=int(epoch),
             entrypoint=need(contract.ENV_ENTRYPOINT),
             idle_timeout=_seconds(contract.ENV_IDLE_TIMEOUT, idle) if idle else None,
             disk_usage=disk_usage,
         )
+
+
+def read_token(path: Path) -> str:
+    """The token in ``path`` now (the kubelet replaces the file before it expires)."""
+    return path.read_text().strip()
 
 
 def _seconds(name: str, value: str) -> float:
@@ -152,7 +159,11 @@ def idle_timeout(config: Config, actor: Actor) -> float:
 
 async def _serve(actor: Actor, config: Config) -> int:
     transport = Transport(
-        config.url, config.session_id, config.token, config.epoch, on_fenced=_exit_fenced
+        config.url,
+        config.session_id,
+        partial(read_token, config.token_file),
+        config.epoch,
+        on_fenced=_exit_fenced,
     )
     async with transport:
         session = Session(transport, idle_timeout=idle_timeout(config, actor))

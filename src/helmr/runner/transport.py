@@ -1,5 +1,7 @@
 """HTTP to the control plane's runner API: auth, fencing, errors and retries.
 
+The bearer token is asked of ``token`` for every call: the runner's is a
+projected service-account token file the kubelet rewrites before it expires.
 Every runner call is safe to repeat (see ``helmr.protocol``), so a call is
 retried after connection errors and 502/503/504 with backoff, for as long as
 a restarting control plane may take. A ``stale_epoch`` answer fences the
@@ -50,7 +52,7 @@ class Transport:
         self,
         url: str,
         session_id: str,
-        token: str,
+        token: Callable[[], str],
         epoch: int,
         *,
         on_fenced: Callable[[], None],
@@ -58,7 +60,8 @@ class Transport:
     ) -> None:
         self.session_id = session_id
         self._url = url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}", EPOCH_HEADER: str(epoch)}
+        self._token = token
+        self._headers = {EPOCH_HEADER: str(epoch)}
         self._on_fenced = on_fenced
         self._retry_for = retry_for
         self._fenced = False
@@ -103,8 +106,9 @@ class Transport:
     async def _post(self, path: str, payload: bytes, wait: float) -> Any:
         if self._http is None:
             raise RuntimeError("use the Transport as 'async with Transport(...)'")
+        headers = {**self._headers, "Authorization": f"Bearer {self._token()}"}
         async with asyncio.timeout(wait + REPLY_TIMEOUT):
-            status, raw = await self._http.post(path, payload, self._headers)
+            status, raw = await self._http.post(path, payload, headers)
         if status in UNAVAILABLE_STATUSES:
             raise Unavailable(f"HTTP {status} from the control plane")
         try:

@@ -4,7 +4,9 @@ Public routes: the bearer token is a Kubernetes token (``Authenticator``),
 authorised for the route's verb on its helmr.dev resource (``sessions``, or
 ``workspaces``) in the namespace the call is about, which for session routes
 is the session's own. Runner
-routes: the token must be the runner token of exactly the path's session.
+routes: the token must be the identity of exactly the path's session and of
+the process epoch the call claims (``Helmr-Process-Epoch``), so a runner can
+neither act for another session nor pass for another epoch of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pydantic import BaseModel
 
 from helmr.errors import Forbidden, Unauthenticated
 from helmr.protocol.api import SessionView
+from helmr.protocol.api_requests import RunnerHeaders
 from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
+from helmr.server.inputs import headers_of, parse
 from helmr.server.routing import RouteSpec
 
 
@@ -44,8 +48,12 @@ class AccessGuard:
         session_id: str | None = getattr(path, "session_id", None)
         if spec.access == "runner":
             assert session_id is not None
-            if not await self._runner_tokens.verify(session_id, token):
-                raise Forbidden(f"this token is not the runner token of session {session_id}")
+            epoch = parse(RunnerHeaders, headers_of(request, RunnerHeaders), "headers")
+            if not await self._runner_tokens.verify(session_id, epoch.process_epoch, token):
+                raise Forbidden(
+                    f"this token is not the runner token of session {session_id}, "
+                    f"process {epoch.process_epoch}"
+                )
             return None
         user = await self._authenticator.authenticate(token)
         if user is None:

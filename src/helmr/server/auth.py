@@ -2,9 +2,11 @@
 
 Public routes carry a Kubernetes bearer token; an ``Authenticator`` turns it
 into a ``User`` and decides per namespace and verb (the real one is
-``kube_auth.KubeAuthenticator``). Runner routes carry a token scoped to one
-session, checked by a ``RunnerTokenVerifier``: the operator's ``RunnerTokens``,
-which mints those tokens into the runner pods' Secrets.
+``kube_auth.KubeAuthenticator``). Runner routes carry the runner process's
+identity, checked by a ``RunnerTokenVerifier`` against the path's session and
+the call's process epoch: in a cluster the operator's
+``runner_identity.RunnerPodVerifier`` (the pod's projected service-account
+token, reviewed by the apiserver).
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ class Authenticator(Protocol):
 
 
 class RunnerTokenVerifier(Protocol):
-    async def verify(self, session_id: str, token: str) -> bool:
-        """Whether ``token`` is the runner token of exactly ``session_id``."""
+    async def verify(self, session_id: str, epoch: int, token: str) -> bool:
+        """Whether ``token`` is the identity of process ``epoch`` of exactly
+        ``session_id`` (False: 403). Raises ``Unauthenticated`` (401) when it is
+        no runner's token at all (unknown, expired, or its pod is gone)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ class StaticAuthenticator:
 
 
 class StaticRunnerTokens:
-    """Runner tokens held in memory (tests, development): session id → token."""
+    """Runner tokens held in memory (tests, development): session id → token, the
+    same for every epoch of the session (fencing by epoch is Control's)."""
 
     def __init__(self, tokens: Mapping[str, str] | None = None) -> None:
         self._tokens = dict(tokens or {})
@@ -93,7 +98,7 @@ class StaticRunnerTokens:
     def issue(self, session_id: str, token: str) -> None:
         self._tokens[session_id] = token
 
-    async def verify(self, session_id: str, token: str) -> bool:
+    async def verify(self, session_id: str, epoch: int, token: str) -> bool:
         known = self._tokens.get(session_id)
         return known is not None and hmac.compare_digest(known.encode(), token.encode())
 

@@ -10,10 +10,10 @@ import pytest
 
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
+from helmr.operator.runner_identity import RunnerPods
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
-from helmr.operator.tokens import RunnerTokens
 from helmr.resources import TurnStatus
 from helmr.states import ERROR_MESSAGE_MAX, ErrorInfo
 from tests.compose import Clock
@@ -82,7 +82,7 @@ async def test_an_overrunning_process_is_stopped_once_per_pass(h: Harness) -> No
     kube = StubKube()
     session = await h.session(max_turn_duration=timedelta(seconds=1))
     epoch, _ = await h.running(session.id)
-    supervisor = Supervisor(h.control, kube, RunnerTokens(b"k" * 32), Settings(), OperatorMetrics())
+    supervisor = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics())
 
     await supervisor.reconcile()  # its deadline passed an hour ago
 

@@ -16,9 +16,9 @@ from kubernetes.client.exceptions import ApiException
 
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.preparation import container_started, failed_preparation, pending_detail
+from helmr.operator.runner_identity import RunnerPods
 from helmr.operator.settings import Settings
 from helmr.operator.supervisor import Supervisor
-from helmr.operator.tokens import RunnerTokens
 from helmr.resources import API_VERSION
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
@@ -58,15 +58,16 @@ class Cluster(StubKube):
     async def list_claims(self, namespace: str, selector: str) -> list[str]:
         return []
 
-    async def ensure_secret(self, namespace: str, body: dict[str, Any]) -> None:
+    async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
         pass
 
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         if self.refuse_pods:
             error = ApiException(status=422, reason="Unprocessable Entity")
             error.body = "spec.containers[0].resources: Invalid value"
             raise error
         self.pods[body["metadata"]["name"]] = body
+        return f"uid-{body['metadata']['name']}"
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.pods.get(name)
@@ -78,9 +79,7 @@ def actor_spec(**fields: Any) -> dict[str, Any]:
 
 def supervisor(h: Harness, kube: Cluster) -> Supervisor:
     settings = Settings(actor_grace=timedelta(seconds=30))
-    return Supervisor(
-        h.control, kube, RunnerTokens(b"k" * 32), settings, OperatorMetrics(), clock=h.clock
-    )
+    return Supervisor(h.control, kube, RunnerPods(), settings, OperatorMetrics(), clock=h.clock)
 
 
 async def with_work(h: Harness, kube: Cluster) -> tuple[str, Supervisor]:

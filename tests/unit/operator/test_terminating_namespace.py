@@ -17,10 +17,10 @@ from helmr.control import SessionView
 from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
+from helmr.operator.runner_identity import RunnerPods
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
-from helmr.operator.tokens import RunnerTokens
 from helmr.resources import API_VERSION, Actor, Session, TurnStatus, Workspace
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
@@ -91,11 +91,12 @@ class ClusterKube(StubKube):
     async def list_claims(self, namespace: str, selector: str) -> list[str]:
         return []
 
-    async def ensure_secret(self, namespace: str, body: dict[str, Any]) -> None:
-        self._create(namespace, "secret")
+    async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
+        self._create(namespace, "serviceaccount")
 
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> None:
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         self._create(namespace, "pod")
+        return "uid"
 
     async def record_event(self, kind: Any, namespace: str, *_: Any, **__: Any) -> None:
         self._create(namespace, "event")
@@ -118,7 +119,7 @@ async def test_the_supervisor_ends_a_session_in_a_terminating_namespace_and_star
     h: Harness,
 ) -> None:
     kube = ClusterKube()
-    supervisor = Supervisor(h.control, kube, RunnerTokens(b"k" * 32), Settings(), OperatorMetrics())
+    supervisor = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics())
     dying = await dying_session(h)
     queued = await h.control.enqueue(dying.id, "never runs")
     other = await h.session()
@@ -126,7 +127,7 @@ async def test_the_supervisor_ends_a_session_in_a_terminating_namespace_and_star
 
     await supervisor.reconcile()
 
-    assert kube.created == ["team/claim", "team/secret", "team/pod"]
+    assert kube.created == ["team/claim", "team/serviceaccount", "team/pod"]
     ended = await h.control.get_session(dying.id)
     assert ended.status == "failed"
     assert ended.failure_reason == NAMESPACE_TERMINATING

@@ -3,6 +3,8 @@ in code is honoured; a manifest that sets none never overrides it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from helmr.runner import actor
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT
 from helmr.runner.entrypoint import Config, idle_timeout
@@ -16,7 +18,7 @@ def config(manifest: float | None) -> Config:
     return Config(
         url="http://cp",
         session_id="ses_1",
-        token="t",
+        token_file=Path("/var/run/helmr/token"),
         epoch=1,
         entrypoint="m:a",
         idle_timeout=manifest,

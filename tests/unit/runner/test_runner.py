@@ -20,6 +20,7 @@ import signal
 import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ from helmr.protocol import (
     routes,
 )
 from helmr.runner import Message, Session, Turn, actor
+from helmr.runner.entrypoint import read_token
 from helmr.runner.transport import Transport
 from helmr.server.inputs import parse
 
@@ -229,7 +231,12 @@ def fenced() -> list[bool]:
 @pytest.fixture
 async def session(plane: FakeControlPlane, fenced: list[bool]) -> AsyncIterator[Session]:
     transport = Transport(
-        plane.url, SID, TOKEN, EPOCH, on_fenced=lambda: fenced.append(True), retry_for=5.0
+        plane.url,
+        SID,
+        lambda: TOKEN,
+        EPOCH,
+        on_fenced=lambda: fenced.append(True),
+        retry_for=5.0,
     )
     async with transport:
         yield Session(transport)
@@ -651,15 +658,37 @@ async def test_a_stale_epoch_fences_the_process(
 
 async def test_the_server_checks_token_and_epoch(plane: FakeControlPlane) -> None:
     fenced: list[bool] = []
-    async with Transport(plane.url, SID, "wrong", EPOCH, on_fenced=lambda: None) as transport:
+    async with Transport(
+        plane.url, SID, lambda: "wrong", EPOCH, on_fenced=lambda: None
+    ) as transport:
         with pytest.raises(Unauthenticated):
             await Session(transport).receive()
     async with Transport(
-        plane.url, SID, TOKEN, EPOCH - 1, on_fenced=lambda: fenced.append(True)
+        plane.url, SID, lambda: TOKEN, EPOCH - 1, on_fenced=lambda: fenced.append(True)
     ) as transport:
         with pytest.raises(StaleEpoch):
             await Session(transport).receive()
     assert fenced == [True]
+
+
+async def test_every_call_sends_the_token_file_as_it_is_now(
+    plane: FakeControlPlane, tmp_path: Path
+) -> None:
+    # The kubelet replaces a projected token before it expires: a long-lived
+    # process must send the new one, not the one it started with.
+    token_file = tmp_path / "token"
+    token_file.write_text("expired\n")
+    async with Transport(
+        plane.url, SID, partial(read_token, token_file), EPOCH, on_fenced=lambda: None
+    ) as transport:
+        session = Session(transport)
+        with pytest.raises(Unauthenticated):
+            await session.receive()
+        token_file.write_text(TOKEN + "\n")
+        await plane.turns.put(assignment("turn_1", 1, "hi"))
+        turn = await session.receive()
+    assert turn is not None
+    assert turn.input == "hi"
 
 
 async def test_an_actor_definition_holds_its_settings() -> None:

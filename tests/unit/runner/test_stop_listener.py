@@ -28,7 +28,9 @@ async def listening(api: Api) -> AsyncIterator[tuple[Session, Turn]]:
     await api.enqueue(sid, "work")
     epoch = await api.control.process_started(sid)
     api.runner_tokens.issue(sid, "runner-token")
-    async with Transport(api.url, sid, "runner-token", epoch, on_fenced=lambda: None) as transport:
+    async with Transport(
+        api.url, sid, lambda: "runner-token", epoch, on_fenced=lambda: None
+    ) as transport:
         session = Session(transport)
         listener = asyncio.create_task(listen_for_stops(session, transport))
         turn = await session.receive(timeout=5)

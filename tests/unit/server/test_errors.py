@@ -213,9 +213,12 @@ async def test_runner_authentication(api: Api) -> None:
     body = {"timeout": 0.01}
     await _error(api, "POST", receive, 401, "unauthenticated", token=None, json=body)
     # The other session's runner token does not open this session.
-    await _error(api, "POST", receive, 403, "forbidden", token=f"runner-{other}", json=body)
+    epoch = {EPOCH_HEADER: headers[EPOCH_HEADER]}
+    await _error(
+        api, "POST", receive, 403, "forbidden", token=f"runner-{other}", json=body, headers=epoch
+    )
     # Nor does a Kubernetes token.
-    await _error(api, "POST", receive, 403, "forbidden", json=body)
+    await _error(api, "POST", receive, 403, "forbidden", json=body, headers=epoch)
     token = headers["Authorization"].removeprefix("Bearer ")
     await _error(api, "POST", receive, 400, "invalid_input", token=token, json=body)
     await _error(

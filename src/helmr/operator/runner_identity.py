@@ -1,0 +1,130 @@
+"""Runner identity: the runner pod's own projected service-account token.
+
+Each runner pod mounts a token the kubelet mints for it (``pods.RUNNER_AUDIENCE``,
+ten minutes, rotated by the kubelet), bound to the pod: the apiserver accepts it
+only while that very pod (name and uid) exists, and refuses it for its own API
+because its audience is not the apiserver's. The control plane asks the
+apiserver about it with a TokenReview (audience set), whose user names the
+pod, and maps the pod to the session and process epoch it was created for:
+
+- a pod this process created (``RunnerPods.created``) must be the very pod,
+  by uid, of that session's epoch;
+- a pod it did not see created (by another replica, or before a restart, or
+  an older epoch) must carry the name the control plane gives that session's
+  epoch, in the session's namespace, under the runner service account.
+
+So no Secret is needed, and a token is good for one session and one epoch:
+``Control`` then fences a pod whose epoch is no longer the session's (409
+``stale_epoch``). TokenReview answers are cached briefly by the reviewer
+(``KubeAuthenticator``), so a runner's calls do not each cost an apiserver
+round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from helmr.errors import NotFound, Unauthenticated
+from helmr.operator import pods
+from helmr.protocol.api import SessionView
+from helmr.server.auth import User
+
+POD_NAME = "authentication.kubernetes.io/pod-name"
+POD_UID = "authentication.kubernetes.io/pod-uid"
+"""The user extra of a pod-bound service-account token, as TokenReview reports it."""
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+
+
+class TokenReviewer(Protocol):
+    async def authenticate(self, token: str) -> User | None:
+        """The token's user (a TokenReview for the runner audience), or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoundPod:
+    """The runner pod a token is bound to, as the apiserver vouches for it."""
+
+    namespace: str
+    service_account: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, user: User) -> BoundPod | None:
+        """The pod of a pod-bound service-account token's user; None for any other user."""
+        namespace, _, account = user.name.removeprefix(SERVICE_ACCOUNT_PREFIX).partition(":")
+        name, uid = user.extra.get(POD_NAME, ()), user.extra.get(POD_UID, ())
+        if not user.name.startswith(SERVICE_ACCOUNT_PREFIX) or len(name) != 1 or len(uid) != 1:
+            return None
+        return cls(namespace=namespace, service_account=account, name=name[0], uid=uid[0])
+
+
+@dataclass(frozen=True, slots=True)
+class _Created:
+    epoch: int
+    uid: str
+
+
+class RunnerPods:
+    """The runner pods this control-plane process created: per session, the
+    newest epoch's pod uid (older ones cannot act: Control fences them)."""
+
+    def __init__(self) -> None:
+        self._newest: dict[str, _Created] = {}
+
+    def created(self, session_id: str, epoch: int, uid: str) -> None:
+        known = self._newest.get(session_id)
+        if known is None or known.epoch <= epoch:
+            self._newest[session_id] = _Created(epoch, uid)
+
+    def forget(self, session_id: str, epoch: int) -> None:
+        """The pod of ``epoch`` is gone (and its token with it)."""
+        known = self._newest.get(session_id)
+        if known is not None and known.epoch == epoch:
+            del self._newest[session_id]
+
+    def uid(self, session_id: str, epoch: int) -> str | None:
+        """The uid of the pod created for the session's ``epoch``, if this process made it."""
+        known = self._newest.get(session_id)
+        return known.uid if known is not None and known.epoch == epoch else None
+
+
+class RunnerPodVerifier:
+    """``RunnerTokenVerifier`` of runner pods' projected service-account tokens."""
+
+    def __init__(
+        self,
+        reviewer: TokenReviewer,
+        runner_pods: RunnerPods,
+        session_of: Callable[[str], Awaitable[SessionView]],
+    ) -> None:
+        self._reviewer = reviewer
+        self._runner_pods = runner_pods
+        self._session_of = session_of
+
+    async def verify(self, session_id: str, epoch: int, token: str) -> bool:
+        user = await self._reviewer.authenticate(token)
+        pod = None if user is None else BoundPod.of(user)
+        if pod is None:
+            raise Unauthenticated(
+                "not a runner pod's token (unknown or expired, or its pod is gone)"
+            )
+        created = self._runner_pods.uid(session_id, epoch)
+        if created is not None:
+            return pod.uid == created
+        try:
+            session = await self._session_of(session_id)
+        except NotFound:
+            return False
+        if pod != BoundPod(
+            namespace=session.namespace,
+            service_account=pods.RUNNER_SERVICE_ACCOUNT,
+            name=pods.pod_name(session.name, epoch),
+            uid=pod.uid,
+        ):
+            return False
+        # Its pod is the one the session's epoch runs in: trust it by uid from now on.
+        self._runner_pods.created(session_id, epoch, pod.uid)
+        return True

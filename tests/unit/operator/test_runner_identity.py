@@ -1,0 +1,169 @@
+"""Runner identity: a pod-bound token is good for its own session and epoch only.
+
+The TokenReview is stubbed at the verifier's own seam (``TokenReviewer``: what
+the apiserver would say of a token); sessions are a real store's, and the
+runner API is the real app, so the epoch the verifier checks is the header's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from helmr.errors import Unauthenticated
+from helmr.operator import pods
+from helmr.operator.runner_identity import POD_NAME, POD_UID, RunnerPods, RunnerPodVerifier
+from helmr.protocol import EPOCH_HEADER, routes
+from helmr.protocol.api import SessionView
+from helmr.server.auth import User
+from tests.compose import static_app
+from tests.unit.control.harness import Harness
+
+
+class Reviews:
+    """What the apiserver says of each token it knows (a TokenReview's user)."""
+
+    def __init__(self) -> None:
+        self.users: dict[str, User] = {}
+        self.asked: list[str] = []
+
+    def bind(
+        self,
+        token: str,
+        pod: str,
+        uid: str,
+        *,
+        namespace: str = "team",
+        account: str = pods.RUNNER_SERVICE_ACCOUNT,
+    ) -> None:
+        self.users[token] = User(
+            name=f"system:serviceaccount:{namespace}:{account}",
+            uid="sa-uid",
+            groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
+            extra={POD_NAME: (pod,), POD_UID: (uid,)},
+        )
+
+    async def authenticate(self, token: str) -> User | None:
+        self.asked.append(token)
+        return self.users.get(token)
+
+
+@pytest.fixture
+def reviews() -> Reviews:
+    return Reviews()
+
+
+def verifier(h: Harness, reviews: Reviews, runner_pods: RunnerPods) -> RunnerPodVerifier:
+    return RunnerPodVerifier(reviews, runner_pods, h.control.get_session)
+
+
+def pod_of(session: SessionView, epoch: int) -> str:
+    return pods.pod_name(session.name, epoch)
+
+
+async def test_the_pod_created_for_an_epoch_is_that_epoch_of_that_session_only(
+    h: Harness, reviews: Reviews
+) -> None:
+    a, b = await h.session(), await h.session()
+    created = RunnerPods()
+    created.created(a.id, 1, "uid-a1")
+    created.created(b.id, 1, "uid-b1")
+    reviews.bind("a1", pod_of(a, 1), "uid-a1")
+    check = verifier(h, reviews, created)
+
+    assert await check.verify(a.id, 1, "a1")
+    assert not await check.verify(b.id, 1, "a1")  # another session, same epoch
+    assert not await check.verify(a.id, 2, "a1")  # another epoch of its own session
+    assert not await check.verify("ses_unknown", 1, "a1")
+
+
+async def test_a_pod_of_the_right_name_but_not_the_one_created_is_refused(
+    h: Harness, reviews: Reviews
+) -> None:
+    """A pod recreated under the runner's name (say by someone who may create pods
+    in the namespace) is not the pod the control plane made for that epoch."""
+    a = await h.session()
+    created = RunnerPods()
+    created.created(a.id, 1, "uid-a1")
+    reviews.bind("impostor", pod_of(a, 1), "uid-other")
+
+    assert not await verifier(h, reviews, created).verify(a.id, 1, "impostor")
+
+
+async def test_tokens_the_apiserver_does_not_vouch_for_a_pod_are_unauthenticated(
+    h: Harness, reviews: Reviews
+) -> None:
+    a = await h.session()
+    reviews.users["user"] = User(name="alice", groups=("system:authenticated",))
+    reviews.users["sa-without-pod"] = User(name=f"system:serviceaccount:team:{a.name}")
+    check = verifier(h, reviews, RunnerPods())
+
+    for token in ("unknown", "user", "sa-without-pod"):
+        with pytest.raises(Unauthenticated):
+            await check.verify(a.id, 1, token)
+
+
+async def test_after_a_restart_the_pod_is_known_by_its_name_namespace_and_account(
+    h: Harness, reviews: Reviews
+) -> None:
+    """A control plane that did not create the pod (it restarted since) checks
+    what the apiserver vouches for: the session's pod name for that epoch, in the
+    session's namespace, under the runner service account; then it holds that uid."""
+    a, b = await h.session(), await h.session()
+    reviews.bind("a2", pod_of(a, 2), "uid-a2")
+    reviews.bind("elsewhere", pod_of(a, 2), "uid-x", namespace="other-team")
+    reviews.bind("other-account", pod_of(a, 2), "uid-y", account="default")
+    reviews.bind("b-pod", pod_of(b, 2), "uid-b2")
+    runner_pods = RunnerPods()
+    check = verifier(h, reviews, runner_pods)
+
+    assert not await check.verify(a.id, 2, "elsewhere")
+    assert not await check.verify(a.id, 2, "other-account")
+    assert not await check.verify(a.id, 2, "b-pod")
+    assert not await check.verify(a.id, 3, "a2")
+    assert await check.verify(a.id, 2, "a2")
+    assert runner_pods.uid(a.id, 2) == "uid-a2"
+
+
+async def test_a_forgotten_pod_is_checked_by_name_again_and_older_epochs_never_replace_newer(
+    h: Harness, reviews: Reviews
+) -> None:
+    a = await h.session()
+    runner_pods = RunnerPods()
+    runner_pods.created(a.id, 2, "uid-a2")
+    runner_pods.created(a.id, 1, "uid-a1")  # late news of an older pod
+    assert runner_pods.uid(a.id, 2) == "uid-a2"
+    assert runner_pods.uid(a.id, 1) is None
+    runner_pods.forget(a.id, 1)  # not the newest: nothing to forget
+    assert runner_pods.uid(a.id, 2) == "uid-a2"
+    runner_pods.forget(a.id, 2)
+    assert runner_pods.uid(a.id, 2) is None
+
+
+async def test_the_runner_api_checks_the_token_against_the_calls_epoch_header(
+    h: Harness, reviews: Reviews
+) -> None:
+    """Through the real app: 401 for a token that is no runner's, 403 for a runner
+    of another epoch, and the call's own epoch header decides which."""
+    a = await h.session()
+    epoch = await h.control.process_started(a.id)
+    created = RunnerPods()
+    created.created(a.id, epoch, "uid-live")
+    reviews.bind("live", pod_of(a, epoch), "uid-live")
+    await h.control.enqueue(a.id, "go")
+    app = static_app(h.control, {}, verifier(h, reviews, created))
+
+    async def receive(client: TestClient[Any, Any], token: str, claimed: int) -> int:
+        async with client.post(
+            routes.receive(a.id),
+            json={"timeout": 1},
+            headers={"Authorization": f"Bearer {token}", EPOCH_HEADER: str(claimed)},
+        ) as reply:
+            return reply.status
+
+    async with TestClient(TestServer(app)) as client:
+        assert await receive(client, "unknown", epoch) == 401
+        assert await receive(client, "live", epoch + 1) == 403
+        assert await receive(client, "live", epoch) == 200
