@@ -28,8 +28,9 @@ def load(rt: ReadTx, session_ids: Iterable[str]) -> dict[str, int]:
 
 
 def save(tx: Tx, cursors: Mapping[str, int]) -> None:
-    """Saves each Session's cursor; a cursor never moves back (a slower pass's)."""
-    for session_id, after in cursors.items():
+    """Saves each Session's cursor; a cursor never moves back (a slower pass's).
+    Rows are updated in id order: two such saves never wait on each other in a cycle."""
+    for session_id, after in sorted(cursors.items()):
         tx.conn.execute(
             "UPDATE sessions SET mirrored_event_seq = ? WHERE id = ? AND mirrored_event_seq < ?",
             (after, session_id, after),
