@@ -52,6 +52,34 @@ def helm(kubeconfig: str, *args: str, timeout: float = 300) -> subprocess.Comple
     )
 
 
+def install_chart(
+    kubeconfig: str, name: str, namespace: str, workdir: Path, values: dict[str, str]
+) -> None:
+    """``helm install`` of this checkout's chart as release ``name``, serving its own
+    ``namespace``, with the locally built images and ``values`` (``--set``, as a
+    user would type them), waiting until it is ready."""
+    renderer = workdir / "drop-policies"
+    renderer.write_text(POST_RENDERER)
+    renderer.chmod(0o755)
+    values = {"image.pullPolicy": "Never", "watchNamespaces": f"{{{namespace}}}", **values}
+    settings = [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+    installed = helm(
+        kubeconfig,
+        "install",
+        name,
+        str(REPO / "charts" / "helmr"),
+        "-n",
+        namespace,
+        "--post-renderer",
+        str(renderer),
+        *settings,
+        "--wait",
+        "--timeout",
+        "5m",
+    )
+    assert installed.returncode == 0, installed.stderr
+
+
 @pytest.fixture(scope="module")
 def release(
     kubeconfig: str,
@@ -64,33 +92,12 @@ def release(
     own namespace, with the locally built images."""
     namespace = create_namespace(core)
     name = f"r{uuid.uuid4().hex[:6]}"
-    renderer = tmp_path_factory.mktemp("helm") / "drop-policies"
-    renderer.write_text(POST_RENDERER)
-    renderer.chmod(0o755)
-    installed = helm(
-        kubeconfig,
-        "install",
-        name,
-        str(REPO / "charts" / "helmr"),
-        "-n",
-        namespace,
-        "--post-renderer",
-        str(renderer),
-        "--set",
-        "image.pullPolicy=Never",
-        "--set",
-        f"watchNamespaces={{{namespace}}}",
-        "--set",
-        "persistence.enabled=false",
-        "--set",
-        "tests.imagePullPolicy=Never",
-        "--set",
-        f"tests.runnerImage={runner_image}",
-        "--wait",
-        "--timeout",
-        "4m",
-    )
-    assert installed.returncode == 0, installed.stderr
+    values = {
+        "persistence.enabled": "false",
+        "tests.imagePullPolicy": "Never",
+        "tests.runnerImage": runner_image,
+    }
+    install_chart(kubeconfig, name, namespace, tmp_path_factory.mktemp("helm"), values)
     yield name, namespace
     helm(kubeconfig, "uninstall", name, "-n", namespace, "--wait")
     delete_namespace(core, namespace)

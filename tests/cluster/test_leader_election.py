@@ -121,17 +121,22 @@ async def elected(replica: Replica, within: float) -> None:
     await asyncio.wait_for(replica.leadership.elected.wait(), within)
 
 
+async def lead_with_a_candidate(leader: Replica, candidate: Replica, standing: float) -> None:
+    """``leader`` elected first, then ``candidate`` standing by for ``standing`` seconds."""
+    leader.start()
+    await elected(leader, TIMING.retry + SLACK)
+    candidate.start()
+    await asyncio.sleep(standing)
+    assert not candidate.leadership.elected.is_set()
+    assert leader.leadership.leading
+
+
 async def test_a_cut_off_leader_is_replaced_within_the_lease_duration_and_fenced(
     api_client: client.ApiClient, namespace: str, store: Store, replicas: list[Replica]
 ) -> None:
     a, b, _ = replicas
-    a.start()
-    await elected(a, TIMING.retry + SLACK)
-    b.start()
     # b stands by while a renews, for longer than the Lease's duration.
-    await asyncio.sleep(TIMING.duration * 1.5)
-    assert not b.leadership.elected.is_set()
-    assert a.leadership.leading
+    await lead_with_a_candidate(a, b, TIMING.duration * 1.5)
     assert a.working
     held = read_lease(api_client, namespace).spec
     assert held.holder_identity == "a"
@@ -173,11 +178,7 @@ async def test_a_stopping_leader_releases_the_lease_to_a_waiting_candidate(
     api_client: client.ApiClient, namespace: str, replicas: list[Replica]
 ) -> None:
     _, b, c = replicas
-    b.start()
-    await elected(b, TIMING.retry + SLACK)
-    c.start()
-    await asyncio.sleep(TIMING.retry * 2)
-    assert not c.leadership.elected.is_set()
+    await lead_with_a_candidate(b, c, TIMING.retry * 2)
     released = time.monotonic()
     await b.stop()
     assert not b.working

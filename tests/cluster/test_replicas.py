@@ -38,10 +38,10 @@ from helmr.protocol import api_routes
 from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
 from tests import postgres
 
-from .conftest import REPO, _node_ip, create_namespace, delete_namespace
+from .conftest import _node_ip, create_namespace, delete_namespace
 from .pods import PodHistory
 from .sessions import all_events, create_misbehaving_actor, eventually, operator_watches
-from .test_chart_release import POST_RENDERER, helm
+from .test_chart_release import helm, install_chart
 
 pytestmark = pytest.mark.helm
 
@@ -99,12 +99,7 @@ def release(
         namespace,
         client.V1Secret(metadata=client.V1ObjectMeta(name="store"), string_data={"url": database}),
     )
-    renderer = tmp_path_factory.mktemp("helm") / "drop-policies"
-    renderer.write_text(POST_RENDERER)
-    renderer.chmod(0o755)
     values = {
-        "image.pullPolicy": "Never",
-        "watchNamespaces": f"{{{namespace}}}",
         "replicas": "2",
         "store.postgres.existingSecret": "store",
         "leaderElection.leaseSeconds": str(LEASE_SECONDS),
@@ -112,22 +107,7 @@ def release(
         "operator.extraEnv[0].name": "HELMR_AUTH",
         "operator.extraEnv[0].value": f"static:{token}",
     }
-    settings = [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
-    installed = helm(
-        kubeconfig,
-        "install",
-        name,
-        str(REPO / "charts" / "helmr"),
-        "-n",
-        namespace,
-        "--post-renderer",
-        str(renderer),
-        *settings,
-        "--wait",
-        "--timeout",
-        "5m",
-    )
-    assert installed.returncode == 0, installed.stderr
+    install_chart(kubeconfig, name, namespace, tmp_path_factory.mktemp("helm"), values)
     [service] = core.list_namespaced_service(
         namespace, label_selector=f"app.kubernetes.io/instance={name}"
     ).items
