@@ -97,7 +97,8 @@ class StatusSync:
         while True:
             try:
                 rest = due - loop.time()
-                changed |= await self._changes(rest if changed and rest > 0 else None)
+                # Changes waiting: only until the pass is due; none: until one comes.
+                changed |= await self._changes(max(rest, 0.0) if changed else None)
                 if changed:
                     self._wake()  # the supervisor does not wait for the pass
                 if loop.time() < due and not self.mirror.requested.is_set():
