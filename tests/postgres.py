@@ -82,6 +82,12 @@ class PostgresServer:
             admin.execute(f"CREATE DATABASE {TEMPLATE}")
         asyncio.run(_migrate(self.url(TEMPLATE)))
 
+    def restart(self) -> None:
+        """Stops the server (closing every connection) and starts it again with the
+        same options (pg_ctl keeps them), on the same port."""
+        data, log = str(self.directory / "data"), str(self.directory / "server.log")
+        _run(self.binaries / "pg_ctl", "-D", data, "-l", log, "-m", "fast", "-w", "restart")
+
     def stop(self) -> None:
         _run(self.binaries / "pg_ctl", "-D", str(self.directory / "data"), "-m", "fast", "stop")
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -146,6 +146,9 @@ class PostgresBackend:
             except _Lost as lost:
                 if attempt == ATTEMPTS:
                     raise lost.error from None
+                # After a server restart every pooled connection is dead: find them
+                # all now rather than one per attempt.
+                self._pool.check()
         raise AssertionError("unreachable")
 
     def _write(self, fn: Callable[[Tx], T]) -> T:

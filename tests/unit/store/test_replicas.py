@@ -1,10 +1,12 @@
 """Several Stores on one PostgreSQL database, as several control-plane replicas:
-their appends to one Session share one gapless sequence, and one's commit
-wakes the other's waiters and change feed (LISTEN/NOTIFY)."""
+their appends to one Session share one gapless sequence, one's commit wakes
+the other's waiters and change feed (LISTEN/NOTIFY), and both carry on after
+the server restarts."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from functools import partial
 
@@ -86,3 +88,29 @@ async def test_a_commit_on_one_replica_wakes_the_others_waiters_and_feed(
     with one.watching(session) as own:
         await one.append_event(session, OUTPUT, "again")
         assert own.is_set()
+
+
+async def test_both_replicas_carry_on_after_the_server_restarts(
+    postgres_server: PostgresServer, replicas: tuple[Store, Store]
+) -> None:
+    one, two = replicas
+    session = await new_session(one)
+    before = await one.append_event(session, OUTPUT, "before")
+    await asyncio.to_thread(postgres_server.restart)
+    # Every pooled connection broke: the first write finds out and runs on new ones.
+    after = await one.append_event(session, OUTPUT, "after")
+    assert after.sequence == before.sequence + 1
+    assert [e.data for e in (await two.page(session)).records] == ["before", "after"]
+    # The other replica's feed reconnects (after a pause), waking its waiters
+    # once in case it missed a commit...
+    async with asyncio.timeout(10):
+        while True:
+            with two.watching(session) as woken:
+                await one.append_event(session, OUTPUT, "heard?")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), timeout=0.5)
+                    break
+    # ... and from then on hears each commit.
+    with two.watching(session) as woken:
+        await one.append_event(session, OUTPUT, "heard")
+        await asyncio.wait_for(woken.wait(), timeout=5)
