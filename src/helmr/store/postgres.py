@@ -34,7 +34,7 @@ from psycopg_pool import ConnectionPool
 
 from helmr.store import schema
 from helmr.store.dialect import POSTGRES
-from helmr.store.postgres_feed import Feed, announce
+from helmr.store.postgres_feed import Feed, commit
 from helmr.store.signals import Signals
 from helmr.store.tx import ReadTx, Tx
 from helmr.store.writer import Clock
@@ -157,12 +157,11 @@ class PostgresBackend:
             try:
                 conn.execute("BEGIN")
                 value = fn(tx)
-                announce(conn, self._origin, tx.touched)
             except BaseException as exc:
                 _end(conn, exc)
                 raise
             # Not retried if the connection breaks now: the commit may have landed.
-            conn.execute("COMMIT")
+            conn.execute(commit(self._origin, tx.touched), prepare=False)
         self._loop.call_soon_threadsafe(self._signals.publish, tx.touched)
         return value
 

@@ -1,7 +1,7 @@
 """The change feed across replicas: ``NOTIFY`` in each commit, ``LISTEN`` on the loop.
 
 A write transaction that touched Sessions sends their ids on one channel
-before it commits; PostgreSQL delivers a notification only if, and once, its
+with its ``COMMIT``; PostgreSQL delivers a notification only if, and once, its
 transaction commits. Each replica's :class:`Feed` listens on its own
 connection (psycopg's async one: the event loop never blocks on it) and
 publishes other replicas' ids to its Store's signals: waiters, long polls and
@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from helmr.store.signals import Signals
 
@@ -32,10 +33,17 @@ _PAYLOAD_MAX = 7900
 RECONNECT_DELAY = 1.0
 
 
-def announce(conn: psycopg.Connection[Any], origin: str, session_ids: Iterable[str]) -> None:
-    """Sends the Sessions' ids on commit of ``conn``'s transaction, from ``origin``."""
-    for chunk in _chunks(sorted(session_ids), _PAYLOAD_MAX - len(origin) - 1):
-        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{origin} {','.join(chunk)}"))
+def commit(origin: str, session_ids: Iterable[str]) -> sql.Composed:
+    """``COMMIT``, after a ``NOTIFY`` of the Sessions' ids from ``origin``: one
+    round trip (a statement without parameters goes as a simple query, which may
+    hold several)."""
+    notifies = [
+        sql.SQL("NOTIFY {}, {}").format(
+            sql.Identifier(CHANNEL), sql.Literal(f"{origin} {','.join(chunk)}")
+        )
+        for chunk in _chunks(sorted(session_ids), _PAYLOAD_MAX - len(origin) - 1)
+    ]
+    return sql.SQL("; ").join([*notifies, sql.SQL("COMMIT")])
 
 
 def _chunks(ids: list[str], size: int) -> Iterator[list[str]]:
