@@ -10,7 +10,8 @@ one shared static token, not projected service-account tokens with TokenReview.
     python benchmarks/_scale_plane.py STORE PORT TOKEN [--api-turn-resources]
 
 ``STORE`` is a SQLite path or a ``postgresql://`` URL. It prints ``ready`` once it
-serves; ``GET /bench/writes`` answers the would-be apiserver writes so far.
+serves; ``GET /bench/writes`` answers the would-be apiserver writes so far, and
+``GET /bench/passes`` each status mirror pass so far: [Sessions, seconds].
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from helmr.resources import Resource
 from helmr.server import Grant, User
 
 WRITES_ROUTE = "/bench/writes"
+PASSES_ROUTE = "/bench/passes"
 
 
 class CountingKube(Kube):
@@ -80,10 +83,25 @@ async def serve(store: str, port: int, token: str, api_turn_resources: bool) -> 
             plane.control, {token: Grant(User("bench"))}, AnyRunner(token), mirror=mirror
         )
 
+        # Each pass of the status mirror: how many Sessions it took, how long it took.
+        passes: list[tuple[int, float]] = []
+        one_pass = sync.sync
+
+        async def timed_pass(changed: set[str]) -> None:
+            began = time.monotonic()
+            await one_pass(changed)
+            passes.append((len(changed), time.monotonic() - began))
+
+        sync.sync = timed_pass  # type: ignore[method-assign]
+
         async def writes(_: web.Request) -> web.Response:
             return web.json_response(dict(kube.writes))
 
+        async def pass_times(_: web.Request) -> web.Response:
+            return web.json_response(passes)
+
         app.router.add_get(WRITES_ROUTE, writes)
+        app.router.add_get(PASSES_ROUTE, pass_times)
         async with serving(app, port=port):
             mirroring = asyncio.create_task(sync.run())
             print("ready", flush=True)

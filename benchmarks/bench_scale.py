@@ -245,6 +245,12 @@ async def load(
     return done, time.monotonic() - began, latencies
 
 
+async def mirror_passes(http: aiohttp.ClientSession, plane: Plane) -> list[tuple[int, float]]:
+    async with http.get(plane.url + "/bench/passes") as answer:
+        passes: list[tuple[int, float]] = await answer.json()
+    return passes
+
+
 async def mirror_writes(http: aiohttp.ClientSession, plane: Plane) -> int:
     async with http.get(plane.url + "/bench/writes") as answer:
         counts: dict[str, int] = await answer.json()
@@ -292,9 +298,11 @@ async def measure(
                 writes_before = await mirror_writes(http, plane)
                 await asyncio.sleep(1)  # the mirror's last pass over the warm-up
                 writes_before = await mirror_writes(http, plane)
+                passes_before = len(await mirror_passes(http, plane))
                 done, took, latencies = await load(http, plane, fleet, args.clients, args.seconds)
                 await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
                 writes = await mirror_writes(http, plane) - writes_before
+                passes = (await mirror_passes(http, plane))[passes_before:]
                 rss = plane.rss_mib()
                 restart = await ready_after_restart(http, plane, fleet)
     finally:
@@ -306,6 +314,9 @@ async def measure(
     table.rows.append((f"no-op turns/s ({args.clients} clients)", f"{done / took:.0f}", "", "", ""))
     table.latency("enqueue -> turn.running", latencies)
     table.rows.append(("mirror writes per turn", f"{writes / max(done, 1):.2f}", "", "", ""))
+    table.latency("status mirror pass", [seconds for _, seconds in passes])
+    sessions_per_pass = sum(n for n, _ in passes) / max(len(passes), 1)
+    table.rows.append(("  sessions per pass, mean", f"{sessions_per_pass:.0f}", "", "", ""))
 
 
 @contextmanager
