@@ -83,7 +83,11 @@ async def admit_kubectl_turn(
 ) -> None:
     """The operator's ``turn_admit`` for a Turn applied with kubectl."""
     plane = SimpleNamespace(
-        kube=kube, control=h.control, mirror=mirror, supervisor=SimpleNamespace(wake=lambda: None)
+        kube=kube,
+        control=h.control,
+        mirror=mirror,
+        supervisor=SimpleNamespace(wake=lambda: None),
+        traces=None,  # tracing off (helmr.operator.turn_traces)
     )
     body = {
         "apiVersion": API_VERSION,
