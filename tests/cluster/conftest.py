@@ -30,6 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 # Namespaces of this test run share a prefix, so the operator a run starts
 # watches only its own namespaces, even beside another run on one cluster.
 RUN_PREFIX = f"t{uuid.uuid4().hex[:6]}-"
+# Namespaces served by a control plane a test starts for itself (a helm release,
+# a metered operator): outside the shared operator's pattern, so two control
+# planes never reconcile one Session.
+OWN_PREFIX = f"o{RUN_PREFIX}"
 RUNNER_IMAGE = "helmr.local/runner:dev"
 
 

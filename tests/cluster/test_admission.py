@@ -162,7 +162,15 @@ def test_minimal_manifests_are_admitted_and_defaulted(objects: Objects) -> None:
         # No idleTimeoutSeconds: unset, the code's actor(idle_timeout=) applies.
         "queueLimit": 100,
         "retry": {"maxAttempts": 3, "backoffSeconds": 5},
-        "computer": {"size": "1Gi", "accessMode": "ReadWriteOnce", "keepSaves": 5},
+        "computer": {
+            "size": "1Gi",
+            "accessMode": "ReadWriteOnce",
+            "keepSaves": 5,
+            "pauseAt": 0.9,
+            "stopAt": 0.98,
+            "resolveAt": 0.85,
+            "usageIntervalSeconds": 10,
+        },
     }
 
     built_session = Session(
@@ -200,6 +208,10 @@ def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
             "volumeSnapshotClassName": "csi-hostpath.snapclass",
             "accessMode": "ReadWriteOncePod",
             "keepSaves": 3,
+            "pauseAt": 0.8,
+            "stopAt": 0.95,
+            "resolveAt": 0.7,
+            "usageIntervalSeconds": 30,
         },
         env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY", "value": ""}],
     )

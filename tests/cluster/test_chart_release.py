@@ -24,7 +24,14 @@ from kubernetes import client
 
 from tests.unit.helm import find_helm
 
-from .conftest import REPO, RUNNER_IMAGE, create_namespace, delete_namespace, kubectl
+from .conftest import (
+    OWN_PREFIX,
+    REPO,
+    RUNNER_IMAGE,
+    create_namespace,
+    delete_namespace,
+    kubectl,
+)
 from .sessions import create_actor, operator_watches
 from .test_kubectl import kubectl_path
 
@@ -90,7 +97,7 @@ def release(
 ) -> Iterator[tuple[str, str]]:
     """(release name, namespace): the chart installed as a user would, serving its
     own namespace, with the locally built images."""
-    namespace = create_namespace(core)
+    namespace = create_namespace(core, prefix=OWN_PREFIX)
     name = f"r{uuid.uuid4().hex[:6]}"
     values = {
         "persistence.enabled": "false",
@@ -238,25 +245,26 @@ def test_kubectl_helmr_follows_a_session_through_the_apiserver(
         ok(kubectl_helmr(user_kubeconfig, *via, "session", "start", actor, "-w", "ws"))
     )
     session_id = started["session"]["id"]
-    follow = subprocess.Popen(
+    # The with block closes the follower's pipes whatever happens; finally stops it first.
+    with subprocess.Popen(
         ["kubectl", "helmr", *via, "session", "events", session_id, "--follow"],
         env=plugin_env(user_kubeconfig),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        enqueued = json.loads(
-            ok(kubectl_helmr(user_kubeconfig, *via, "session", "enqueue", session_id, '"hi"'))
-        )
-        turn_id = enqueued["id"]
-        wait = ("session", "turn", "wait", session_id, turn_id, "--timeout", "120")
-        waited = ok(kubectl_helmr(user_kubeconfig, *via, *wait))
-        assert json.loads(waited)["status"] == "completed", waited
-        ok(kubectl_helmr(user_kubeconfig, *via, "session", "close", session_id))
-        out, err = follow.communicate(timeout=60)  # --follow ends with the session
-    finally:
-        follow.kill()
+    ) as follow:
+        try:
+            enqueued = json.loads(
+                ok(kubectl_helmr(user_kubeconfig, *via, "session", "enqueue", session_id, '"hi"'))
+            )
+            turn_id = enqueued["id"]
+            wait = ("session", "turn", "wait", session_id, turn_id, "--timeout", "120")
+            waited = ok(kubectl_helmr(user_kubeconfig, *via, *wait))
+            assert json.loads(waited)["status"] == "completed", waited
+            ok(kubectl_helmr(user_kubeconfig, *via, "session", "close", session_id))
+            out, err = follow.communicate(timeout=60)  # --follow ends with the session
+        finally:
+            follow.kill()
     assert follow.returncode == 0, err
     kinds = [json.loads(line)["kind"] for line in out.splitlines() if line.strip()]
     assert {"turn.queued", "turn.running", "turn.completed", "session.closed"} <= set(kinds), kinds

@@ -27,7 +27,7 @@ from helmr.client import Client, SessionRef
 from helmr.protocol import routes
 from helmr.protocol.api_routes import SESSION_TURNS
 
-from .conftest import RUN_PREFIX, Operator, create_namespace, delete_namespace
+from .conftest import OWN_PREFIX, Operator, create_namespace, delete_namespace
 from .sessions import create_misbehaving_actor, eventually, operator_watches, start_session
 
 Labels = frozenset[tuple[str, str]]
@@ -78,7 +78,7 @@ async def metered(
     api_client: client.ApiClient,
     tmp_path: Path,
 ) -> AsyncIterator[Metered]:
-    namespace = create_namespace(core, prefix=f"m{RUN_PREFIX}")  # not the shared operator's
+    namespace = create_namespace(core, prefix=OWN_PREFIX)
     operator = Operator.for_cluster(
         kubeconfig, tmp_path, HELMR_RECONCILE_INTERVAL="0.5", HELMR_STOP_GRACE_SECONDS="3"
     )

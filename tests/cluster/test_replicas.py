@@ -38,7 +38,7 @@ from helmr.protocol import api_routes
 from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
 from tests import postgres
 
-from .conftest import _node_ip, create_namespace, delete_namespace
+from .conftest import OWN_PREFIX, _node_ip, create_namespace, delete_namespace
 from .pods import PodHistory
 from .sessions import all_events, create_misbehaving_actor, eventually, operator_watches
 from .test_chart_release import helm, install_chart
@@ -92,7 +92,7 @@ def release(
     database: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Release]:
-    namespace = create_namespace(core)
+    namespace = create_namespace(core, prefix=OWN_PREFIX)
     name = f"r{uuid.uuid4().hex[:6]}"
     token = uuid.uuid4().hex
     core.create_namespaced_secret(
