@@ -84,9 +84,11 @@ def kubectl(
 
 
 @pytest.fixture(scope="session")
-def crds(kubeconfig: str) -> None:
+def crds(kubeconfig: str) -> Iterator[None]:
     """Installs the committed CRDs and the chart's admission policies, and waits
-    until the CRDs are served."""
+    until the CRDs are served. Policies it created are deleted afterwards: left
+    behind without helm's ownership, they would make a later `make demo`'s helm
+    install refuse to adopt them."""
     applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "crds"))
     assert applied.returncode == 0, applied.stderr
     waited = kubectl(
@@ -94,8 +96,12 @@ def crds(kubeconfig: str) -> None:
     )
     assert waited.returncode == 0, waited.stderr
     policies = REPO / "charts" / "helmr" / "policies"
+    existed = kubectl(kubeconfig, "get", "-f", str(policies)).returncode == 0
     applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(policies))
     assert applied.returncode == 0, applied.stderr
+    yield
+    if not existed:
+        kubectl(kubeconfig, "delete", "--ignore-not-found", "-f", str(policies))
 
 
 def create_namespace(core: client.CoreV1Api, prefix: str = RUN_PREFIX) -> str:
