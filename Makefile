@@ -26,7 +26,7 @@ deps: ## Install the Debian packages the build and cluster need (as root; cached
 venv: $(VENV)/.installed ## Create the virtualenv with every extra
 
 .PHONY: build
-build: ## Build the pinned Kubernetes components, etcd, helm, CoreDNS, promtool (cached)
+build: ## Build the pinned Kubernetes components, etcd, helm, CoreDNS, the storage stack; unpack promtool (cached)
 	hack/build.sh
 
 .PHONY: images

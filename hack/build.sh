@@ -2,8 +2,8 @@
 # Builds every pinned Go component from the Go module proxy into the cache:
 # Kubernetes (apiserver, controller-manager, scheduler, kubelet, kube-proxy,
 # kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary, the
-# storage stack (snapshot controller, CSI sidecars, hostpath CSI driver) and
-# promtool (the tests check the chart's alerting rules with it). Each
+# storage stack (snapshot controller, CSI sidecars, hostpath CSI driver), and
+# unpacks promtool (the tests check the chart's alerting rules with it). Each
 # module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
 # pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
 #
@@ -27,7 +27,7 @@ module_out() {
 
 # prefetch MODULE...: downloads the modules that unbuilt wrappers need, all at
 # once in the background. A cold build is mostly waiting on the module proxy
-# (promtool alone is ~1 GB of modules), so the downloads overlap the compiles
+# (Kubernetes alone is over 1 GB of modules), so the downloads overlap the compiles
 # that follow one at a time; the go command locks its module cache, so a build
 # that needs a module being fetched waits for it. Errors are left to the build.
 prefetch() {
@@ -107,12 +107,27 @@ build_csi() {
   ln -sfn "$crds" "$HELMR_BIN/current/volumesnapshot-crds.yaml"
 }
 
-# promtool without the cloud service-discovery plugins (remove_all_sd: AWS,
-# Azure, GCE, ... are only for `promtool check config` of such a scrape
-# config); rule checks and rule unit tests need none of them.
+# promtool from Debian's prometheus package, not compiled: rule checks and rule
+# unit tests are all the tests need of it, and compiling it from the Prometheus
+# module cost a cold build ~1 GB of modules and ~5 CPU-minutes. Only the one
+# binary is unpacked from the pinned .deb (installing the package would add a
+# Prometheus server and its service).
 build_promtool() {
-  check_pin promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
-  GOFLAGS="$GOFLAGS -tags=remove_all_sd" build_module promtool "" github.com/prometheus/prometheus/cmd/promtool
+  local out="$HELMR_BIN/promtool-$PROMTOOL_DEBIAN_VERSION" tmp
+  if [[ ! -x "$out/promtool" ]]; then
+    log "unpacking promtool from Debian's prometheus $PROMTOOL_DEBIAN_VERSION"
+    tmp="$(mktemp -d)"
+    # apt drops to the _apt user to download, which needs to write here.
+    chmod 0777 "$tmp"
+    (cd "$tmp" && apt-get download -q "prometheus=$PROMTOOL_DEBIAN_VERSION" >/dev/null 2>&1) \
+      || die "apt-get download prometheus=$PROMTOOL_DEBIAN_VERSION failed (is the pin still in the archive? apt-cache policy prometheus)"
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+    mkdir -p "$out"
+    mv "$tmp/root/usr/bin/promtool" "$out/promtool"
+    rm -rf "$tmp"
+  fi
+  mkdir -p "$HELMR_BIN/current"
+  ln -sfn "$out/promtool" "$HELMR_BIN/current/promtool"
 }
 
 # One build at a time: parallel runs share the cache.
