@@ -65,7 +65,7 @@ unit: venv ## Unit tests only (no cluster)
 
 .PHONY: test
 test: deps venv lint ## Every test, cluster tests included (brings the local cluster up)
-	HELMR_REQUIRE_HELM=1 HELMR_REQUIRE_PROMTOOL=1 HELMR_REQUIRE_POSTGRES=1 $(VENV)/bin/pytest
+	HELMR_REQUIRE_HELM=1 HELMR_REQUIRE_PROMTOOL=1 HELMR_REQUIRE_POSTGRES=1 $(VENV)/bin/pytest --durations=25
 
 .PHONY: demo
 demo: deps venv ## Helm-install Helmr on the local cluster and drive a demo session
