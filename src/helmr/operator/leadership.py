@@ -101,14 +101,8 @@ class Leadership:
             self._lead_from(None)
             await lead()
             return
-        floor = await self._stored_term(self._elector.timing.retry)
-        term = Term(await self._elector.acquire(floor.number), self._elector.identity)
-        try:
-            await self._store.write(partial(terms.claim, term=term))
-        except Exception as exc:
-            # Overtaken (Deposed), or the store failed: either way this process
-            # cannot lead in this term; it ends, and its successor stands afresh.
-            log.warning("leader election: could not claim term %d: %r", term.number, exc)
+        term = await self._claim(self._elector)
+        if term is None:
             self._on_deposed()
             return
         self._lead_from(term)
@@ -128,15 +122,18 @@ class Leadership:
         log.warning("leader election: deposed from term %d; this process ends", term.number)
         self._on_deposed()
 
-    async def _stored_term(self, retry: float) -> Term:
-        """The store's term, once the store answers (it may still be starting, and
-        replicas starting together race to create the table: the loser retries)."""
-        while True:
-            try:
-                return await self._store.write(terms.prepare)
-            except Exception:
-                log.exception("leader election: could not read the store's term; retrying")
-                await asyncio.sleep(retry)
+    async def _claim(self, elector: LeaderElector) -> Term | None:
+        """Takes the Lease, in a term above the store's, and claims that term in
+        the store. None when this process cannot lead: overtaken (Deposed), or
+        the store failed; it ends then, and its successor stands afresh."""
+        try:
+            floor = await self._store.read(terms.current)
+            term = Term(await elector.acquire(floor.number), elector.identity)
+            await self._store.write(partial(terms.claim, term=term))
+        except Exception as exc:
+            log.warning("leader election: could not claim a term: %r", exc)
+            return None
+        return term
 
     def _lead_from(self, term: Term | None) -> None:
         self._term = term

@@ -9,9 +9,9 @@ latest takeover, and every write of the leader's work checks them in its own
 transaction: once a successor has claimed a higher term, a deposed leader's
 writes are refused (:class:`Deposed`) and roll back.
 
-The table is this module's own, created by the first replica that stands
-for leader (portable SQL, ``IF NOT EXISTS``), so neither backend's schema
-migrations need to know of it.
+The table, ``leader_term``, and its one row are the schema's
+(:mod:`helmr.store.schema`, version 7): a store never led has term 0 and no
+holder.
 
 The check is an ``UPDATE`` of the one row rather than a ``SELECT``: on a
 server database it takes the row's lock, so a takeover waits for the
@@ -36,27 +36,9 @@ class Term:
     holder: str
 
 
-_CREATE = """
-CREATE TABLE IF NOT EXISTS leader_term (
-    id     INTEGER PRIMARY KEY CHECK (id = 1),
-    term   INTEGER NOT NULL,
-    holder TEXT NOT NULL
-)
-"""
-
-
-def prepare(tx: Tx) -> Term:
-    """The latest claimed term, creating the table on first use (term 0, holder
-    ``""``: never claimed). A candidate's term must be higher than this."""
-    tx.conn.execute(_CREATE)
-    tx.conn.execute(
-        "INSERT INTO leader_term (id, term, holder) VALUES (1, 0, '') ON CONFLICT (id) DO NOTHING"
-    )
-    return current(tx)
-
-
 def current(rt: ReadTx) -> Term:
-    """The latest claimed term (after :func:`prepare`)."""
+    """The latest claimed term (term 0, holder ``""``: never claimed). A
+    candidate's term must be higher than this."""
     row = rt.conn.execute("SELECT term, holder FROM leader_term WHERE id = 1").fetchone()
     return Term(int(row[0]), str(row[1]))
 

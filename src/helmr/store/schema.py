@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -204,6 +204,20 @@ _MIRROR_DDL = """
 ALTER TABLE sessions ADD COLUMN mirrored_event_seq INTEGER NOT NULL DEFAULT 0;
 """
 
+# The term of the control plane's leader (version 7; helmr.store.leadership):
+# one row, term 0 and no holder until a leader claims one. Part of a new
+# database's schema, and the migration from 6. ``IF NOT EXISTS`` and ``DO
+# NOTHING`` because before version 7 the first replica to stand for leader
+# created the table and its row, so a version 6 database may have them.
+_LEADER_DDL = """
+CREATE TABLE IF NOT EXISTS leader_term (
+    id     INTEGER PRIMARY KEY CHECK (id = 1),
+    term   INTEGER NOT NULL,
+    holder TEXT NOT NULL
+);
+INSERT INTO leader_term (id, term, holder) VALUES (1, 0, '') ON CONFLICT (id) DO NOTHING;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 _MIGRATIONS: dict[int, str] = {
@@ -221,6 +235,8 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     4: _STORAGE_DDL,
     # 6: the status mirror's cursors.
     5: _MIRROR_DDL,
+    # 7: the leader's term.
+    6: _LEADER_DDL,
 }
 
 
@@ -255,7 +271,7 @@ def scripts(version: int) -> list[str]:
             "use the Helmr release that wrote it"
         )
     if version == 0:
-        return [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL + _MIRROR_DDL]
+        return [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL + _MIRROR_DDL + _LEADER_DDL]
     return [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
 
 

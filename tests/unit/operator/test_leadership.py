@@ -59,7 +59,6 @@ async def open_session(control: Control) -> None:
 
 async def test_the_leader_works_in_its_claimed_term_until_deposed(store: Store) -> None:
     lease = MemoryLease()
-    await store.write(terms.prepare)
     await store.write(lambda tx: terms.claim(tx, Term(6, "earlier")))
     replica = Replica(store, lease, "a")
     running = asyncio.ensure_future(replica.leadership.run(replica.lead))

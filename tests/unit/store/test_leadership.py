@@ -13,6 +13,8 @@ from helmr.control import Control
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term
+from helmr.store.schema import SCHEMA_VERSION
+from tests.unit.store.raw import plain
 
 
 @pytest.fixture
@@ -22,7 +24,6 @@ async def store(store_location: str | Path) -> AsyncIterator[Store]:
 
 
 async def claim(store: Store, term: Term) -> None:
-    await store.write(terms.prepare)
     await store.write(partial(terms.claim, term=term))
 
 
@@ -38,12 +39,28 @@ async def open_session(control: Control, name: str) -> str:
     return view.id
 
 
-async def test_a_store_never_led_has_term_zero_and_prepare_keeps_what_is_claimed(
-    store: Store,
-) -> None:
-    assert await store.write(terms.prepare) == Term(0, "")
+async def test_a_store_never_led_has_term_zero_until_one_is_claimed(store: Store) -> None:
+    assert await store.read(terms.current) == Term(0, "")
     await claim(store, Term(3, "a"))
-    assert await store.write(terms.prepare) == Term(3, "a")
+    assert await store.read(terms.current) == Term(3, "a")
+
+
+@pytest.mark.parametrize("led_before", [False, True], ids=["never-led", "led"])
+async def test_a_version_6_database_is_migrated_to_the_leader_term(
+    store_location: str | Path, led_before: bool
+) -> None:
+    # Before version 7 the first replica to stand for leader created the table:
+    # a version 6 database may have it, with a claimed term to keep, or not.
+    async with await Store.open(store_location) as store:
+        await claim(store, Term(3, "a"))
+    with plain(store_location) as db:
+        if not led_before:
+            db.execute("DROP TABLE leader_term")
+        db.version = 6
+    async with await Store.open(store_location) as store:
+        assert await store.read(terms.current) == (Term(3, "a") if led_before else Term(0, ""))
+    with plain(store_location) as db:
+        assert db.version == SCHEMA_VERSION
 
 
 async def test_the_leaders_writes_commit_while_its_term_is_current(store: Store) -> None:

@@ -209,8 +209,9 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
         session = await new_session(store)
     # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3),
     # no resolved limits nor preparation columns (4), no storage table (5), no
-    # status mirror cursors (6).
+    # status mirror cursors (6), no leader term (7).
     with plain(store_location) as db:
+        db.execute("DROP TABLE leader_term")
         db.execute("ALTER TABLE sessions DROP COLUMN mirrored_event_seq")
         db.execute("DROP TABLE storage")
         for column in LIMITS_COLUMNS:
@@ -227,6 +228,7 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
         assert db.version == SCHEMA_VERSION
         assert db.execute("SELECT count(*) FROM saves")[0][0] == 0
         assert db.execute("SELECT count(*) FROM storage")[0][0] == 0
+        assert db.execute("SELECT term, holder FROM leader_term") == [(0, "")]
 
 
 async def test_retention_removes_a_prefix_of_events_and_ended_payloads(
