@@ -70,9 +70,19 @@ def _output(data: JsonValue) -> str:
     return " ".join(" ".join(part.split()) for part in parts)
 
 
+def _optional(data: Data, key: str, part: Callable[[Any], str]) -> str:
+    """A phrase's optional part: ``part`` of ``data[key]``, or nothing when the
+    event has no value for ``key``."""
+    value = data.get(key)
+    return part(value) if value else ""
+
+
+def _reason(data: Data) -> str:
+    return _optional(data, "reason", lambda reason: f": {_words(reason)}")
+
+
 def _held(data: Data) -> str:
-    hold = data.get("holdId")
-    return f"; held: resume with --hold-id {hold}" if hold else ""
+    return _optional(data, "holdId", lambda hold: f"; held: resume with --hold-id {hold}")
 
 
 def _completed(data: Data) -> str:
@@ -90,20 +100,18 @@ def _failed(data: Data) -> str:
 
 def _ended(how: str) -> Callable[[Data], str]:
     def phrase(data: Data) -> str:
-        reason = data.get("reason")
-        return f"{how}: {_words(reason)}" if reason else how
+        return how + _reason(data)
 
     return phrase
 
 
 def _message(what: str) -> Callable[[Data], str]:
     def phrase(data: Data) -> str:
-        text = f"message {data.get('messageId')} {what}"
-        if data.get("reason"):
-            text += f": {_words(data['reason'])}"
-        if data.get("error"):
-            text += f" ({data['error']})"
-        return text
+        return (
+            f"message {data.get('messageId')} {what}"
+            + _reason(data)
+            + _optional(data, "error", lambda error: f" ({error})")
+        )
 
     return phrase
 
@@ -113,12 +121,12 @@ def _process(data: Data) -> str:
 
 
 def _process_failed(data: Data) -> str:
-    text = f"{_process(data)} failed: {_words(data.get('reason', 'process_failed'))}"
-    if data.get("detail"):
-        text += f" ({data['detail']})"
-    if data.get("attempt"):
-        text += f", attempt {data['attempt']} of {data.get('maxAttempts')}"
-    return text + _held(data)
+    return (
+        f"{_process(data)} failed: {_words(data.get('reason', 'process_failed'))}"
+        + _optional(data, "detail", lambda detail: f" ({detail})")
+        + _optional(data, "attempt", lambda n: f", attempt {n} of {data.get('maxAttempts')}")
+        + _held(data)
+    )
 
 
 def _lost(data: Data) -> str:

@@ -78,6 +78,16 @@ def test_a_session_fact_has_no_turn() -> None:
             "message msg_1 rejected: turn settling",
         ),
         (
+            "message.rejected",
+            {
+                "messageId": "msg_2",
+                "reason": "handler_failed",
+                "outcome": "unknown",
+                "error": "KeyError: 'x'",
+            },
+            "message msg_2 rejected: handler failed (KeyError: 'x')",
+        ),
+        (
             "session.interrupt",
             {"holdId": "hold_1", "turnId": "turn_9", "scope": "session"},
             "interrupted (session): turn turn_9 stopping; held: resume with --hold-id hold_1",
