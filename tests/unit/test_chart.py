@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helmr.operator.settings import Settings
 from helmr.resources.crd import RESOURCES
 from tests.unit.helm import find_helm
 
@@ -209,6 +210,8 @@ def test_environment_of_the_control_plane(default: list[Manifest]) -> None:
         "HELMR_API_PORT": "8080",
         "HELMR_RUNNER_PORT": "8081",
         "HELMR_RUNNER_URL": "http://helmr.helmr-system.svc:8081",
+        "HELMR_RUNNER_NODE_SELECTOR": "{}",
+        "HELMR_RUNNER_TOLERATIONS": "[]",
         "HELMR_WATCH_NAMESPACES": "",
         "HELMR_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "HELMR_HISTORY_RETENTION_SECONDS": "2592000",
@@ -246,6 +249,25 @@ def test_per_turn_events_can_be_turned_off() -> None:
 def test_api_turns_can_go_without_resources() -> None:
     rendered = env(render({"operator.apiTurnResources": "false"}))
     assert rendered["HELMR_API_TURN_RESOURCES"] == "false"
+
+
+def test_runner_pod_placement_reaches_the_operator_as_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    values = {
+        "runner.nodeSelector.pool": "agents",
+        "runner.tolerations[0].key": "helmr.dev/agents",
+        "runner.tolerations[0].operator": "Exists",
+        "runner.tolerations[0].effect": "NoSchedule",
+    }
+    rendered = env(render(values))
+    for name in ("HELMR_RUNNER_NODE_SELECTOR", "HELMR_RUNNER_TOLERATIONS"):
+        monkeypatch.setenv(name, rendered[name])
+    settings = Settings()
+    assert settings.runner_node_selector == {"pool": "agents"}
+    assert settings.runner_tolerations == (
+        {"key": "helmr.dev/agents", "operator": "Exists", "effect": "NoSchedule"},
+    )
 
 
 def test_environment_values_are_passed_as_integers() -> None:

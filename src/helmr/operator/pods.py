@@ -9,7 +9,8 @@ bound to the pod (``runner_identity``): no Secret carries it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from helmr.logs import ENV_LOG_FORMAT, LogFormat
@@ -56,6 +57,10 @@ class RunnerSpec:
     None: the actor's own (``actor(idle_timeout=...)``, else the runner's default)."""
     log_format: LogFormat = "text"
     """The runner's log lines: the control plane's own format (``HELMR_LOG_FORMAT``)."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    """The nodes runner pods may run on (``HELMR_RUNNER_NODE_SELECTOR``)."""
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    """Taints runner pods tolerate (``HELMR_RUNNER_TOLERATIONS``), as Kubernetes writes them."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:
@@ -150,6 +155,10 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
             # The process is stopped on deadlines and interrupts; a handler that
             # ignores cancellation must not hold the session for long.
             "terminationGracePeriodSeconds": 2,
+            # Where the operator puts agent code: dedicated nodes, say (runner.nodeSelector,
+            # runner.tolerations in the chart). Absent when unset, as Kubernetes omits them.
+            **({"nodeSelector": dict(spec.node_selector)} if spec.node_selector else {}),
+            **({"tolerations": [dict(t) for t in spec.tolerations]} if spec.tolerations else {}),
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": 65532,

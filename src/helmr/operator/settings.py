@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     runner_url: str = f"http://helmr.helmr-system.svc:{_API_PORT}"
     """The URL runner pods reach this process at. Unset: the in-cluster Service
     at the runner port."""
+    runner_node_selector: dict[str, str] = Field(default_factory=dict)
+    """JSON: the runner pods' ``nodeSelector`` (the chart's ``runner.nodeSelector``)."""
+    runner_tolerations: tuple[dict[str, Any], ...] = ()
+    """JSON: the runner pods' ``tolerations`` (the chart's ``runner.tolerations``)."""
     watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
     """Comma-separated. Empty: every namespace. Otherwise pods are listed per
     namespace (namespaced RBAC)."""

@@ -226,6 +226,8 @@ class Supervisor:
             disk_usage=disk.usage,
             idle_timeout_seconds=session.limits.idle_timeout_seconds,
             log_format=self.settings.log_format,
+            node_selector=self.settings.runner_node_selector,
+            tolerations=self.settings.runner_tolerations,
         )
         try:
             await self.kube.ensure_service_account(
