@@ -43,8 +43,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,21 +53,14 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import Table
+from _fleet import RECEIVE_WAIT, Fleet, Runner, load, ready_after_restart
 from tests import postgres
 from tests.compose import open_plane
 
 from helmr.control import Control
-from helmr.protocol import routes
-from helmr.protocol.api_routes import session_turns
-from helmr.protocol.contract import EPOCH_HEADER
-from helmr.runner.session import POLL_WINDOW
 
 HERE = Path(__file__).resolve().parent
 NAMESPACE = "bench"
-# As a runner does (helmr.runner.session, helmr.runner.transport): each receive waits
-# up to 30 s, and a failed call is retried after 0.1 s, doubling up to 5 s.
-RECEIVE_WAIT = POLL_WINDOW
-RETRY_FIRST, RETRY_MOST = 0.1, 5.0
 
 
 # --- seeding ----------------------------------------------------------------------------
@@ -147,6 +140,10 @@ class Plane:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
     def rss_mib(self) -> float:
         assert self.process is not None
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -163,100 +160,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# --- the fleet and the load ---------------------------------------------------------------
-
-
-class Fleet:
-    """Every Session's runner: a ``receive`` long poll each, completing what it gets."""
-
-    def __init__(self, http: aiohttp.ClientSession, plane: Plane, epochs: dict[str, int]) -> None:
-        self._http = http
-        self._plane = plane
-        self._epochs = epochs
-        self.received: dict[str, float] = {}  # turn id -> when its receive answered
-        self.completed: dict[str, asyncio.Future[None]] = {}
-
-    def waiter(self, turn_id: str) -> asyncio.Future[None]:
-        return self.completed.setdefault(turn_id, asyncio.get_running_loop().create_future())
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(self._runner(s)) for s in self._epochs]
-        try:
-            yield
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _runner(self, session_id: str) -> None:
-        headers = {
-            EPOCH_HEADER: str(self._epochs[session_id]),
-            "Authorization": f"Bearer {self._plane.token}",
-        }
-        url = self._plane.url
-        delay = RETRY_FIRST
-        while True:
-            try:
-                async with self._http.post(
-                    url + routes.receive(session_id),
-                    json={"timeout": RECEIVE_WAIT},
-                    headers=headers,
-                ) as answer:
-                    if answer.status == 408:
-                        continue
-                    body: dict[str, Any] = await answer.json()
-                turn_id = body["id"]
-                self.received[turn_id] = time.monotonic()
-                async with self._http.post(
-                    url + routes.complete(session_id, turn_id), json={}, headers=headers
-                ) as done:
-                    done.raise_for_status()
-                waiter = self.waiter(turn_id)
-                if not waiter.done():
-                    waiter.set_result(None)
-                delay = RETRY_FIRST
-            except (aiohttp.ClientError, KeyError):
-                await asyncio.sleep(delay)  # the control plane restarting
-                delay = min(delay * 2, RETRY_MOST)
-
-
-async def enqueue(http: aiohttp.ClientSession, plane: Plane, session_id: str) -> str:
-    async with http.post(
-        plane.url + session_turns(session_id),
-        json={"input": "noop"},
-        headers={"Authorization": f"Bearer {plane.token}"},
-    ) as answer:
-        answer.raise_for_status()
-        body: dict[str, Any] = await answer.json()
-        return str(body["id"])
-
-
-async def load(
-    http: aiohttp.ClientSession, plane: Plane, fleet: Fleet, clients: int, seconds: float
-) -> tuple[int, float, list[float]]:
-    """``clients`` enqueuers over the Sessions for ``seconds``, each waiting for its
-    Turn to complete: the Turns completed, the time taken, enqueue -> running."""
-    ids = list(fleet._epochs)
-    latencies: list[float] = []
-    deadline = time.monotonic() + seconds
-
-    async def client(n: int) -> int:
-        done = 0
-        i = n
-        while time.monotonic() < deadline:
-            session_id = ids[i % len(ids)]
-            i += clients
-            sent = time.monotonic()
-            turn_id = await enqueue(http, plane, session_id)
-            await fleet.waiter(turn_id)
-            latencies.append(fleet.received[turn_id] - sent)
-            done += 1
-        return done
-
-    began = time.monotonic()
-    done = sum(await asyncio.gather(*(client(n) for n in range(min(clients, len(ids))))))
-    return done, time.monotonic() - began, latencies
+# --- the load ----------------------------------------------------------------------------
 
 
 async def mirror_passes(http: aiohttp.ClientSession, plane: Plane) -> list[tuple[int, float]]:
@@ -269,25 +173,6 @@ async def mirror_writes(http: aiohttp.ClientSession, plane: Plane) -> int:
     async with http.get(plane.url + "/bench/writes") as answer:
         counts: dict[str, int] = await answer.json()
     return sum(counts.values())
-
-
-async def ready_after_restart(
-    http: aiohttp.ClientSession, plane: Plane, fleet: Fleet
-) -> tuple[float, float]:
-    """SIGKILL, start again: seconds until the API admits a Turn, and until that
-    Turn completed (its runner, backing off like the others, is back)."""
-    plane.kill()
-    began = time.monotonic()
-    plane.start()
-    while True:
-        try:
-            turn_id = await enqueue(http, plane, next(iter(fleet._epochs)))
-            break
-        except aiohttp.ClientConnectionError:
-            continue  # a pooled connection to the killed process
-    admitted = time.monotonic() - began
-    await asyncio.wait_for(fleet.waiter(turn_id), 120)
-    return admitted, time.monotonic() - began
 
 
 # --- one configuration ----------------------------------------------------------------------
@@ -305,20 +190,23 @@ async def measure(
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-            fleet = Fleet(http, plane, epochs)
-            async with fleet.running():
-                await load(http, plane, fleet, args.clients, 2)  # warm up
-                writes_before = await mirror_writes(http, plane)
-                await asyncio.sleep(1)  # the mirror's last pass over the warm-up
-                writes_before = await mirror_writes(http, plane)
-                passes_before = len(await mirror_passes(http, plane))
-                done, took, latencies = await load(http, plane, fleet, args.clients, args.seconds)
-                await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
-                writes = await mirror_writes(http, plane) - writes_before
-                passes = (await mirror_passes(http, plane))[passes_before:]
-                rss = plane.rss_mib()
-                restart = await ready_after_restart(http, plane, fleet)
+        async with (
+            aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
+            Fleet(http, plane.url).running() as fleet,
+        ):
+            for session_id, epoch in epochs.items():
+                fleet.serve(session_id, Runner(epoch, plane.token))
+            await load(http, plane, fleet, args.clients, 2)  # warm up
+            writes_before = await mirror_writes(http, plane)
+            await asyncio.sleep(1)  # the mirror's last pass over the warm-up
+            writes_before = await mirror_writes(http, plane)
+            passes_before = len(await mirror_passes(http, plane))
+            done, took, latencies = await load(http, plane, fleet, args.clients, args.seconds)
+            await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
+            writes = await mirror_writes(http, plane) - writes_before
+            passes = (await mirror_passes(http, plane))[passes_before:]
+            rss = plane.rss_mib()
+            restart = await ready_after_restart(http, plane, fleet, plane.restart)
     finally:
         plane.kill()
     table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")

@@ -1,0 +1,167 @@
+"""A simulated runner fleet and the no-op load that ``bench_scale.py`` puts on a
+control plane: one asyncio process plays every Session's runner over the runner
+protocol (``receive`` long polls, ``complete``), while clients enqueue no-op Turns
+over the REST API and wait for them.
+
+Shared by the ``fleet`` mode (a control plane of its own, one static runner token)
+and the ``kwok`` mode (the real control plane, a pod-bound token per runner pod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+from helmr.protocol import routes
+from helmr.protocol.api_routes import session_turns
+from helmr.protocol.contract import EPOCH_HEADER
+from helmr.runner.session import POLL_WINDOW
+
+# As a runner does (helmr.runner.session, helmr.runner.transport): each receive waits
+# up to 30 s, and a failed call is retried after 0.1 s, doubling up to 5 s.
+RECEIVE_WAIT = POLL_WINDOW
+RETRY_FIRST, RETRY_MOST = 0.1, 5.0
+
+
+class Api(Protocol):
+    """A control plane's REST API: where it is and a token it accepts."""
+
+    url: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    """One Session's runner process, as the control plane knows it."""
+
+    epoch: int
+    token: str
+
+
+class Fleet:
+    """Every Session's runner: a ``receive`` long poll each, completing what it gets."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+        self._http = http
+        self._url = url
+        self._runners: dict[str, Runner] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.received: dict[str, float] = {}  # turn id -> when its receive answered
+        self.completed: dict[str, asyncio.Future[None]] = {}
+
+    @property
+    def sessions(self) -> list[str]:
+        return list(self._runners)
+
+    def serve(self, session_id: str, runner: Runner) -> None:
+        """Plays ``session_id``'s runner from now on (a newer process: with its epoch and token)."""
+        self._runners[session_id] = runner
+        if session_id not in self._tasks:
+            self._tasks[session_id] = asyncio.create_task(self._runner(session_id))
+
+    def waiter(self, turn_id: str) -> asyncio.Future[None]:
+        return self.completed.setdefault(turn_id, asyncio.get_running_loop().create_future())
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Fleet]:
+        try:
+            yield self
+        finally:
+            for task in self._tasks.values():
+                task.cancel()
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def _runner(self, session_id: str) -> None:
+        delay = RETRY_FIRST
+        while True:
+            runner = self._runners[session_id]
+            headers = {EPOCH_HEADER: str(runner.epoch), "Authorization": f"Bearer {runner.token}"}
+            try:
+                async with self._http.post(
+                    self._url + routes.receive(session_id),
+                    json={"timeout": RECEIVE_WAIT},
+                    headers=headers,
+                ) as answer:
+                    if answer.status == 408:
+                        continue
+                    body: dict[str, Any] = await answer.json()
+                turn_id = body["id"]
+                self.received[turn_id] = time.monotonic()
+                async with self._http.post(
+                    self._url + routes.complete(session_id, turn_id), json={}, headers=headers
+                ) as done:
+                    done.raise_for_status()
+                waiter = self.waiter(turn_id)
+                if not waiter.done():
+                    waiter.set_result(None)
+                delay = RETRY_FIRST
+            except (aiohttp.ClientError, KeyError):
+                await asyncio.sleep(delay)  # the control plane restarting
+                delay = min(delay * 2, RETRY_MOST)
+
+
+async def enqueue(http: aiohttp.ClientSession, api: Api, session_id: str) -> str:
+    async with http.post(
+        api.url + session_turns(session_id),
+        json={"input": "noop"},
+        headers={"Authorization": f"Bearer {api.token}"},
+    ) as answer:
+        answer.raise_for_status()
+        body: dict[str, Any] = await answer.json()
+        return str(body["id"])
+
+
+async def load(
+    http: aiohttp.ClientSession, api: Api, fleet: Fleet, clients: int, seconds: float
+) -> tuple[int, float, list[float]]:
+    """``clients`` enqueuers over the Sessions for ``seconds``, each waiting for its
+    Turn to complete: the Turns completed, the time taken, enqueue -> running."""
+    ids = fleet.sessions
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+
+    async def client(n: int) -> int:
+        done = 0
+        i = n
+        while time.monotonic() < deadline:
+            session_id = ids[i % len(ids)]
+            i += clients
+            sent = time.monotonic()
+            turn_id = await enqueue(http, api, session_id)
+            await fleet.waiter(turn_id)
+            latencies.append(fleet.received[turn_id] - sent)
+            done += 1
+        return done
+
+    began = time.monotonic()
+    done = sum(await asyncio.gather(*(client(n) for n in range(min(clients, len(ids))))))
+    return done, time.monotonic() - began, latencies
+
+
+async def ready_after_restart(
+    http: aiohttp.ClientSession, api: Api, fleet: Fleet, restart: Callable[[], None]
+) -> tuple[float, float]:
+    """``restart`` (SIGKILL, start again, in a thread: it may block): seconds until
+    the API admits a Turn, and until that Turn completed (its runner, backing off
+    like the others, is back)."""
+    began = time.monotonic()
+    await asyncio.to_thread(restart)
+    while True:
+        try:
+            turn_id = await enqueue(http, api, fleet.sessions[0])
+            break
+        except aiohttp.ClientConnectionError:
+            continue  # a pooled connection to the killed process
+        except aiohttp.ClientResponseError as exc:
+            if exc.status < 500:
+                raise
+            await asyncio.sleep(0.05)  # serving, not yet ready
+    admitted = time.monotonic() - began
+    await asyncio.wait_for(fleet.waiter(turn_id), 120)
+    return admitted, time.monotonic() - began
