@@ -57,6 +57,8 @@ class PostgresServer:
     directory: Path
     port: int
     binaries: Path
+    options: str
+    """The server's command-line options, for starting it again after :meth:`halt`."""
     _names: Iterator[int] = field(default_factory=itertools.count)
 
     def url(self, database: str) -> str:
@@ -82,11 +84,35 @@ class PostgresServer:
             admin.execute(f"CREATE DATABASE {TEMPLATE}")
         asyncio.run(_migrate(self.url(TEMPLATE)))
 
-    def restart(self) -> None:
+    def restart(self, mode: str = "fast") -> None:
         """Stops the server (closing every connection) and starts it again with the
-        same options (pg_ctl keeps them), on the same port."""
+        same options (pg_ctl keeps them), on the same port. ``mode`` is pg_ctl's:
+        ``fast`` shuts down cleanly, ``immediate`` crashes (recovery at start)."""
         data, log = str(self.directory / "data"), str(self.directory / "server.log")
-        _run(self.binaries / "pg_ctl", "-D", data, "-l", log, "-m", "fast", "-w", "restart")
+        _run(self.binaries / "pg_ctl", "-D", data, "-l", log, "-m", mode, "-w", "restart")
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stops the server, keeping its files, until :meth:`resume`."""
+        _run(self.binaries / "pg_ctl", "-D", str(self.directory / "data"), "-m", mode, "stop")
+
+    def resume(self) -> None:
+        """Starts the server (again, after :meth:`halt`) with its options."""
+        data, log = self.directory / "data", self.directory / "server.log"
+        try:
+            _run(
+                self.binaries / "pg_ctl",
+                "-D",
+                str(data),
+                "-o",
+                self.options,
+                "-l",
+                str(log),
+                "-w",
+                "start",
+            )
+        except subprocess.CalledProcessError:
+            log_text = log.read_text() if log.exists() else ""
+            raise RuntimeError(f"PostgreSQL did not start:\n{log_text}") from None
 
     def stop(self) -> None:
         _run(self.binaries / "pg_ctl", "-D", str(self.directory / "data"), "-m", "fast", "stop")
@@ -114,7 +140,7 @@ def start(
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres", "postgres")
     port = _free_port()
-    data, log = directory / "data", directory / "server.log"
+    data = directory / "data"
     _run(binaries / "initdb", "-D", str(data), "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync")
     if also_listen is not None:
         with (data / "pg_hba.conf").open("a") as hba:
@@ -123,23 +149,13 @@ def start(
     options = [f"-p {port}", f"-k {directory}", f"-c listen_addresses={listen}", CONNECTIONS]
     if not durable:
         options += FAST
+    server = PostgresServer(directory, port, binaries, " ".join(options))
     try:
-        _run(
-            binaries / "pg_ctl",
-            "-D",
-            str(data),
-            "-o",
-            " ".join(options),
-            "-l",
-            str(log),
-            "-w",
-            "start",
-        )
-    except subprocess.CalledProcessError:
-        log_text = log.read_text() if log.exists() else ""
+        server.resume()
+    except RuntimeError:
         shutil.rmtree(directory, ignore_errors=True)
-        raise RuntimeError(f"PostgreSQL did not start:\n{log_text}") from None
-    return PostgresServer(directory, port, binaries)
+        raise
+    return server
 
 
 def _run(program: Path, *args: str) -> None:

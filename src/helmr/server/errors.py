@@ -3,7 +3,8 @@
 Bad input is always a 4xx: aiohttp's own HTTP errors (unknown route, wrong
 method, oversize body) are translated here, and ``invalid`` turns a pydantic
 validation error of the request into a 400 naming the fields. Only a bug or a
-broken dependency is a 500.
+broken dependency is a 500; a dependency that cannot answer now (the store's
+server restarting) is ``Unavailable``, a 503 with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from helmr.errors import (
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    Unavailable,
 )
 
 log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
+RETRY_AFTER = "1"
+"""Seconds a client waits before repeating a request answered ``Unavailable``."""
 
 
 def invalid(error: ValidationError, where: str) -> InvalidInput:
@@ -54,7 +58,10 @@ def _from_http(exc: web.HTTPException) -> HelmrError:
 
 
 def respond(error: HelmrError) -> web.Response:
-    return web.json_response(error.to_json(), status=error.status)
+    response = web.json_response(error.to_json(), status=error.status)
+    if isinstance(error, Unavailable):
+        response.headers["Retry-After"] = RETRY_AFTER
+    return response
 
 
 @web.middleware

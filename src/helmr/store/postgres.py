@@ -13,7 +13,10 @@ what it reads of a Session it reads under that Session's row lock
 (``Tx.lock``), so writes to one Session, from any replica, are serialized
 and its sequences committed in order without gaps; a write PostgreSQL
 aborts as a deadlock or serialization failure, or whose connection broke
-before its commit was sent, is run again. Reads are ``REPEATABLE READ``
+before its commit was sent, is run again. When the server cannot be reached
+(restarting, unreachable, out of connections) a transaction waits up to
+``CONNECT_WAIT`` for a connection, then fails as ``Unavailable`` (the API's
+503 with Retry-After): never a bare 500 for an outage. Reads are ``REPEATABLE READ``
 snapshots. Commits announce the Sessions they touched with ``NOTIFY``
 (:mod:`.postgres_feed`), so every replica's waiters wake.
 """
@@ -30,8 +33,9 @@ from typing import Any, ClassVar, TypeVar
 import psycopg
 from psycopg import errors
 from psycopg.rows import RowMaker
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
+from helmr.errors import Unavailable
 from helmr.store import schema
 from helmr.store.dialect import POSTGRES
 from helmr.store.postgres_feed import Feed, commit
@@ -45,6 +49,13 @@ CONNECTIONS = 8
 """Pooled connections, and threads running transactions on them."""
 ATTEMPTS = 5
 """Runs of one transaction that PostgreSQL aborted for a conflict (then an error)."""
+CONNECT_WAIT = 5.0
+"""Seconds a transaction waits for a connection while the server cannot be
+reached: a fast restart (about a second) is ridden through, a longer outage
+answers ``Unavailable`` rather than holding the caller (psycopg's default is 30)."""
+_OUTAGE_CLASSES = ("08", "53", "57P")
+"""SQLSTATE prefixes of a server that cannot serve now: connection exceptions,
+insufficient resources (too many connections), shutting down or starting up."""
 _MIGRATION_LOCK = 0x68656C6D72
 """The advisory lock replicas starting together take to migrate one at a time."""
 
@@ -105,6 +116,7 @@ class PostgresBackend:
             kwargs={"autocommit": True, "row_factory": _rows},
             min_size=CONNECTIONS,
             max_size=CONNECTIONS,
+            timeout=CONNECT_WAIT,
             open=False,
             name="helmr-store",
         )
@@ -136,7 +148,17 @@ class PostgresBackend:
     def _retried(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:
         """``run(fn)``, again when that is safe: a transaction PostgreSQL aborted for
         a conflict, or one whose connection broke before its commit was sent (a
-        new connection from the pool runs it)."""
+        new connection from the pool runs it). A server that cannot be reached,
+        or a connection lost at the commit (which may have landed: not run
+        again), is ``Unavailable``."""
+        try:
+            return self._attempts(run, fn)
+        except psycopg.OperationalError as exc:
+            if not _outage(exc):
+                raise
+            raise Unavailable(f"the store cannot be reached now ({exc}); retry later") from exc
+
+    def _attempts(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 return run(fn)
@@ -175,6 +197,16 @@ class PostgresBackend:
                 raise
             conn.execute("ROLLBACK")
         return value
+
+
+def _outage(error: psycopg.OperationalError) -> bool:
+    """Whether ``error`` says the server cannot be reached or cannot serve now,
+    rather than that the statement is wrong: no connection from the pool in
+    time, a connection lost (no SQLSTATE: the client saw it), or the server's
+    own word."""
+    if isinstance(error, PoolTimeout) or error.sqlstate is None:
+        return True
+    return error.sqlstate.startswith(_OUTAGE_CLASSES)
 
 
 class _Lost(Exception):
