@@ -7,7 +7,7 @@
 # module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
 # pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
 #
-#   hack/build.sh [module...]     (default: all; modules are hack/go/*)
+#   hack/build.sh [module...]     (default: all but kwok; modules are hack/go/*)
 # shellcheck source=lib/common.sh
 source "$(dirname "$0")/lib/common.sh"
 
@@ -128,6 +128,26 @@ build_promtool() {
   fi
   mkdir -p "$HELMR_BIN/current"
   ln -sfn "$out/promtool" "$HELMR_BIN/current/promtool"
+}
+
+# kwok's controller: fake nodes and pods for the scale benchmark
+# (benchmarks/bench_scale.py kwok). Not in the default list: only that
+# benchmark needs it, so CI does not pay for its build. kwok does nothing
+# without stages: its "fast" ones (a node is Ready, a pod Running at once, a
+# deleted pod gone) come from the same pin's module, beside the binary.
+build_kwok() {
+  check_pin kwok sigs.k8s.io/kwok "$KWOK_VERSION"
+  build_module kwok "" sigs.k8s.io/kwok/cmd/kwok
+  local stages="$HELMR_BIN/kwok-stages-$KWOK_VERSION.yaml" module f
+  if [[ ! -f "$stages" ]]; then
+    module="$(cd "$HACK_DIR/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+    for f in node/fast/node-initialize node/heartbeat/node-heartbeat \
+      pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+      printf -- '---\n'; cat "$module/kustomize/stage/$f.yaml"
+    done >"$stages.tmp"
+    mv "$stages.tmp" "$stages"
+  fi
+  ln -sfn "$stages" "$HELMR_BIN/current/kwok-stages.yaml"
 }
 
 # One build at a time: parallel runs share the cache.
