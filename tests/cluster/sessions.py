@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client
@@ -71,25 +72,44 @@ async def all_events(session: SessionRef) -> list[Event]:
             return records
 
 
+def service_account_token(
+    core: client.CoreV1Api,
+    namespace: str,
+    account: str,
+    *,
+    seconds: int,
+    audiences: Sequence[str] = (),
+    bound_to: client.V1BoundObjectReference | None = None,
+) -> str:
+    """A token of the service account ``account``, minted by a TokenRequest (as
+    ``kubectl create token`` or a kubelet does): for ``audiences`` (none: the
+    apiserver's own), valid ``seconds``, and bound to an object if ``bound_to``."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(
+            audiences=list(audiences), expiration_seconds=seconds, bound_object_ref=bound_to
+        )
+    )
+    token = core.create_namespaced_service_account_token(account, namespace, request).status.token
+    assert token, f"no token minted for {namespace}/{account}"
+    return str(token)
+
+
 def runner_token(core: client.CoreV1Api, namespace: str, session_name: str, epoch: int) -> str:
     """A token of the runner pod of the session's ``epoch`` exactly as its kubelet
     mints one (TokenRequest: the runner service account's, for the Helmr audience,
     bound to that pod), without reading it out of the pod."""
     name = pods.pod_name(session_name, epoch)
     pod = core.read_namespaced_pod(name, namespace)
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(
-            audiences=[pods.RUNNER_AUDIENCE],
-            expiration_seconds=pods.TOKEN_SECONDS,
-            bound_object_ref=client.V1BoundObjectReference(
-                api_version="v1", kind="Pod", name=name, uid=pod.metadata.uid
-            ),
-        )
+    return service_account_token(
+        core,
+        namespace,
+        pods.RUNNER_SERVICE_ACCOUNT,
+        seconds=pods.TOKEN_SECONDS,
+        audiences=[pods.RUNNER_AUDIENCE],
+        bound_to=client.V1BoundObjectReference(
+            api_version="v1", kind="Pod", name=name, uid=pod.metadata.uid
+        ),
     )
-    minted = core.create_namespaced_service_account_token(
-        pods.RUNNER_SERVICE_ACCOUNT, namespace, request
-    )
-    return str(minted.status.token)
 
 
 def runner_pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:

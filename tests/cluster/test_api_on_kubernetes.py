@@ -20,17 +20,13 @@ from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
 
 from .conftest import Operator, kubectl
-from .sessions import create_actor, eventually, operator_watches, start_session
-
-
-def service_account_token(core: client.CoreV1Api, namespace: str, name: str) -> str:
-    core.create_namespaced_service_account(
-        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))
-    )
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
-    )
-    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
+from .sessions import (
+    create_actor,
+    eventually,
+    operator_watches,
+    service_account_token,
+    start_session,
+)
 
 
 def grant_sessions(api_client: client.ApiClient, namespace: str, account: str) -> None:
@@ -78,7 +74,10 @@ async def test_kubernetes_tokens_are_authenticated_and_authorised_per_namespace(
     api_client: client.ApiClient,
     namespace: str,
 ) -> None:
-    token = service_account_token(core, namespace, "caller")
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="caller"))
+    )
+    token = service_account_token(core, namespace, "caller", seconds=600)
     grant_sessions(api_client, namespace, "caller")
     headers = {"Authorization": f"Bearer {token}"}
     body = {"workspace": "ws"}

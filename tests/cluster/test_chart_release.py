@@ -32,7 +32,7 @@ from .conftest import (
     delete_namespace,
     kubectl,
 )
-from .sessions import create_actor, operator_watches
+from .sessions import create_actor, operator_watches, service_account_token
 from .test_kubectl import kubectl_path
 
 pytestmark = pytest.mark.helm
@@ -197,14 +197,7 @@ def user_kubeconfig(
         input="\n---\n".join(json.dumps(m) for m in manifests),
     )
     assert applied.returncode == 0, applied.stderr
-    token = core.create_namespaced_service_account_token(
-        "user",
-        namespace,
-        client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
-        ),
-    ).status.token
-    assert token
+    token = service_account_token(core, namespace, "user", seconds=3600)
     path = tmp_path_factory.mktemp("user") / "kubeconfig"
     return token_kubeconfig(kubeconfig, token, namespace, path)
 
