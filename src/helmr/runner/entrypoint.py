@@ -25,7 +25,6 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 from helmr import logs
 from helmr.protocol import ExitCode, contract
@@ -50,7 +49,7 @@ class InitError(Exception):
 class Config:
     url: str
     session_id: str
-    token_file: Path
+    token_file: str
     """The runner's projected token (``read_token``): re-read for every call."""
     epoch: int
     entrypoint: str
@@ -67,7 +66,7 @@ class Config:
                 raise InitError(f"set {name} (the operator sets it in runner pods)")
             return value
 
-        token_file = Path(need(contract.ENV_TOKEN_FILE))
+        token_file = need(contract.ENV_TOKEN_FILE)
         try:
             token = read_token(token_file)
         except OSError as e:
@@ -93,9 +92,11 @@ class Config:
         )
 
 
-def read_token(path: Path) -> str:
+def read_token(path: str) -> str:
     """The token in ``path`` now (the kubelet replaces the file before it expires)."""
-    return path.read_text().strip()
+    # A plain open, not pathlib: the runner imports nothing it can do without.
+    with open(path, encoding="utf-8") as file:
+        return file.read().strip()
 
 
 def _seconds(name: str, value: str) -> float:

@@ -10,7 +10,7 @@ every started write, which is what turn settlement needs.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import os
 from collections.abc import AsyncIterable, Iterable
 from typing import Any
 
@@ -34,9 +34,7 @@ class Output:
         Without a key the runner makes one, so its own retries never duplicate.
         A value that is not JSON raises ``InvalidInput`` here, before anything is sent.
         """
-        body = request(
-            OutputRequest, value=value, idempotency_key=idempotency_key or uuid.uuid4().hex
-        )
+        body = request(OutputRequest, value=value, idempotency_key=idempotency_key or _new_key())
         task = self._start(self._send(self._tail, body))
         self._tail = task
         return task
@@ -72,3 +70,9 @@ class Output:
         else:
             for value in values:
                 await self.write(value)
+
+
+def _new_key() -> str:
+    """A random idempotency key, as ``uuid.uuid4().hex`` looks (uuid imports ``platform``,
+    a cost on the runner's cold start)."""
+    return os.urandom(16).hex()

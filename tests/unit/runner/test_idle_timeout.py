@@ -3,8 +3,6 @@ in code is honoured; a manifest that sets none never overrides it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from helmr.runner import actor
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT
 from helmr.runner.entrypoint import Config, idle_timeout
@@ -18,7 +16,7 @@ def config(manifest: float | None) -> Config:
     return Config(
         url="http://cp",
         session_id="ses_1",
-        token_file=Path("/var/run/helmr/token"),
+        token_file="/var/run/helmr/token",
         epoch=1,
         entrypoint="m:a",
         idle_timeout=manifest,

@@ -679,7 +679,7 @@ async def test_every_call_sends_the_token_file_as_it_is_now(
     token_file = tmp_path / "token"
     token_file.write_text("expired\n")
     async with Transport(
-        plane.url, SID, partial(read_token, token_file), EPOCH, on_fenced=lambda: None
+        plane.url, SID, partial(read_token, str(token_file)), EPOCH, on_fenced=lambda: None
     ) as transport:
         session = Session(transport)
         with pytest.raises(Unauthenticated):
