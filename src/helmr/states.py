@@ -119,7 +119,9 @@ class ErrorInfo:
         return cls(code=str(data["code"]), message=str(data["message"]))
 
 
-SaveStatus = Literal["pending", "ready", "failed", "lost", "pruned"]
+SaveStatus = Literal["pending", "ready", "failed", "lost", "pruned", "covered"]
 """A Computer disk save: ``pending`` (requested, not ready yet), ``ready`` (a
 committed Computer version), ``failed`` (its retries ran out), ``lost`` (its disk
-was lost before it was ready) or ``pruned`` (deleted by the keep-last-N policy)."""
+was lost before it was ready), ``pruned`` (deleted by the keep-last-N policy) or
+``covered`` (never taken itself: a newer save of the same disk was taken in its
+place, and holds its state once that one is ready)."""

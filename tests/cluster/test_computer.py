@@ -120,6 +120,59 @@ async def test_files_of_a_saved_turn_survive_the_loss_of_the_runner(
     assert (status["claimName"], status["restoredFrom"]) == (f"{WORKSPACE}-disk-2", saved)
 
 
+def save_names(api_client: client.ApiClient, namespace: str) -> list[str]:
+    snapshots = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "snapshot.storage.k8s.io", "v1", namespace, "volumesnapshots"
+    )["items"]
+    return sorted(str(s["metadata"]["name"]) for s in snapshots)
+
+
+async def test_fast_turns_share_saves_and_a_loss_restores_the_newest_saved_state(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    """Turns completed while a save is being taken do not each get a snapshot: the
+    newest of them is taken once that one is ready, and covers the rest. The
+    restore after a loss is still the last ready save, holding every Turn's files."""
+    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 20})
+    session = await start(helmr, namespace)
+    writes = [await session.enqueue({"write": {f"g{i}.txt": f"v{i}"}}) for i in range(8)]
+    for turn in writes:
+        await completed(turn)
+    # The last Turn's save (version 8) is taken, whatever it covered, and committed.
+    await eventually(
+        lambda: _settled(workspace_status(api_client, namespace), f"{WORKSPACE}-save-8"),
+        timeout=180,
+        what="every save settled",
+    )
+    taken = save_names(api_client, namespace)
+    assert f"{WORKSPACE}-save-8" in taken
+    assert 1 <= len(taken) < len(writes), taken
+
+    busy = await session.enqueue({"write": {"late.txt": "unsaved"}, "sleep": 300})
+    await running(busy)
+    await lose_runner(core, namespace)
+    lost = await busy.wait(timeout=120)
+    assert (lost.status, lost.reason) == ("interrupted", "computer_execution_lost")
+
+    names = [f"g{i}.txt" for i in range(8)]
+    after = await completed(await session.enqueue({"read": [*names, "late.txt"]}))
+    assert after == {"read": {**{n: f"v{i}" for i, n in enumerate(names)}, "late.txt": None}}
+    events = await all_events(session)
+    [execution_lost] = event_data(events, "session.execution_lost")
+    assert execution_lost["computerVersion"] == f"{WORKSPACE}-save-8"
+    [gap] = event_data(events, "session.recovery_gap")
+    assert (gap["turnIds"], gap["holdId"]) == ([], None)  # every covered Turn was committed
+
+
+def _settled(status: dict[str, Any], version: str) -> bool:
+    """Whether ``version`` is committed and no save is pending."""
+    return status.get("pendingSaves") == 0 and status.get("computerVersion") == version
+
+
 async def test_a_turn_whose_save_was_not_ready_is_in_the_recovery_gap_and_holds(
     helmr: Client,
     api_client: client.ApiClient,

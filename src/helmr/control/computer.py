@@ -5,10 +5,18 @@ The functions run inside a write (or read) transaction. A completed Turn and
 its save request commit together, so a crash cannot lose the request. The
 operator turns pending saves into VolumeSnapshots and reports back; the last
 ready save is the Workspace's committed Computer version.
+
+Saves are coalesced: the operator takes one save of a Workspace at a time, and
+when it takes the newest pending one, the older pending saves of the same disk
+(requested while another was being taken) are ``covered`` by it instead of
+each being taken: a snapshot taken later holds their state too. A covered save
+shares its coverer's fate: committed when that one is ready, in the recovery
+gap if that one never is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from helmr.control.config import ControlConfig
@@ -44,14 +52,11 @@ def lose_disk(tx: Tx, session: SessionRow) -> Restore:
     disk = disks.ensure(tx, session.namespace, session.workspace)
     ready = disks.saves(tx, session.namespace, session.workspace, "ready")
     restored_from = ready[0].version if ready else None
-    # Completed after the restore point on the lost disk, and never committed:
-    # still pending (those can no longer commit) or given up.
     lost = [
         disks.update_save(tx, save, status="lost") if save.status == "pending" else save
-        for save in disks.saves(tx, session.namespace, session.workspace)
-        if save.disk == disk.disk
-        and save.status in ("pending", "failed")
-        and save.version > (restored_from or 0)
+        for save in uncommitted(
+            disks.saves(tx, session.namespace, session.workspace), disk.disk, restored_from
+        )
     ]
     disks.replace_disk(tx, session.namespace, session.workspace, restored_from)
     return Restore(
@@ -61,6 +66,30 @@ def lose_disk(tx: Tx, session: SessionRow) -> Restore:
         else save_name(session.workspace, restored_from),
         gap=tuple(save.turn_id for save in reversed(lost)),
     )
+
+
+def uncommitted(saves: Sequence[SaveRow], disk: int, restored_from: int | None) -> list[SaveRow]:
+    """The saves of ``disk`` after the restore point whose state never became a
+    committed version, in the order given: still pending (those can no longer
+    commit), given up, or covered by a save that was not ready. (A covered save
+    whose coverer is ready is older than the restore point, the newest ready save.)"""
+    return [
+        save
+        for save in saves
+        if save.disk == disk
+        and save.status in ("pending", "failed", "covered")
+        and save.version > (restored_from or 0)
+    ]
+
+
+def covered_by_taking(pending: Sequence[SaveRow], taken: SaveRow) -> list[SaveRow]:
+    """The pending saves that taking ``taken`` covers: the older ones of its disk,
+    in the order given."""
+    return [
+        save
+        for save in pending
+        if save.status == "pending" and save.disk == taken.disk and save.version < taken.version
+    ]
 
 
 # Operator side -----------------------------------------------------------------------------
@@ -76,8 +105,28 @@ def pending_saves(rt: ReadTx) -> list[SaveRow]:
     return disks.pending(rt)
 
 
+def take_save(tx: Tx, namespace: str, workspace: str, version: int) -> list[SaveRow]:
+    """The operator takes save ``version`` (the newest pending one) next: the older
+    pending saves of its disk are covered by it, and so are the saves they covered.
+    Returns the saves covered now, oldest first. Written before the snapshot is created, so a
+    crash in between leaves the taken save pending, to be taken again."""
+    save = disks.require_save(tx, namespace, workspace, version)
+    if save.status != "pending":
+        return []
+    oldest_first = disks.saves(tx, namespace, workspace, "pending")[::-1]
+    covered = covered_by_taking(oldest_first, save)
+    for older in covered:
+        for earlier in disks.covered_by(tx, namespace, workspace, older.version):
+            disks.update_save(tx, earlier, covered_by=version)
+        disks.update_save(tx, older, status="covered", covered_by=version)
+    # No touch of the Session: the Workspace's pending count shown in its status
+    # catches up when the taken save ends (one status write instead of two).
+    return covered
+
+
 def save_ready(tx: Tx, namespace: str, workspace: str, version: int) -> SaveRow:
-    """The save's snapshot is ready: it is a committed Computer version now.
+    """The save's snapshot is ready: it is a committed Computer version now, and
+    so is the state of the saves it covered (their ``ready_at`` is set).
 
     A save whose disk was lost meanwhile stays ``lost``: the restore already
     chose an older version, and the Turns it covered are in the recovery gap.
@@ -86,7 +135,14 @@ def save_ready(tx: Tx, namespace: str, workspace: str, version: int) -> SaveRow:
     if save.status != "pending":
         return save
     tx.touch(save.session_id)
+    for covered in disks.covered_by(tx, namespace, workspace, version):
+        disks.update_save(tx, covered, ready_at=tx.now)
     return disks.update_save(tx, save, status="ready", ready_at=tx.now, error=None)
+
+
+def covered_saves(rt: ReadTx, namespace: str, workspace: str, version: int) -> list[SaveRow]:
+    """The saves that save ``version`` covers, oldest first."""
+    return disks.covered_by(rt, namespace, workspace, version)
 
 
 def save_failed(

@@ -191,7 +191,9 @@ class Control:
 
     current_disk = writes(computer.current_disk)
     pending_saves = reads(computer.pending_saves)
+    take_save = writes(computer.take_save)
     save_ready = writes(computer.save_ready)
+    covered_saves = reads(computer.covered_saves)
     save_failed = writes_configured(computer.save_failed)
     saves_to_prune = reads(computer.saves_to_prune)
     save_pruned = writes(computer.save_pruned)

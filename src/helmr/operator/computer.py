@@ -1,6 +1,12 @@
 """Keeps each Workspace's Computer disk in step with the store: the claim the
-next runner mounts (restored from a save after an execution loss), one
-VolumeSnapshot per requested save, pruning, and the Workspace's status.
+next runner mounts (restored from a save after an execution loss), the
+VolumeSnapshots of its saves, pruning, and the Workspace's status.
+
+One save of a Workspace is taken at a time. While its snapshot is not ready,
+the Turns completed meanwhile each request a save; when it ends, the newest of
+those is taken and covers the others (``helmr.control.computer``): a snapshot
+costs the apiserver about 20 writes (ours, the snapshot controller's and the
+CSI snapshotter's), so fast Turns share one.
 
 The store decides (which disk generation, which saves, which restore point);
 this module only makes the Kubernetes objects match, with deterministic
@@ -13,6 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from helmr.control import Control, SessionView
 from helmr.operator.kube import Kube
@@ -48,8 +55,9 @@ class Disks:
         self.control = control
         self.kube = kube
         self.metrics = metrics
-        # When a failed save may be taken again (in memory: a restart retries sooner).
-        self._retry_at: dict[tuple[str, str, int], float] = {}
+        # When a Workspace whose last attempt failed may take a save again (in
+        # memory: a restart retries sooner).
+        self._retry_at: dict[tuple[str, str], float] = {}
         # Told of each save that ended, ready or given up (the Turns' traces).
         self.save_ended: Callable[[SaveRow], None] = _nobody_listens
         # The status last written per Workspace: the status sync asks after every
@@ -87,20 +95,16 @@ class Disks:
         await self.kube.delete_resource(Workspace, namespace, name)
 
     async def reconcile(self) -> None:
-        """Moves every pending save one step: snapshot it, note it ready, or retry it.
+        """Moves every Workspace's pending saves one step: follow the one being
+        taken (ready, or failed and retried), else take the newest.
 
-        Errors are isolated per save: one Workspace's trouble stalls no other.
+        Errors are isolated per Workspace: one Workspace's trouble stalls no other.
         """
-        for save in await self.control.pending_saves():
+        for (namespace, name), saves in by_workspace(await self.control.pending_saves()).items():
             try:
-                await self._advance(save)
+                await self._advance(namespace, name, saves)
             except Exception:
-                log.exception(
-                    "workspace %s/%s: save %d failed a step; retrying",
-                    save.namespace,
-                    save.workspace,
-                    save.version,
-                )
+                log.exception("workspace %s/%s: a save failed a step; retrying", namespace, name)
 
     async def sync_status(self, namespace: str, name: str) -> None:
         """Mirrors the store's view of the Workspace into its status (if it exists)."""
@@ -118,20 +122,33 @@ class Disks:
         if await self.kube.patch_resource_status(Workspace, namespace, name, status):
             self._statuses[(namespace, name)] = status
 
-    async def _advance(self, save: SaveRow) -> None:
-        namespace, name, version = save.namespace, save.workspace, save.version
-        snapshot = await self.kube.get_snapshot(namespace, save_name(name, version))
-        if snapshot is None:
-            key = (namespace, name, version)
-            if asyncio.get_running_loop().time() >= self._retry_at.get(key, 0.0):
-                self._retry_at.pop(key, None)
-                await self._take(save)
+    async def _advance(self, namespace: str, name: str, saves: list[SaveRow]) -> None:
+        """One Workspace's pending saves, oldest first: the one with a snapshot is
+        being taken (the oldest: newer ones were requested after it was taken)."""
+        for save in saves:
+            snapshot = await self.kube.get_snapshot(namespace, save_name(name, save.version))
+            if snapshot is not None:
+                await self._follow(save, snapshot)
+                return
+        key = (namespace, name)
+        if asyncio.get_running_loop().time() < self._retry_at.get(key, 0.0):
             return
+        self._retry_at.pop(key, None)
+        newest = saves[-1]
+        covered = await self.control.take_save(namespace, name, newest.version)
+        if covered:
+            self.metrics.saves.labels("covered").inc(len(covered))
+        await self._take(newest)
+
+    async def _follow(self, save: SaveRow, snapshot: dict[str, Any]) -> None:
+        """The save being taken: ready, failed (deleted, to be taken again), or still going."""
+        namespace, name, version = save.namespace, save.workspace, save.version
         if (snapshot.get("metadata") or {}).get("deletionTimestamp"):
             return  # a failed attempt going away; the next one starts once it is gone
         status = snapshot.get("status") or {}
         if status.get("readyToUse"):
             self.save_ended(await self.control.save_ready(namespace, name, version))
+            await self._covered_ended(save)
             self.metrics.saves.labels("ready").inc()
             waited = datetime.now(UTC) - save.requested_at
             self.metrics.save_duration.observe(waited.total_seconds())
@@ -146,9 +163,11 @@ class Disks:
             self.metrics.saves.labels("failed").inc()
             if save.status != "pending":
                 self.save_ended(save)  # given up
-            # Backoff: 2, 4, 8... seconds (at most a minute) before the next attempt.
+                await self._covered_ended(save)
+            # Backoff: 2, 4, 8... seconds (at most a minute) before the Workspace's
+            # next attempt (of this save, or of a newer one covering it).
             delay = min(2.0**save.attempts, 60.0)
-            self._retry_at[(namespace, name, version)] = asyncio.get_running_loop().time() + delay
+            self._retry_at[(namespace, name)] = asyncio.get_running_loop().time() + delay
             log.warning(
                 "workspace %s/%s: save %d attempt %d failed: %s",
                 namespace,
@@ -157,6 +176,13 @@ class Disks:
                 save.attempts,
                 message,
             )
+
+    async def _covered_ended(self, save: SaveRow) -> None:
+        """The saves ``save`` covered ended with it (committed if it is ready)."""
+        for covered in await self.control.covered_saves(
+            save.namespace, save.workspace, save.version
+        ):
+            self.save_ended(covered)
 
     async def _resolved(self, save: SaveRow) -> tuple[Workspace, ComputerSpec] | None:
         """The save's Workspace and the disk settings in force (its overrides, else
@@ -216,6 +242,14 @@ class Disks:
 
     async def _actor(self, namespace: str, name: str) -> Actor | None:
         return await self.kube.get_resource(Actor, namespace, name)
+
+
+def by_workspace(saves: list[SaveRow]) -> dict[tuple[str, str], list[SaveRow]]:
+    """Pending saves grouped by Workspace, each group in the order given (oldest first)."""
+    groups: dict[tuple[str, str], list[SaveRow]] = {}
+    for save in saves:
+        groups.setdefault((save.namespace, save.workspace), []).append(save)
+    return groups
 
 
 def _ref(workspace: Workspace) -> WorkspaceRef:

@@ -118,7 +118,8 @@ class OperatorMetrics:
         )
         self.saves = Counter(
             "helmr_computer_saves",
-            "Computer disk save attempts that ended, by outcome (ready, failed).",
+            "Computer disk save attempts that ended, by outcome (ready, failed), and"
+            " saves covered by a newer one taken in their place (covered).",
             ["outcome"],
             registry=None,
         )

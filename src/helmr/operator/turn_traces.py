@@ -140,22 +140,30 @@ class TurnTraces:
         self._settling_at.setdefault(turn_id, (session_id, requested_at))
 
     def save_ended(self, save: SaveRow) -> None:
-        """A completed Turn's save is ready, or was given up (failed, lost)."""
+        """A completed Turn's save is ready, or was given up (failed, lost), or the
+        newer save that covered it ended (committed if ``ready_at`` is set)."""
         end = save.ready_at or datetime.now(UTC)
+        attributes: dict[str, str | int] = {
+            "helmr.namespace": save.namespace,
+            "helmr.workspace": save.workspace,
+            "helmr.save.version": save.version,
+            "helmr.save.status": save.status,
+            "helmr.save.attempts": save.attempts,
+        }
+        error: str | None
+        if save.status == "covered":
+            attributes["helmr.save.covered_by"] = save.covered_by or 0
+            error = None if save.ready_at else f"covered by save {save.covered_by}, given up"
+        else:
+            error = None if save.status == "ready" else (save.error or save.status)
         self._sink.emit(
             TurnSpan(
                 save.turn_id,
                 "turn.save",
                 save.requested_at,
                 max(end, save.requested_at),
-                attributes={
-                    "helmr.namespace": save.namespace,
-                    "helmr.workspace": save.workspace,
-                    "helmr.save.version": save.version,
-                    "helmr.save.status": save.status,
-                    "helmr.save.attempts": save.attempts,
-                },
-                error=None if save.status == "ready" else (save.error or save.status),
+                attributes=attributes,
+                error=error,
             )
         )
 

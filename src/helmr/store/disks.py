@@ -106,6 +106,18 @@ def saves(
     return [SaveRow.load(row) for row in rt.conn.execute(sql + " ORDER BY version DESC", args)]
 
 
+def covered_by(rt: ReadTx, namespace: str, workspace: str, version: int) -> list[SaveRow]:
+    """The saves covered by save ``version``, oldest first."""
+    return [
+        SaveRow.load(row)
+        for row in rt.conn.execute(
+            "SELECT * FROM saves WHERE namespace = ? AND workspace = ? AND status = 'covered'"
+            " AND covered_by = ? ORDER BY version",
+            (namespace, workspace, version),
+        )
+    ]
+
+
 def pending(rt: ReadTx) -> list[SaveRow]:
     """Every pending save, oldest first."""
     return [

@@ -260,6 +260,10 @@ class SaveRow:
     error: str | None
     requested_at: datetime
     ready_at: datetime | None
+    """When its state became a committed Computer version: its own snapshot's
+    readiness or, ``covered``, the readiness of the save that covered it."""
+    covered_by: int | None
+    """``covered``: the version of the newer save taken in its place."""
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> SaveRow:
@@ -275,6 +279,7 @@ class SaveRow:
             error=row["error"],
             requested_at=_time(row["requested_at"]),
             ready_at=load_time(row["ready_at"]),
+            covered_by=row["covered_by"],
         )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Literal
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -218,6 +218,37 @@ CREATE TABLE IF NOT EXISTS leader_term (
 INSERT INTO leader_term (id, term, holder) VALUES (1, 0, '') ON CONFLICT (id) DO NOTHING;
 """
 
+# Coalesced saves (version 8; helmr.control.computer): a save never taken because
+# a newer one of the same disk was taken in its place is ``covered``, and
+# ``covered_by`` names that newer save. SQLite cannot change a CHECK in place,
+# so the table is copied (every row kept); part of a new database's schema
+# (copying an empty table), and the migration from 7.
+_COVERED_DDL = """
+CREATE TABLE saves_v8 (
+    namespace    TEXT NOT NULL,
+    workspace    TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    disk         INTEGER NOT NULL,
+    session_id   TEXT NOT NULL,
+    turn_id      TEXT NOT NULL,
+    status       TEXT NOT NULL
+        CHECK (status IN ('pending', 'ready', 'failed', 'lost', 'pruned', 'covered')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    error        TEXT,
+    requested_at TEXT NOT NULL,
+    ready_at     TEXT,
+    covered_by   INTEGER,
+    PRIMARY KEY (namespace, workspace, version)
+);
+INSERT INTO saves_v8 (namespace, workspace, version, disk, session_id, turn_id, status,
+    attempts, error, requested_at, ready_at)
+    SELECT namespace, workspace, version, disk, session_id, turn_id, status,
+        attempts, error, requested_at, ready_at FROM saves;
+DROP TABLE saves;
+ALTER TABLE saves_v8 RENAME TO saves;
+CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 _MIGRATIONS: dict[int, str] = {
@@ -237,6 +268,8 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     5: _MIRROR_DDL,
     # 7: the leader's term.
     6: _LEADER_DDL,
+    # 8: coalesced saves.
+    7: _COVERED_DDL,
 }
 
 
@@ -271,7 +304,15 @@ def scripts(version: int) -> list[str]:
             "use the Helmr release that wrote it"
         )
     if version == 0:
-        return [_DDL + _DISKS_DDL + _LIMITS_DDL + _STORAGE_DDL + _MIRROR_DDL + _LEADER_DDL]
+        return [
+            _DDL
+            + _DISKS_DDL
+            + _LIMITS_DDL
+            + _STORAGE_DDL
+            + _MIRROR_DDL
+            + _LEADER_DDL
+            + _COVERED_DDL
+        ]
     return [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
 
 

@@ -3,11 +3,16 @@ their progress, and the restore and recovery gap after an execution loss."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from helmr.control import ControlConfig, SessionView
+from helmr.control.computer import covered_by_taking, uncommitted
 from helmr.errors import Conflict
 from helmr.protocol import ErrorInfo
+from helmr.states import SaveStatus
+from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness
 
 
@@ -214,3 +219,136 @@ async def test_a_held_workspace_refuses_a_second_session_and_its_deletion(h: Har
         namespace="team", name="other", actor="reviewer", workspace=session.workspace
     )
     assert other.status == "open"
+
+
+# Coalesced saves ------------------------------------------------------------------------------
+
+
+def _save(version: int, status: SaveStatus = "pending", disk: int = 1) -> SaveRow:
+    return SaveRow(
+        namespace="team",
+        workspace="ws",
+        version=version,
+        disk=disk,
+        session_id="s",
+        turn_id=f"t{version}",
+        status=status,
+        attempts=0,
+        error=None,
+        requested_at=datetime(2026, 1, 1, tzinfo=UTC),
+        ready_at=None,
+        covered_by=None,
+    )
+
+
+def test_taking_a_save_covers_the_older_pending_saves_of_its_disk_only() -> None:
+    pending = [_save(1, disk=0), _save(2, "failed"), _save(3), _save(4), _save(5)]
+    covered = covered_by_taking(pending, pending[3])
+    assert [s.version for s in covered] == [3]  # not the other disk's, the given up, the newer
+    assert covered_by_taking(pending, pending[0]) == []
+
+
+def test_uncommitted_saves_are_those_of_the_lost_disk_after_the_restore_point() -> None:
+    saves = [
+        _save(7, "covered"),
+        _save(6, "pending"),
+        _save(5, "failed"),
+        _save(4, "ready"),
+        _save(3, "covered"),  # covered by the ready save 4: committed
+        _save(8, "pending", disk=2),  # another disk's
+    ]
+    assert [s.version for s in uncommitted(saves, 1, 4)] == [7, 6, 5]
+    assert [s.version for s in uncommitted(saves, 1, None)] == [7, 6, 5, 3]
+
+
+async def test_the_newest_pending_save_taken_covers_the_older_ones_and_commits_them(
+    h: Harness,
+) -> None:
+    """Turns completed while a save was being taken share the next one: taking the
+    newest covers the older pending saves, and its readiness commits their state."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    turns = [await _complete(h, session, epoch, f"t{n}") for n in range(3)]
+    ws = session.workspace
+
+    covered = await h.control.take_save("team", ws, 3)
+
+    assert [(s.version, s.turn_id) for s in covered] == [(1, turns[0]), (2, turns[1])]
+    assert [s.version for s in await h.control.pending_saves()] == [3]
+    assert (await h.control.get_workspace("team", ws)).pending_saves == 1
+    ready = await h.control.save_ready("team", ws, 3)
+    committed = await h.control.covered_saves("team", ws, 3)
+    assert [(s.version, s.status, s.covered_by) for s in committed] == [
+        (1, "covered", 3),
+        (2, "covered", 3),
+    ]
+    assert {s.ready_at for s in committed} == {ready.ready_at}
+    view = await h.control.get_workspace("team", ws)
+    assert (view.computer_version, view.pending_saves) == (f"{ws}-save-3", 0)
+    # Taking it again (an operator restarted after the snapshot) covers nothing more.
+    assert await h.control.take_save("team", ws, 3) == []
+
+
+async def test_a_newer_save_covers_a_retried_one_and_what_that_one_covered(h: Harness) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    for n in range(2):
+        await _complete(h, session, epoch, f"t{n}")
+    ws = session.workspace
+    await h.control.take_save("team", ws, 2)
+    await h.control.save_failed("team", ws, 2, "snapshot failed")  # to be taken again
+    await _complete(h, session, epoch, "t2")
+
+    covered = await h.control.take_save("team", ws, 3)
+
+    assert [(s.version, s.attempts) for s in covered] == [(2, 1)]
+    assert [s.version for s in await h.control.covered_saves("team", ws, 3)] == [1, 2]
+    assert await h.control.covered_saves("team", ws, 2) == []
+
+
+async def test_covered_saves_whose_save_was_not_ready_are_in_the_recovery_gap(
+    h: Harness,
+) -> None:
+    """The restore point stays the last ready save; Turns whose state only a save
+    still being taken would have held are in the gap, in order."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "saved")
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_ready("team", session.workspace, 1)
+    unsaved = [await _complete(h, session, epoch, f"u{n}") for n in range(3)]
+    await h.control.take_save("team", session.workspace, 4)  # covers 2 and 3; never ready
+
+    outcome = await h.control.execution_lost(session.id, epoch)
+
+    [gap] = [e for e in await h.events(session.id) if e.kind == "session.recovery_gap"]
+    assert gap.data == {
+        "restorePoint": f"{session.workspace}-save-1",
+        "computerId": f"{session.workspace}-disk-1",
+        "turnIds": unsaved,
+        "holdId": outcome.hold_id,
+    }
+
+
+async def test_covered_saves_whose_save_is_ready_are_restored_not_in_the_gap(
+    h: Harness,
+) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    for n in range(3):
+        await _complete(h, session, epoch, f"t{n}")
+    await h.control.take_save("team", session.workspace, 3)
+    await h.control.save_ready("team", session.workspace, 3)
+    after = await _complete(h, session, epoch, "after")
+
+    outcome = await h.control.execution_lost(session.id, epoch)
+
+    [gap] = [e for e in await h.events(session.id) if e.kind == "session.recovery_gap"]
+    assert gap.data == {
+        "restorePoint": f"{session.workspace}-save-3",
+        "computerId": f"{session.workspace}-disk-1",
+        "turnIds": [after],
+        "holdId": outcome.hold_id,
+    }
+    disk = await h.control.current_disk("team", session.workspace)
+    assert (disk.disk, disk.restored_from) == (2, 3)

@@ -12,6 +12,7 @@ from helmr.control import Control
 from helmr.operator.computer import Disks, RestoreFailed
 from helmr.operator.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource
+from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness
 
 from .stub_kube import StubKube
@@ -155,6 +156,66 @@ async def test_a_failed_attempt_counts_once_and_is_retried_after_a_backoff(
     disks._retry_at.clear()  # the backoff elapsed
     await disks.reconcile()
     assert kube.created_snapshots == ["ws-save-1", "ws-save-1"]
+
+
+async def _complete_another(control: Control, session_id: str) -> None:
+    session = await control.get_session(session_id)
+    await control.enqueue(session_id, "write more")
+    turn = await control.receive(session_id, session.process_epoch, timeout=0)
+    assert turn is not None
+    await control.complete(session_id, session.process_epoch, turn.id)
+
+
+async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_the_rest(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    ended: list[SaveRow] = []
+    disks.save_ended = ended.append
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    for _ in range(3):  # completed while save 1 is being taken
+        await _complete_another(h.control, session_id)
+        await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1"]
+
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await disks.reconcile()  # save 1 is ready
+    await disks.reconcile()  # the newest is taken, for the three
+    assert kube.created_snapshots == ["ws-save-1", "ws-save-4"]
+    assert kube.snapshots["ws-save-4"]["metadata"]["labels"]["helmr.dev/save-version"] == "4"
+    assert [s.version for s in await h.control.pending_saves()] == [4]
+
+    kube.snapshots["ws-save-4"]["status"] = {"readyToUse": True}
+    await disks.reconcile()
+    assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-4"
+    # Each Turn's save is told ended: its own snapshot, or the one that covered it.
+    assert [(s.version, s.status, s.covered_by) for s in ended] == [
+        (1, "ready", None),
+        (4, "ready", None),
+        (2, "covered", 4),
+        (3, "covered", 4),
+    ]
+    assert all(s.ready_at is not None for s in ended)
+    assert kube.created_snapshots == ["ws-save-1", "ws-save-4"]
+
+
+async def test_a_failed_attempt_is_retried_as_the_newest_save_covering_it(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    await _complete_another(h.control, session_id)
+    kube.snapshots["ws-save-1"]["status"] = {"error": {"message": "no space"}}
+    await disks.reconcile()
+    del kube.snapshots["ws-save-1"]  # the failed attempt is gone
+
+    await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1"]  # the Workspace's backoff holds
+    disks._retry_at.clear()  # the backoff elapsed
+    await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1", "ws-save-2"]
+    [covered] = await h.control.covered_saves(NS, "ws", 2)
+    assert (covered.version, covered.attempts, covered.error) == (1, 1, "no space")
 
 
 async def test_after_a_loss_the_disk_is_restored_from_the_last_ready_save(

@@ -109,6 +109,37 @@ async def test_each_turn_is_one_trace_of_its_steps_with_their_times(
     assert failed["turn"].attributes["helmr.turn.status"] == "failed"
 
 
+async def test_a_covered_save_ends_with_the_save_that_covered_it(
+    api: Api, traces: TurnTraces, exporter: InMemorySpanExporter
+) -> None:
+    sid = await api.start()
+    turns = [await api.enqueue(sid, f"t{n}") for n in range(3)]
+    _, headers = await api.run_turn(sid)
+    turn_path, receive = f"/runner/v1/sessions/{sid}/turns", f"/runner/v1/sessions/{sid}/receive"
+    for n, turn_id in enumerate(turns):
+        if n:
+            await api.call("POST", receive, headers=headers, json={"timeout": 5})
+        await api.call("POST", f"{turn_path}/{turn_id}/complete", headers=headers, json={})
+    (first, *_) = await api.control.pending_saves()
+    workspace = first.workspace
+    await api.control.take_save(NAMESPACE, workspace, 2)  # covers save 1
+    await api.control.save_failed(NAMESPACE, workspace, 2, "no space")
+    await api.control.take_save(NAMESPACE, workspace, 3)  # covers 1 and 2
+    traces.save_ended(await api.control.save_ready(NAMESPACE, workspace, 3))
+    for save in await api.control.covered_saves(NAMESPACE, workspace, 3):
+        traces.save_ended(save)
+
+    spans = exporter.get_finished_spans()
+    taken = of_turn(spans, turns[2])["turn.save"]
+    for turn_id in turns[:2]:
+        span = of_turn(spans, turn_id)["turn.save"]
+        assert span.status.status_code == StatusCode.UNSET  # its state is committed
+        assert span.end_time == taken.end_time  # when the save that covered it was ready
+        assert span.attributes is not None
+        status = span.attributes["helmr.save.status"], span.attributes["helmr.save.covered_by"]
+        assert status == ("covered", 3)
+
+
 async def test_an_interrupted_turn_has_no_settlement_and_old_events_emit_nothing(
     api: Api, traces: TurnTraces, exporter: InMemorySpanExporter
 ) -> None:
