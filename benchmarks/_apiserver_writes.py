@@ -4,13 +4,16 @@ counted by the apiserver itself.
 A real control plane (``kopf run -m helmr.operator`` on this host) and real runner
 pods of the echo actor: N sessions are started and warmed (one Turn each), then
 ``apiserver_request_total`` is read from the apiserver's ``/metrics``, each
-session runs ``--turns`` Turns one after another through the public client, the
-status mirror is given time for its last pass, and the counter is read again.
+session runs ``--turns`` Turns one after another through the public client,
+every Workspace's saves are waited for (none pending: they are taken after the
+Turns), the status mirror is given time for its last pass, and the counter is read
+again.
 Counted: write verbs (POST, PUT, PATCH, DELETE, APPLY) on Helmr's resources, core
 Events, pods, service accounts and VolumeSnapshots (each completed Turn asks for a
 save of its Computer disk). Other clients of a shared cluster (another test run's
 operator, kubelets) write to the same resources: the same counts over an idle
-window as long as the run, right after it, are shown too and subtracted. Run with
+window as long as the run (its saves included), right after it, are shown too and
+subtracted. Run with
 the chart's default (``apiTurnResources: true``) and with it off, each on a new
 control plane.
 """
@@ -39,8 +42,10 @@ CORE_RESOURCES = {"events", "pods", "serviceaccounts"}
 COUNTED_GROUPS = {"helmr.dev", "snapshot.storage.k8s.io"}
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
-# The status mirror's interval (0.5 s by default) and a pass's own time.
+# The status mirror's interval (0.5 s by default) and a pass's own time, and the
+# snapshot machinery's last writes (a pruned save's deletion) after the last save.
 SETTLE_SECONDS = 3.0
+SAVES_TIMEOUT = 600.0
 
 
 def helmr_writes(kubeconfig: str) -> Counter[str]:
@@ -73,6 +78,17 @@ async def _session_turns(session: SessionRef, turns: int) -> None:
         await ref.wait(timeout=120)
 
 
+async def _saves_settled(helmr: Client, namespace: str, workspaces: int) -> None:
+    """Until no Workspace has a pending save: the Computer saves of the Turns run are
+    taken after them (one at a time per Workspace), so their writes come later."""
+    refs = [helmr.workspaces.ref(f"{namespace}/ws-{i}") for i in range(workspaces)]
+    deadline = time.monotonic() + SAVES_TIMEOUT
+    while any([(await ref.retrieve()).pending_saves for ref in refs]):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"saves still pending after {SAVES_TIMEOUT} s")
+        await asyncio.sleep(0.5)
+
+
 async def one_run(
     kubeconfig: str, api: client.ApiClient, sessions: int, turns: int, api_turn_resources: bool
 ) -> Run:
@@ -91,14 +107,17 @@ async def one_run(
                     for i in range(sessions)
                 ]
                 await asyncio.gather(*(_session_turns(s, 1) for s in started))  # warm
+                await _saves_settled(helmr, namespace, sessions)
                 await asyncio.sleep(SETTLE_SECONDS)
                 before = helmr_writes(kubeconfig)
                 began = time.monotonic()
                 await asyncio.gather(*(_session_turns(s, turns) for s in started))
                 took = time.monotonic() - began
+                await _saves_settled(helmr, namespace, sessions)
                 await asyncio.sleep(SETTLE_SECONDS)
                 after = helmr_writes(kubeconfig)
-                await asyncio.sleep(took + SETTLE_SECONDS)  # the idle window
+                window = time.monotonic() - began
+                await asyncio.sleep(window)  # the idle window
                 idle = helmr_writes(kubeconfig) - after
                 for session in started:
                     await session.cancel()
