@@ -27,6 +27,16 @@ def load(rt: ReadTx, session_ids: Iterable[str]) -> dict[str, int]:
     return cursors
 
 
+def behind(rt: ReadTx) -> list[str]:
+    """Sessions whose timeline has events past their saved cursor: the mirror's
+    backlog, for when changes may have gone unannounced (a replica's change feed
+    lost its connection to the server)."""
+    rows = rt.conn.execute(
+        "SELECT id FROM sessions WHERE last_event_seq > mirrored_event_seq"
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
 def save(tx: Tx, cursors: Mapping[str, int]) -> None:
     """Saves each Session's cursor; a cursor never moves back (a slower pass's).
     Rows are updated in id order: two such saves never wait on each other in a cycle."""

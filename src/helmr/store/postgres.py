@@ -36,7 +36,7 @@ from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from helmr.errors import Unavailable
-from helmr.store import schema
+from helmr.store import mirror_cursors, schema
 from helmr.store.dialect import POSTGRES
 from helmr.store.postgres_feed import Feed, commit
 from helmr.store.signals import Signals
@@ -124,7 +124,9 @@ class PostgresBackend:
         try:
             await asyncio.to_thread(pool.open, wait=True)
             await asyncio.to_thread(_migrate, pool)
-            backend._feed = await Feed.start(url, backend._origin, signals)
+            backend._feed = await Feed.start(
+                url, backend._origin, signals, lambda: backend.read(mirror_cursors.behind)
+            )
         except BaseException:
             await backend.close()
             raise
@@ -139,10 +141,11 @@ class PostgresBackend:
         return await asyncio.wrap_future(self._threads.submit(self._retried, self._read, fn))
 
     async def close(self) -> None:
-        """Lets running transactions finish, then closes every connection."""
-        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        """Lets running transactions finish, then closes every connection (the
+        feed's first: reconnecting, it would read through the threads)."""
         if self._feed is not None:
             await self._feed.stop()
+        await asyncio.to_thread(self._threads.shutdown, wait=True)
         await asyncio.to_thread(self._pool.close)
 
     def _retried(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:

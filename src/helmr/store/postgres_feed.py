@@ -8,8 +8,11 @@ publishes other replicas' ids to its Store's signals: waiters, long polls and
 the status mirror wake whichever replica committed. A replica publishes its
 own commits directly (before its write returns), so it skips their echo.
 
-Notifications sent while a Feed is disconnected are lost: on reconnecting it
-wakes every waiter, which reads again.
+Notifications sent while a Feed is disconnected are lost (a server restart:
+another replica's pool is back before this Feed listens again): on
+reconnecting it wakes every waiter, which reads again, and publishes the
+Sessions that ``missed`` names (the status mirror's backlog), so the leader's
+mirror and supervisor hear of them too, not only at their next change.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from helmr.errors import Unavailable
 from helmr.store.signals import Signals
 
 log = logging.getLogger(__name__)
@@ -59,18 +63,24 @@ def _chunks(ids: list[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+Missed = Callable[[], Awaitable[Iterable[str]]]
+"""Reads which Sessions may have changed unannounced while the Feed was away."""
+
+
 class Feed:
-    def __init__(self, url: str, origin: str, signals: Signals) -> None:
+    def __init__(self, url: str, origin: str, signals: Signals, missed: Missed) -> None:
         """Use :meth:`start`."""
         self._url = url
         self._origin = origin
         self._signals = signals
+        self._missed = missed
+        self._conn: psycopg.AsyncConnection[Any] | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, url: str, origin: str, signals: Signals) -> Feed:
+    async def start(cls, url: str, origin: str, signals: Signals, missed: Missed) -> Feed:
         """Listening before it returns, so no commit after it is missed."""
-        feed = cls(url, origin, signals)
+        feed = cls(url, origin, signals, missed)
         conn = await feed._listen()
         feed._task = asyncio.create_task(feed._run(conn), name="helmr-store-feed")
         return feed
@@ -80,9 +90,14 @@ class Feed:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        # Closed here too: the task may have been cancelled before it entered the
+        # connection's context (it had not run yet, or it was reading what it missed).
+        if self._conn is not None:
+            await self._conn.close()
 
     async def _listen(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        self._conn = conn
         await conn.execute(f"LISTEN {CHANNEL}")
         return conn
 
@@ -98,6 +113,13 @@ class Feed:
                 log.warning("lost the store's change feed (%s); reconnecting", exc)
             conn = await self._reconnect()
             self._signals.publish_watched()
+            await self._publish_missed()
+
+    async def _publish_missed(self) -> None:
+        try:
+            self._signals.publish(await self._missed())
+        except Unavailable as exc:  # the server went again: the next reconnect asks again
+            log.warning("store change feed: could not read what it missed: %s", exc)
 
     async def _reconnect(self) -> psycopg.AsyncConnection[Any]:
         while True:

@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 
 from helmr.events import EventKind
-from helmr.store import Store, Tx, timeline
+from helmr.store import Store, Tx, mirror_cursors, timeline
 from tests.compose import new_session
 from tests.postgres import PostgresServer
 
@@ -114,3 +114,22 @@ async def test_both_replicas_carry_on_after_the_server_restarts(
     with two.watching(session) as woken:
         await one.append_event(session, OUTPUT, "heard")
         await asyncio.wait_for(woken.wait(), timeout=5)
+
+
+async def test_commits_made_while_a_replicas_feed_reconnects_reach_its_change_feed(
+    postgres_server: PostgresServer, replicas: tuple[Store, Store]
+) -> None:
+    one, two = replicas
+    session, quiet = await new_session(one, "w1"), await new_session(one, "w2")
+    mirrored = await one.append_event(quiet, OUTPUT, "mirrored")
+    await one.write(partial(mirror_cursors.save, cursors={quiet: mirrored.sequence}))
+    await two.changed_sessions(timeout=1)  # what came before
+    await asyncio.to_thread(postgres_server.restart)
+    # Committed before the other's feed listens again: its NOTIFY reaches nobody.
+    await one.append_event(session, OUTPUT, "unannounced")
+    heard: set[str] = set()
+    async with asyncio.timeout(10):
+        while session not in heard:
+            heard |= await two.changed_sessions(timeout=1)
+    # What the mirror has followed already is not announced again.
+    assert quiet not in heard
