@@ -25,7 +25,7 @@ from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
 from helmr.operator.computer import Disks, RestoreFailed
-from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, namespace_terminating
+from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
 from helmr.operator.metrics import OperatorMetrics
@@ -58,6 +58,8 @@ class Supervisor:
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
+        # Namespaces whose runner service account this process has made sure of.
+        self._accounts: set[str] = set()
 
     def wake(self) -> None:
         """Asks for a pass now (a turn was admitted, a pod ended)."""
@@ -131,18 +133,22 @@ class Supervisor:
 
     async def resolve_limits(self, session: SessionView, now: datetime) -> None:
         """Reads the Session's Actor once, when it opened, and stores its limits."""
-        actor = await self._actor(session, now)
+        read, owner = await asyncio.gather(
+            self.kube.get_resource(Actor, session.namespace, session.actor),
+            self.kube.get_resource(Session, session.namespace, session.name),
+        )
+        actor = await self._actor_found(session, read, now)
         if actor is None:
             return
         # An API Session's resource may not be created yet: it has no overrides.
-        owner = await self.kube.get_resource(Session, session.namespace, session.name)
         await self.control.resolve_limits(session.id, effective_limits(owner, actor))
 
-    async def _actor(self, session: SessionView, now: datetime) -> Actor | None:
-        """The Session's Actor; a Session whose Actor is still missing a grace period
-        after it opened fails (``actor_not_found: <name>``): the Actor may be applied
-        just after the Session, but not never."""
-        actor = await self.kube.get_resource(Actor, session.namespace, session.actor)
+    async def _actor_found(
+        self, session: SessionView, actor: Actor | None, now: datetime
+    ) -> Actor | None:
+        """``actor``, the Session's Actor as read; a Session whose Actor is still
+        missing a grace period after it opened fails (``actor_not_found: <name>``):
+        the Actor may be applied just after the Session, but not never."""
         if actor is not None:
             self._waiting_for_actor.discard(session.id)
             return actor
@@ -153,6 +159,13 @@ class Supervisor:
             log.warning("session %s waits for Actor %s", session.id, session.actor)
             self._waiting_for_actor.add(session.id)
         return None
+
+    async def _leftovers(self, session: SessionView) -> list[PodRef]:
+        """The Session's runner pods that are still there. A Session that never
+        started a process has none: its epoch is raised before each pod is made."""
+        if session.process_epoch == 0:
+            return []
+        return await self.kube.list_pods(session.namespace, f"{LABEL_SESSION_ID}={session.id}")
 
     async def preparation_overdue(self, session: SessionView) -> None:
         """A process not running by its preparation deadline has failed to prepare,
@@ -184,8 +197,13 @@ class Supervisor:
         await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, stop.epoch))
 
     async def start(self, session: SessionView) -> None:
-        selector = f"{LABEL_SESSION_ID}={session.id}"
-        leftovers = await self.kube.list_pods(session.namespace, selector)
+        # The three reads go out together: on the cold start's path, each is an
+        # apiserver round trip.
+        leftovers, owner, actor = await asyncio.gather(
+            self._leftovers(session),
+            self.kube.get_resource(Session, session.namespace, session.name),
+            self.kube.get_resource(Actor, session.namespace, session.actor),
+        )
         if leftovers:
             # An older process is still physically there: remove it and come
             # back once the apiserver says it is gone.
@@ -193,7 +211,6 @@ class Supervisor:
                 if not pod.deleting:
                     await self.kube.delete_pod(pod.namespace, pod.name)
             return
-        owner = await self.kube.get_resource(Session, session.namespace, session.name)
         if owner is None:
             # Its Session resource was deleted while no operator watched (the
             # delete handler is best-effort: a finalizer would wedge namespace
@@ -203,7 +220,7 @@ class Supervisor:
             return
         if session.limits is None:
             return  # its Actor is not read yet (resolve_limits)
-        actor = await self._actor(session, self.clock())
+        actor = await self._actor_found(session, actor, self.clock())
         if actor is None:
             return
         try:
@@ -230,10 +247,7 @@ class Supervisor:
             tolerations=self.settings.runner_tolerations,
         )
         try:
-            await self.kube.ensure_service_account(
-                session.namespace, pods.build_service_account_spec(session.namespace)
-            )
-            uid = await self.kube.create_pod(session.namespace, pods.build_runner_pod_spec(spec))
+            uid = await self._create_runner_pod(session.namespace, pods.build_runner_pod_spec(spec))
         except ApiException as exc:
             # The process is registered: without its pod nothing would ever end it.
             await self.fail_preparation(
@@ -247,6 +261,21 @@ class Supervisor:
         self.metrics.processes_started.inc()
         self.metrics.timeline.pod_created(session.id, epoch, self.clock())
         log.info("session %s: started process %d", session.id, epoch)
+
+    async def _create_runner_pod(self, namespace: str, body: dict[str, Any]) -> str:
+        """Creates the pod, and first the namespace's runner service account unless
+        this process made sure of it already (one apiserver call fewer per cold
+        start). If the pod is refused, the account may have been deleted since: it
+        is made again and the pod created once more; a refusal of that is final."""
+        if namespace in self._accounts:
+            try:
+                return await self.kube.create_pod(namespace, body)
+            except ApiException:
+                self._accounts.discard(namespace)
+        account = pods.build_service_account_spec(namespace)
+        await self.kube.ensure_service_account(namespace, account)
+        self._accounts.add(namespace)
+        return await self.kube.create_pod(namespace, body)
 
 
 def pod_outcome(pod: Mapping[str, Any]) -> tuple[str, int | None]:

@@ -1,13 +1,14 @@
-"""A stub of the operator's thin Kube wrapper, for the tests of its passes (no tests here)."""
+"""Stubs of the operator's thin Kube wrapper, for the tests of its passes (no tests here)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from helmr.operator.kube import Kube, PodRef
-from helmr.resources import Resource, Status
+from helmr.resources import API_VERSION, Actor, Resource, Session, Status, Workspace
 
 
 class StubKube(Kube):
@@ -41,3 +42,78 @@ class StubKube(Kube):
         self, namespace: str, name: str, *, grace_seconds: int | None = None
     ) -> None:
         self.deleted_pods.append(name)
+
+
+DYING = "dying"
+
+
+def terminating(namespace: str) -> ApiException:
+    """The apiserver's answer to a create in a namespace being deleted."""
+    error = ApiException(status=403, reason="Forbidden")
+    error.body = json.dumps(
+        {
+            "kind": "Status",
+            "status": "Failure",
+            "message": f"unable to create new content in namespace {namespace}"
+            " because it is being terminated",
+            "reason": "Forbidden",
+            "details": {
+                "causes": [
+                    {
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ]
+            },
+            "code": 403,
+        }
+    )
+    return error
+
+
+class ClusterKube(StubKube):
+    """Every object the supervisor reads exists; creates in ``DYING`` are refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.created: list[str] = []
+        self.refused: list[str] = []
+
+    def _create(self, namespace: str, what: str) -> None:
+        if namespace == DYING:
+            self.refused.append(what)
+            raise terminating(namespace)
+        self.created.append(f"{namespace}/{what}")
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+        manifest: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind.KIND, "metadata": meta}
+        if kind is Session:
+            manifest["spec"] = {"actorRef": {"name": "reviewer"}, "workspace": "ws"}
+        elif kind is Actor:
+            manifest["spec"] = {"image": "runner:dev", "entrypoint": "echo.echo:echo"}
+        elif kind is Workspace:
+            manifest["spec"] = {}
+        else:
+            return None
+        return kind.from_manifest(manifest)
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
+        self._create(namespace, "claim")
+
+    async def list_claims(self, namespace: str, selector: str) -> list[str]:
+        return []
+
+    async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
+        self._create(namespace, "serviceaccount")
+
+    async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
+        self._create(namespace, "pod")
+        return "uid"
+
+    async def record_event(self, kind: Any, namespace: str, *_: Any, **__: Any) -> None:
+        self._create(namespace, "event")

@@ -8,9 +8,6 @@ every pass, and go on with the others.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView
@@ -21,85 +18,12 @@ from helmr.operator.runner_identity import RunnerPods
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
-from helmr.resources import API_VERSION, Actor, Session, TurnStatus, Workspace
+from helmr.resources import TurnStatus
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
-from tests.unit.operator.stub_kube import StubKube
+from tests.unit.operator.stub_kube import DYING, ClusterKube, terminating
 
-DYING = "dying"
 FAILURE = ErrorInfo(code="boom", message="failed")
-
-
-def terminating(namespace: str) -> ApiException:
-    """The apiserver's answer to a create in a namespace being deleted."""
-    error = ApiException(status=403, reason="Forbidden")
-    error.body = json.dumps(
-        {
-            "kind": "Status",
-            "status": "Failure",
-            "message": f"unable to create new content in namespace {namespace}"
-            " because it is being terminated",
-            "reason": "Forbidden",
-            "details": {
-                "causes": [
-                    {
-                        "reason": "NamespaceTerminating",
-                        "message": f"namespace {namespace} is being terminated",
-                        "field": "metadata.namespace",
-                    }
-                ]
-            },
-            "code": 403,
-        }
-    )
-    return error
-
-
-class ClusterKube(StubKube):
-    """Every object the supervisor reads exists; creates in ``DYING`` are refused."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.created: list[str] = []
-        self.refused: list[str] = []
-
-    def _create(self, namespace: str, what: str) -> None:
-        if namespace == DYING:
-            self.refused.append(what)
-            raise terminating(namespace)
-        self.created.append(f"{namespace}/{what}")
-
-    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
-        meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
-        manifest: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind.KIND, "metadata": meta}
-        if kind is Session:
-            manifest["spec"] = {"actorRef": {"name": "reviewer"}, "workspace": "ws"}
-        elif kind is Actor:
-            manifest["spec"] = {"image": "runner:dev", "entrypoint": "echo.echo:echo"}
-        elif kind is Workspace:
-            manifest["spec"] = {}
-        else:
-            return None
-        return kind.from_manifest(manifest)
-
-    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return None
-
-    async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
-        self._create(namespace, "claim")
-
-    async def list_claims(self, namespace: str, selector: str) -> list[str]:
-        return []
-
-    async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
-        self._create(namespace, "serviceaccount")
-
-    async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
-        self._create(namespace, "pod")
-        return "uid"
-
-    async def record_event(self, kind: Any, namespace: str, *_: Any, **__: Any) -> None:
-        self._create(namespace, "event")
 
 
 async def dying_session(h: Harness) -> SessionView:
