@@ -194,7 +194,9 @@ def user_kubeconfig(
         namespace,
         "-f",
         "-",
-        input="\n---\n".join(json.dumps(m) for m in manifests),
+        # YAML documents: kubectl reads a stream that starts with "{" as JSON,
+        # and then a "---" between documents is a parse error.
+        input=yaml.safe_dump_all(manifests),
     )
     assert applied.returncode == 0, applied.stderr
     token = service_account_token(core, namespace, "user", seconds=3600)
