@@ -43,10 +43,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -54,10 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load, ready_after_restart
-from tests import postgres
+from _history import seed_history
+from _stores import stores
 from tests.compose import open_plane
-
-from helmr.control import Control
 
 HERE = Path(__file__).resolve().parent
 NAMESPACE = "bench"
@@ -76,40 +72,8 @@ async def seed(store: str, sessions: int, history: int) -> dict[str, int]:
                 namespace=NAMESPACE, name=f"s{i}", actor="noop", workspace=f"ws{i}"
             )
             epochs[view.id] = await plane.control.process_started(view.id)
-        ids = list(epochs)
-        per_session = [history // sessions + (i < history % sessions) for i in range(sessions)]
-        # A few Sessions at a time: the writer's commits are what this costs.
-        batch = 32
-        for start in range(0, sessions, batch):
-            await asyncio.gather(
-                *(
-                    _history(plane.control, ids[i], epochs[ids[i]], per_session[i])
-                    for i in range(start, min(start + batch, sessions))
-                )
-            )
-        # As if a status mirror had followed the history while it was made: its
-        # first pass then reads only what is new (not the whole seeded history).
-        await plane.control.save_mirrored_through(
-            {session_id: await _last_event(plane.control, session_id) for session_id in ids}
-        )
+        await seed_history(plane.control, epochs, history)
     return epochs
-
-
-async def _last_event(control: Control, session_id: str) -> int:
-    after = 0
-    while True:
-        page = await control.list_events(session_id, after, 1000)
-        after = page.next_after
-        if not page.has_more:
-            return after
-
-
-async def _history(control: Control, session_id: str, epoch: int, turns: int) -> None:
-    for n in range(turns):
-        await control.enqueue(session_id, {"history": n})
-        turn = await control.receive(session_id, epoch, timeout=0)
-        assert turn is not None
-        await control.complete(session_id, epoch, turn.id)
 
 
 # --- the control plane's process ----------------------------------------------------------
@@ -224,37 +188,6 @@ async def measure(
     table.rows.append(("  sessions per pass, mean", f"{sessions_per_pass:.0f}", "", "", ""))
 
 
-@contextmanager
-def stores(kinds: list[str]) -> Iterator[Iterator[tuple[str, Any]]]:
-    """Each kind's store factory: a context giving a new store's location."""
-    server = None
-    if "postgres" in kinds:
-        binaries = postgres.find_binaries()
-        if binaries is None:
-            raise SystemExit("PostgreSQL is not installed (hack/install-deps.sh)")
-        server = postgres.start(binaries, durable=True)
-    try:
-
-        @contextmanager
-        def sqlite() -> Iterator[str]:
-            directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"helmr-scale-{uuid.uuid4().hex}"
-            directory.mkdir()
-            try:
-                yield str(directory / "helmr.db")
-            finally:
-                subprocess.run(["rm", "-rf", str(directory)], check=False)
-
-        def postgresql() -> Any:
-            assert server is not None
-            return server.database(migrated=False)
-
-        factories = {"sqlite": sqlite, "postgres": postgresql}
-        yield ((kind, factories[kind]) for kind in kinds)
-    finally:
-        if server is not None:
-            server.stop()
-
-
 async def fleet_bench(args: argparse.Namespace) -> None:
     table = Table()
     kinds = args.store.split(",")
@@ -286,9 +219,23 @@ def main() -> None:
     writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
     writes.add_argument("--turns", type=int, default=20, help="warm turns per session")
     writes.add_argument("--build", action="store_true", help="build the runner image first")
+    kwok = modes.add_parser("kwok", help="the real control plane, runner pods on a kwok node")
+    kwok.add_argument("--sessions", default="100,1000", help="comma-separated counts")
+    kwok.add_argument("--history", type=int, default=0, help="turns of history, in all")
+    kwok.add_argument("--store", default="sqlite,postgres")
+    kwok.add_argument("--clients", type=int, default=64)
+    kwok.add_argument("--seconds", type=float, default=15)
+    kwok.add_argument("--api-turn-resources", action="store_true")
     args = parser.parse_args()
     if args.mode == "fleet":
         asyncio.run(fleet_bench(args))
+    elif args.mode == "kwok":
+        from _kwok_bench import kwok_bench
+
+        # Stopped from outside, it still removes its node, namespace and kwok:
+        # asyncio.run cancels the benchmark on KeyboardInterrupt, and its cleanups run.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        asyncio.run(kwok_bench(args))
     else:
         from _apiserver_writes import writes_bench
 

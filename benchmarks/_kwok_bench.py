@@ -1,0 +1,319 @@
+"""``bench_scale.py kwok``: many open Sessions on a real cluster, without containers.
+
+The real control plane (``kopf run -m helmr.operator`` on this host: supervisor,
+status mirror, TokenReview of runner tokens) starts N Sessions through its API; their
+runner pods are pinned (``HELMR_RUNNER_NODE_SELECTOR``, ``HELMR_RUNNER_TOLERATIONS``)
+to a fake node that kwok keeps Ready and whose pods it marks Running (``_kwok.py``).
+Each Session still has its Workspace and Computer disk: a real PVC, provisioned by
+the cluster's CSI driver (a directory on the real node; no pod mounts it). With
+``--history``, the control plane is stopped once its runner pods run, that many
+completed Turns are written into its store, and it is started again.
+
+One process (``_fleet.py``) then plays every runner pod: for each pod a token from
+TokenRequest for the ``helmr-runner`` service account, bound to that pod (name and
+uid) with the runner audience, exactly what the kubelet would project into it, so the
+control plane's TokenReview maps it to its Session and epoch; then the runner
+protocol. Reported per store and N: control-plane RSS, no-op turns/s and enqueue ->
+``turn.running`` under ``--clients`` enqueuers, apiserver writes per Turn (the
+apiserver's ``apiserver_request_total``, an idle window as long subtracted:
+``_apiserver_writes.py``), and restart -> ready (SIGKILL, start again: until the API
+admits a Turn, and until that Turn completed).
+
+Everything is removed afterwards, on failure too: the namespace (its pods finalized
+by kwok while it still runs), the fake node and kwok.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from _apiserver_writes import SETTLE_SECONDS, helmr_writes
+from _common import Table, bench_namespace, new_api_client, prepare
+from _fleet import RECEIVE_WAIT, Fleet, Runner, enqueue, load, ready_after_restart
+from _history import seed_history
+from _kwok import SELECTOR, TOLERATIONS, fake_node
+from _stores import stores
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from tests.cluster import conftest
+from tests.cluster.sessions import create_actor
+from tests.compose import open_plane
+
+from helmr.client import Client
+from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
+from helmr.operator.pods import RUNNER_AUDIENCE, RUNNER_SERVICE_ACCOUNT
+
+DEFAULT_KUBECONFIG = "/var/lib/helmr-cluster/kubeconfig"
+STARTS_AT_ONCE = 16
+TOKEN_SECONDS = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerPod:
+    session_id: str
+    epoch: int
+    name: str
+    uid: str
+
+
+def running_pods(core: client.CoreV1Api, namespace: str, node: str) -> list[RunnerPod]:
+    """The namespace's runner pods that kwok marked Running on the fake node."""
+    # Any: the client's models make every field optional.
+    listed: Any = core.list_namespaced_pod(namespace, label_selector=f"{LABEL_COMPONENT}={RUNNER}")
+    return [
+        RunnerPod(
+            pod.metadata.labels[LABEL_SESSION_ID],
+            int(pod.metadata.labels[LABEL_EPOCH]),
+            pod.metadata.name,
+            pod.metadata.uid,
+        )
+        for pod in listed.items
+        if pod.spec.node_name == node
+        and pod.status.phase == "Running"
+        and pod.metadata.deletion_timestamp is None
+    ]
+
+
+def pod_token(core: client.CoreV1Api, namespace: str, pod: RunnerPod) -> str:
+    """The token the kubelet would project into ``pod``: the runner service account's,
+    for the runner audience, bound to the pod."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(
+            audiences=[RUNNER_AUDIENCE],
+            expiration_seconds=TOKEN_SECONDS,
+            bound_object_ref=client.V1BoundObjectReference(
+                api_version="v1", kind="Pod", name=pod.name, uid=pod.uid
+            ),
+        )
+    )
+    answer: Any = core.create_namespaced_service_account_token(
+        RUNNER_SERVICE_ACCOUNT, namespace, request
+    )
+    return str(answer.status.token)
+
+
+async def wait_for_pods(
+    core: client.CoreV1Api, namespace: str, node: str, sessions: int
+) -> dict[str, RunnerPod]:
+    """Each Session's runner pod, once all ``sessions`` run on the fake node."""
+    deadline = time.monotonic() + 120 + sessions * 0.5
+    while True:
+        pods = await asyncio.to_thread(running_pods, core, namespace, node)
+        newest: dict[str, RunnerPod] = {}
+        for pod in sorted(pods, key=lambda p: p.epoch):
+            newest[pod.session_id] = pod
+        if len(newest) >= sessions:
+            return newest
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {len(newest)} of {sessions} runner pods Running")
+        await asyncio.sleep(2)
+
+
+async def start_sessions(op: conftest.Operator, actor: str, namespace: str, n: int) -> None:
+    """``n`` Sessions of ``actor``, each with a Turn queued: a Session starts its
+    runner pod for its first Turn."""
+    at_once = asyncio.Semaphore(STARTS_AT_ONCE)
+    async with Client(op.url, op.token) as helmr:
+
+        async def start(i: int) -> None:
+            async with at_once:
+                session, _ = await helmr.actors.start(
+                    actor, namespace=namespace, workspace=f"ws-{i}"
+                )
+                await session.enqueue({"first": True})
+
+        await asyncio.gather(*(start(i) for i in range(n)))
+
+
+def wait_gone(core: client.CoreV1Api, namespace: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        time.sleep(2)
+    print(f"  namespace {namespace} still terminating after {timeout:.0f} s", flush=True)
+
+
+@contextmanager
+def scale_namespace(core: client.CoreV1Api, op: conftest.Operator) -> Iterator[str]:
+    """A new namespace, deleted afterwards and waited for while the control plane
+    runs (kopf's finalizers on its resources) and kwok too (its pods on the fake
+    node); then the control plane is stopped."""
+    name = ""
+    op.start()
+    try:
+        with bench_namespace(core) as name:
+            yield name
+    finally:
+        try:
+            if name:
+                if op.process is None or op.process.poll() is not None:
+                    op.start()
+                wait_gone(core, name)
+        finally:
+            op.stop()
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError("no VmRSS")
+
+
+async def measure(
+    table: Table,
+    api: client.ApiClient,
+    kubeconfig: str,
+    node: str,
+    label: str,
+    store: str,
+    sessions: int,
+    args: argparse.Namespace,
+) -> None:
+    core = client.CoreV1Api(api)
+    work = Path(tempfile.mkdtemp(prefix="helmr-kwok-"))
+    location = {"HELMR_STORE_URL" if "://" in store else "HELMR_STORE_PATH": store}
+    op = conftest.Operator.for_cluster(
+        kubeconfig,
+        work,
+        **location,
+        HELMR_API_TURN_RESOURCES=str(args.api_turn_resources).lower(),
+        HELMR_RUNNER_NODE_SELECTOR=json.dumps(SELECTOR),
+        HELMR_RUNNER_TOLERATIONS=json.dumps(TOLERATIONS),
+    )
+    print(f"{label}: {sessions} sessions (operator log: {op.log})", flush=True)
+    with scale_namespace(core, op) as namespace:
+        actor = create_actor(api, namespace, conftest.RUNNER_IMAGE)
+        began = time.monotonic()
+        await start_sessions(op, actor, namespace, sessions)
+        pods = await wait_for_pods(core, namespace, node, sessions)
+        opened = time.monotonic() - began
+        print(f"  {sessions} runner pods Running in {opened:.0f} s", flush=True)
+        if args.history:
+            op.stop()
+            async with open_plane(store) as plane:
+                epochs = {s: pod.epoch for s, pod in pods.items()}
+                await seed_history(plane.control, epochs, args.history)
+            op.start()
+            print(f"  {args.history} turns of history written", flush=True)
+        figures = await _load_and_restart(core, kubeconfig, op, namespace, pods, args)
+    table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")
+    table.rows.append(("sessions started -> runner pods Running", f"{opened:.1f} s", "", "", ""))
+    figures.report(table, args.clients)
+
+
+@dataclass
+class Figures:
+    rss_mib: float
+    turns: int
+    seconds: float
+    latencies: list[float]
+    writes: Counter[str]
+    """apiserver writes in the run, by verb and resource."""
+    idle: Counter[str]
+    """The same over as long a window with no Turns: other clients' writes."""
+    restart: tuple[float, float]
+
+    def report(self, table: Table, clients: int) -> None:
+        table.rows.append(("control-plane RSS", f"{self.rss_mib:.0f} MiB", "", "", ""))
+        table.rows.append(("restart -> API admits a turn", f"{self.restart[0]:.2f} s", "", "", ""))
+        table.rows.append(
+            ("restart -> that turn completed", f"{self.restart[1]:.2f} s", "", "", "")
+        )
+        rate = self.turns / self.seconds
+        table.rows.append((f"no-op turns/s ({clients} clients)", f"{rate:.0f}", "", "", ""))
+        table.latency("enqueue -> turn.running", self.latencies)
+        noise = sum(self.idle.values())
+        per_turn = max(sum(self.writes.values()) - noise, 0) / max(self.turns, 1)
+        table.rows.append(("apiserver writes per turn, idle out", f"{per_turn:.2f}", "", "", ""))
+        table.rows.append(("  by verb and resource: run / idle window", "", "", "", ""))
+        for what in sorted(self.writes | self.idle):
+            counts = f"{self.writes[what]}/{self.idle[what]}"
+            table.rows.append((f"    {what}", counts, "", "", ""))
+
+
+async def _load_and_restart(
+    core: client.CoreV1Api,
+    kubeconfig: str,
+    op: conftest.Operator,
+    namespace: str,
+    pods: dict[str, RunnerPod],
+    args: argparse.Namespace,
+) -> Figures:
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
+    async with (
+        aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
+        Fleet(http, op.url).running() as fleet,
+    ):
+        for session_id, pod in pods.items():
+            token = await asyncio.to_thread(pod_token, core, namespace, pod)
+            fleet.serve(session_id, Runner(pod.epoch, token))
+        # One Turn for every Session: each runner is connected and its token reviewed.
+        warm = [await enqueue(http, op, s) for s in fleet.sessions]
+        await asyncio.wait_for(asyncio.gather(*(fleet.waiter(t) for t in warm)), 300)
+        await asyncio.sleep(SETTLE_SECONDS)
+        before = await asyncio.to_thread(helmr_writes, kubeconfig)
+        turns, seconds, latencies = await load(http, op, fleet, args.clients, args.seconds)
+        await asyncio.sleep(SETTLE_SECONDS)
+        after = await asyncio.to_thread(helmr_writes, kubeconfig)
+        await asyncio.sleep(seconds + SETTLE_SECONDS)  # the idle window
+        idle = await asyncio.to_thread(helmr_writes, kubeconfig)
+        assert op.process is not None
+        rss = _rss_mib(op.process.pid)
+
+        def restart() -> None:
+            op.kill()
+            op.start()
+
+        restarted = await ready_after_restart(http, op, fleet, restart)
+    return Figures(
+        rss_mib=rss,
+        turns=turns,
+        seconds=seconds,
+        latencies=latencies,
+        writes=after - before,
+        idle=idle - after,
+        restart=restarted,
+    )
+
+
+async def kwok_bench(args: argparse.Namespace) -> None:
+    kubeconfig = os.environ.get("KUBECONFIG", DEFAULT_KUBECONFIG)
+    prepare(kubeconfig, build=False)
+    api = new_api_client(kubeconfig)
+    core = client.CoreV1Api(api)
+    table = Table()
+    kinds = args.store.split(",")
+    log = Path(tempfile.gettempdir()) / f"helmr-kwok-{uuid.uuid4().hex[:6]}.log"
+    with fake_node(core, kubeconfig, log) as node, stores(kinds) as factories:
+        print(f"fake node {node} Ready (kwok log: {log})", flush=True)
+        for kind, factory in factories:
+            for sessions in (int(n) for n in args.sessions.split(",")):
+                with factory() as store:
+                    await measure(table, api, kubeconfig, node, kind, store, sessions, args)
+                table.print()  # so far: a later row may take long, or fail
+    print()
+    print(
+        f"api turn resources: {'on' if args.api_turn_resources else 'off'};"
+        f" {args.seconds:.0f} s of load per row; {os.cpu_count()} cores"
+    )
+    table.print()
