@@ -98,7 +98,11 @@ class Feed:
     async def _listen(self) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
         self._conn = conn
-        await conn.execute(f"LISTEN {CHANNEL}")
+        try:
+            await conn.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -109,7 +113,8 @@ class Feed:
                         origin, _, ids = notify.payload.partition(" ")
                         if origin != self._origin:
                             self._signals.publish(ids.split(","))
-            except psycopg.OperationalError as exc:
+            # Any of psycopg's errors: one the loop does not survive ends the feed for good.
+            except psycopg.Error as exc:
                 log.warning("lost the store's change feed (%s); reconnecting", exc)
             conn = await self._reconnect()
             self._signals.publish_watched()
