@@ -175,20 +175,32 @@ class Follower(threading.Thread):
 
 
 class PodTimes(Follower):
-    """When each pod of a namespace was first seen, ``Running`` and gone, and its node."""
+    """When each pod of a namespace was first seen, scheduled, ``Running`` and gone,
+    its node and the claims it mounts."""
 
     def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
         super().__init__(core.list_namespaced_pod, namespace)
         self.added: dict[str, float] = {}
+        self.scheduled: dict[str, float] = {}
         self.running: dict[str, float] = {}
         self.gone: dict[str, float] = {}
         self.nodes: dict[str, str] = {}
+        self.claims: dict[str, list[str]] = {}
 
     def note(self, change: str, obj: Any, at: float) -> None:
         name = obj.metadata.name
         self.added.setdefault(name, at)
+        self.claims.setdefault(
+            name,
+            [
+                v.persistent_volume_claim.claim_name
+                for v in obj.spec.volumes or ()
+                if v.persistent_volume_claim is not None
+            ],
+        )
         if obj.spec.node_name:
             self.nodes[name] = obj.spec.node_name
+            self.scheduled.setdefault(name, at)
         if obj.status.phase == "Running":
             self.running.setdefault(name, at)
         if change == "DELETED":
@@ -196,6 +208,21 @@ class PodTimes(Follower):
 
     def wait_running(self, name: str, timeout: float = 120) -> float:
         return self.wait(self.running, name, timeout)
+
+
+class ClaimTimes(Follower):
+    """When each claim of a namespace was first seen ``Bound`` (to its provisioned volume)."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        super().__init__(core.list_namespaced_persistent_volume_claim, namespace)
+        self.bound: dict[str, float] = {}
+
+    def note(self, change: str, obj: Any, at: float) -> None:
+        if obj.status.phase == "Bound":
+            self.bound.setdefault(obj.metadata.name, at)
+
+    def wait_bound(self, name: str, timeout: float = 120) -> float:
+        return self.wait(self.bound, name, timeout)
 
 
 def log_line_time(core: client.CoreV1Api, namespace: str, name: str) -> float:

@@ -22,10 +22,14 @@ cold:
     and → its first log line (timestamped by the container runtime), and the
     same pod printing only after importing what a runner imports first, and
     that pod again with a fresh PVC mounted as a runner's Computer disk is
-    (created just before it, of the Actor's size: the floor of a session's
-    cold start, which always gets a fresh disk);
+    (created just before it, of the Actor's size: a session's cold start
+    always gets a fresh disk), and with all of a runner pod's volumes (that
+    disk, the projected runner token, ``/tmp``: the floor of a session's cold
+    start);
   - a Helmr session started and a turn enqueued → its runner pod created →
-    ``Running`` → the first ``turn.running``.
+    ``Running`` → the first ``turn.running``;
+  - each step of both on the way (the client's calls answered, pod created,
+    claim bound, pod scheduled, ``Running``), to show where the time goes.
 
 The two kinds alternate, one pod at a time, so they share the node's load.
 
@@ -62,6 +66,7 @@ from _common import (
     BARE,
     BARE_LABEL,
     RUNNER_LABEL,
+    ClaimTimes,
     PodTimes,
     Table,
     bare_pod,
@@ -87,6 +92,7 @@ from tests.cluster.sessions import (
 )
 
 from helmr.client import Client, Event, SessionRef
+from helmr.operator import pods
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
 CM_LABEL = "bench=configmap"
@@ -151,6 +157,30 @@ IMPORTS = "import helmr.runner.entrypoint, echo.echo; " + BARE
 
 DISK_SIZE = "1Gi"
 """The echo Actor's Computer disk (the Actor's default ``computer.size``)."""
+
+
+def with_runner_volumes(pod: client.V1Pod) -> None:
+    """Adds what a runner pod mounts beside its disk: its projected token (the kubelet
+    asks the apiserver for it before the container starts) and its ``/tmp``."""
+    token = client.V1ServiceAccountTokenProjection(
+        audience=pods.RUNNER_AUDIENCE, expiration_seconds=pods.TOKEN_SECONDS, path=pods.TOKEN_PATH
+    )
+    projected = client.V1ProjectedVolumeSource(
+        sources=[client.V1VolumeProjection(service_account_token=token)]
+    )
+    spec = pod.spec
+    assert spec is not None
+    container = spec.containers[0]
+    spec.volumes = [
+        *(spec.volumes or ()),
+        client.V1Volume(name="runner-token", projected=projected),
+        client.V1Volume(name="tmp", empty_dir=client.V1EmptyDirVolumeSource()),
+    ]
+    container.volume_mounts = [
+        *(container.volume_mounts or ()),
+        client.V1VolumeMount(name="runner-token", mount_path=pods.TOKEN_DIR, read_only=True),
+        client.V1VolumeMount(name="tmp", mount_path="/tmp"),
+    ]
 
 
 class Timeline:
@@ -281,49 +311,53 @@ async def cold_starts(
     helmr: Client,
     core: client.CoreV1Api,
     pods: PodTimes,
+    claims: ClaimTimes,
     namespace: str,
     image: str,
     samples: int,
 ) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {
-        "helmr_pod_created": [],
-        "helmr_pod_running": [],
-        "helmr_turn_running": [],
-        "bare_running": [],
-        "bare_log": [],
-        "imports_running": [],
-        "imports_log": [],
-        "disk_running": [],
-        "disk_log": [],
-    }
+    """Each step's time since the sample started (session start, or the bare pod's
+    create, or its claim's), keyed ``<kind>_<step>``."""
+    out: dict[str, list[float]] = {}
+
+    def note(key: str, at: float, started: float) -> None:
+        out.setdefault(key, []).append(at - started)
+
     for i in range(samples):
         # A Helmr session: started, one turn enqueued, until that turn runs.
         started = time.time()
         session, _ = await helmr.actors.start("echo", namespace=namespace, workspace=f"cold-{i}")
+        note("helmr_session_started", time.time(), started)
         turn = await session.enqueue(f"cold {i}")
+        note("helmr_turn_enqueued", time.time(), started)
         done = await turn.wait(timeout=180)
         assert done.status == "completed", done
         view = await session.retrieve()
         pod = f"{view.name}-runner-{view.process_epoch}"
         events = await all_events(session)
-        out["helmr_turn_running"].append(first(events, "turn.running", turn.id) - started)
-        out["helmr_pod_running"].append(await asyncio.to_thread(pods.wait_running, pod) - started)
-        out["helmr_pod_created"].append(pods.added[pod] - started)
+        note("helmr_turn_running", first(events, "turn.running", turn.id), started)
+        note("helmr_pod_running", await asyncio.to_thread(pods.wait_running, pod), started)
+        note("helmr_pod_created", pods.added[pod], started)
+        note("helmr_pod_scheduled", pods.scheduled[pod], started)
+        (disk,) = pods.claims[pod]
+        note("helmr_claim_bound", await asyncio.to_thread(claims.wait_bound, disk), started)
         node = pods.nodes[pod]
         await session.cancel()
         await no_pods_left(core, namespace, RUNNER_LABEL)
         # Bare pods of the same image on the same node: Python alone, then with the
         # runner's imports (what a runner process does before its first call), then
         # those with a fresh disk as the runner's (its claim created first, as the
-        # operator does).
-        for kind, code in (("bare", BARE), ("imports", IMPORTS), ("disk", IMPORTS)):
+        # operator does), then with all of a runner pod's volumes.
+        for kind in ("bare", "imports", "disk", "volumes"):
             name = f"{kind}-{i}"
-            claim = f"{name}-disk" if kind == "disk" else None
+            claim = f"{name}-disk" if kind in ("disk", "volumes") else None
             volume = None
             if claim is not None:
                 source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
                 volume = client.V1Volume(name="computer", persistent_volume_claim=source)
-            pod_body = bare_pod(name, image, node, code, volume)
+            pod_body = bare_pod(name, image, node, BARE if kind == "bare" else IMPORTS, volume)
+            if kind == "volumes":
+                with_runner_volumes(pod_body)
             started = time.time()
             if claim is not None:
                 await asyncio.to_thread(
@@ -334,8 +368,12 @@ async def cold_starts(
             await asyncio.to_thread(core.create_namespaced_pod, namespace, pod_body)
             running = await asyncio.to_thread(pods.wait_running, name)
             logged = await asyncio.to_thread(log_line_time, core, namespace, name)
-            out[f"{kind}_running"].append(running - started)
-            out[f"{kind}_log"].append(logged - started)
+            note(f"{kind}_scheduled", pods.scheduled[name], started)
+            note(f"{kind}_running", running, started)
+            note(f"{kind}_log", logged, started)
+            if claim is not None:
+                bound = await asyncio.to_thread(claims.wait_bound, claim)
+                note(f"{kind}_claim_bound", bound, started)
             await asyncio.to_thread(
                 core.delete_namespaced_pod, name, namespace, grace_period_seconds=0
             )
@@ -364,6 +402,8 @@ async def bench(args: argparse.Namespace) -> None:
         create_misbehaving_actor(api, namespace, image)
         pods = PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
         pods.start()
+        claims = ClaimTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
+        claims.start()
         async with Client(op.url, op.token) as helmr:
             print(f"warm: {args.turns} turns per path ...", flush=True)
             warm = await warm_turns(helmr, api, namespace, args.turns)
@@ -374,8 +414,9 @@ async def bench(args: argparse.Namespace) -> None:
                 configmap_latencies, kubeconfig, namespace, args.turns
             )
             print(f"cold: {args.cold} sessions and {args.cold} bare pods ...", flush=True)
-            cold = await cold_starts(helmr, core, pods, namespace, image, args.cold)
+            cold = await cold_starts(helmr, core, pods, claims, namespace, image, args.cold)
         pods.done.set()
+        claims.done.set()
 
     table.section("warm runner: enqueue -> handler start")
     base = table.latency("apiserver: ConfigMap create -> watch event", apiserver)
@@ -399,6 +440,10 @@ async def bench(args: argparse.Namespace) -> None:
     disk_log = table.latency(
         "bare pod + runner imports + fresh PVC: create -> first log line", cold["disk_log"]
     )
+    volumes_log = table.latency(
+        "bare pod + runner imports + runner's volumes (PVC, token, /tmp): create -> first log line",
+        cold["volumes_log"],
+    )
     table.latency("helmr: session start -> runner pod created", cold["helmr_pod_created"])
     table.latency("helmr: session start -> runner pod Running", cold["helmr_pod_running"])
     helmr_cold = table.latency(
@@ -409,6 +454,23 @@ async def bench(args: argparse.Namespace) -> None:
     table.ratio("ratio bare + imports / bare first log", imports_log, bare_log)
     table.ratio("ratio helmr first turn.running / bare + imports", helmr_cold, imports_log)
     table.ratio("ratio helmr first turn.running / bare + imports + PVC", helmr_cold, disk_log)
+    table.ratio(
+        "ratio helmr first turn.running / bare + imports + runner's volumes",
+        helmr_cold,
+        volumes_log,
+    )
+    table.section("cold start step by step: time since the session start or the claim's create")
+    for step in ("session_started", "turn_enqueued", "pod_created", "claim_bound"):
+        table.latency(f"helmr: {step.replace('_', ' ')}", cold[f"helmr_{step}"])
+    table.latency("bare + imports + PVC: claim bound", cold["disk_claim_bound"])
+    table.latency("bare + imports + runner's volumes: claim bound", cold["volumes_claim_bound"])
+    for step in ("scheduled", "running"):
+        table.latency(f"helmr: pod {step}", cold[f"helmr_pod_{step}"])
+        table.latency(f"bare + imports + PVC: pod {step}", cold[f"disk_{step}"])
+        table.latency(f"bare + imports + runner's volumes: pod {step}", cold[f"volumes_{step}"])
+    table.latency("helmr: first turn.running", cold["helmr_turn_running"])
+    table.latency("bare + imports + PVC: first log line", cold["disk_log"])
+    table.latency("bare + imports + runner's volumes: first log line", cold["volumes_log"])
     print()
     table.print()
 
