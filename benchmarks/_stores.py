@@ -1,16 +1,19 @@
 """The timeline stores ``bench_scale.py`` measures on: a SQLite file in a new
-directory, or a new database on a PostgreSQL server started for the run."""
+directory, or a new database on a PostgreSQL server started for the run; and the
+rows of its table, one per store and count of Sessions."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from _common import Table
 from tests import postgres
 
 
@@ -43,3 +46,23 @@ def stores(kinds: list[str]) -> Iterator[Iterator[tuple[str, Any]]]:
     finally:
         if server is not None:
             server.stop()
+
+
+async def each_row(
+    args: argparse.Namespace, table: Table, row: Callable[[str, str, int], Awaitable[None]]
+) -> None:
+    """``row(kind, store, sessions)`` for each store kind in ``--store`` and each count in
+    ``--sessions``, every one on a new store; the table so far is printed after each
+    (a later row may take long, or fail), and whole at the end."""
+    with stores(args.store.split(",")) as factories:
+        for kind, factory in factories:
+            for sessions in (int(n) for n in args.sessions.split(",")):
+                with factory() as store:
+                    await row(kind, store, sessions)
+                table.print()
+    print()
+    print(
+        f"api turn resources: {'on' if args.api_turn_resources else 'off'};"
+        f" {args.seconds:.0f} s of load per row; {os.cpu_count()} cores"
+    )
+    table.print()

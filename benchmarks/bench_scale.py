@@ -20,8 +20,13 @@ Reported per store and N:
   - the status mirror's would-be apiserver writes per Turn, with
     ``--api-turn-resources`` on or off (off: the chart's ``apiTurnResources: false``).
 
-Not simulated: pods (kwok is not used: see docs/sizing.md), the supervisor, kopf's
-handlers, TokenReview; runners authenticate with one static token.
+Not simulated here: pods, the supervisor, kopf's handlers, TokenReview; runners
+authenticate with one static token. The ``kwok`` mode has them all.
+
+``kwok`` (a real cluster, no containers): the real control plane (``kopf run``)
+with N Sessions whose runner pods kwok keeps Running on a fake node, a fleet
+playing every pod with a token bound to it (``_kwok_bench.py``); apiserver writes
+counted by the apiserver. Needs ``hack/build.sh kwok``.
 
 ``writes`` (a real cluster): real runner pods of the echo actor, a real control
 plane (``kopf run``), and the apiserver's own ``apiserver_request_total`` read
@@ -31,13 +36,14 @@ before and after (``_apiserver_writes.py``).
         --history 20000 --store sqlite,postgres
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
         .venv/bin/python benchmarks/bench_scale.py writes --sessions 1,10 --turns 20
+    hack/build.sh kwok && KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
+        .venv/bin/python benchmarks/bench_scale.py kwok --sessions 100,1000 --history 10000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -52,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load, ready_after_restart
 from _history import seed_history
-from _stores import stores
+from _stores import each_row
 from tests.compose import open_plane
 
 HERE = Path(__file__).resolve().parent
@@ -190,42 +196,35 @@ async def measure(
 
 async def fleet_bench(args: argparse.Namespace) -> None:
     table = Table()
-    kinds = args.store.split(",")
-    with stores(kinds) as factories:
-        for kind, factory in factories:
-            for sessions in (int(n) for n in args.sessions.split(",")):
-                with factory() as store:
-                    await measure(table, kind, store, args, sessions)
-                table.print()  # so far: a later row may take long, or fail
-    print()
-    print(
-        f"api turn resources: {'on' if args.api_turn_resources else 'off'};"
-        f" {args.seconds:.0f} s of load per row; {os.cpu_count()} cores"
-    )
-    table.print()
+
+    async def row(kind: str, store: str, sessions: int) -> None:
+        await measure(table, kind, store, args, sessions)
+
+    await each_row(args, table, row)
+
+
+def load_arguments(parser: argparse.ArgumentParser, history: int) -> None:
+    """The Sessions, history, stores and load of the ``fleet`` and ``kwok`` modes."""
+    parser.add_argument("--sessions", default="100,1000", help="comma-separated counts")
+    parser.add_argument("--history", type=int, default=history, help="turns of history, in all")
+    parser.add_argument("--store", default="sqlite,postgres")
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=15)
+    parser.add_argument("--api-turn-resources", action="store_true")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     modes = parser.add_subparsers(dest="mode", required=True)
-    fleet = modes.add_parser("fleet", help="a simulated runner fleet, no Kubernetes")
-    fleet.add_argument("--sessions", default="100,1000", help="comma-separated counts")
-    fleet.add_argument("--history", type=int, default=20_000, help="turns of history, in all")
-    fleet.add_argument("--store", default="sqlite,postgres")
-    fleet.add_argument("--clients", type=int, default=64)
-    fleet.add_argument("--seconds", type=float, default=15)
-    fleet.add_argument("--api-turn-resources", action="store_true")
+    load_arguments(
+        modes.add_parser("fleet", help="a simulated runner fleet, no Kubernetes"), 20_000
+    )
     writes = modes.add_parser("writes", help="apiserver writes per turn on a real cluster")
     writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
     writes.add_argument("--turns", type=int, default=20, help="warm turns per session")
     writes.add_argument("--build", action="store_true", help="build the runner image first")
     kwok = modes.add_parser("kwok", help="the real control plane, runner pods on a kwok node")
-    kwok.add_argument("--sessions", default="100,1000", help="comma-separated counts")
-    kwok.add_argument("--history", type=int, default=0, help="turns of history, in all")
-    kwok.add_argument("--store", default="sqlite,postgres")
-    kwok.add_argument("--clients", type=int, default=64)
-    kwok.add_argument("--seconds", type=float, default=15)
-    kwok.add_argument("--api-turn-resources", action="store_true")
+    load_arguments(kwok, 10_000)
     args = parser.parse_args()
     if args.mode == "fleet":
         asyncio.run(fleet_bench(args))
