@@ -17,6 +17,7 @@ from pathlib import Path
 from kubernetes import client
 
 from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
+from helmr.resources import ACTORS, GROUP, SESSIONS, TURNS, VERSION, WORKSPACES
 from tests import postgres
 
 from ..conftest import OWN_PREFIX, _node_ip, create_namespace, delete_namespace
@@ -93,7 +94,26 @@ def installed_release(
     )
     yield Release(name, namespace, str(service.metadata.name), token, base_url, context)
     helm(kubeconfig, "uninstall", name, "-n", namespace, "--wait")
+    _drop_finalizers(api_client, namespace)
     delete_namespace(core, namespace)
+
+
+def _drop_finalizers(api_client: client.ApiClient, namespace: str) -> None:
+    """The control plane that would remove its finalizers (kopf's, on the Actor)
+    is uninstalled: without this the namespace stays Terminating for good."""
+    custom = client.CustomObjectsApi(api_client)
+    for plural in (ACTORS, SESSIONS, TURNS, WORKSPACES):
+        listed = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)
+        for item in listed["items"]:
+            if item["metadata"].get("finalizers"):
+                custom.patch_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    plural,
+                    item["metadata"]["name"],
+                    {"metadata": {"finalizers": None}},
+                )
 
 
 def lease_holder(api_client: client.ApiClient, release: Release) -> str:

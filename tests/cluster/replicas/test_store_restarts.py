@@ -52,6 +52,7 @@ RESTARTS = (("fast", 0.0), ("immediate", 0.0), ("fast", 0.0), ("immediate", DOWN
 """(pg_ctl's shutdown mode, seconds the server stays down): immediate is a crash."""
 TURN_SECONDS = 6.0
 WRITE_INTERVAL = 0.3
+BACKLOG = 20
 AFTERWARDS = 6
 """Turns run one by one after the restarts: each must be received and its wait
 answered within QUICK, whichever replica the runner's receive and the wait reach."""
@@ -64,7 +65,9 @@ OUTAGE = 15.0
 class Writer:
     """Enqueues a no-op Turn every WRITE_INTERVAL, repeating each (same idempotency
     key) until it is acknowledged; ``acknowledged``: (asked, answered, Turn id) of
-    the request that was."""
+    the request that was. It writes only while the session holds fewer than
+    BACKLOG queued Turns: on a loaded machine the runner may fall behind, and the
+    Actor's queueLimit would refuse the test's own Turns."""
 
     release: Release
     session_id: str
@@ -77,6 +80,9 @@ class Writer:
         async with aiohttp.ClientSession(headers=self.release.headers) as http:
             n = 0
             while not self.stopping:
+                if await self._queued(http) >= BACKLOG:
+                    await asyncio.sleep(WRITE_INTERVAL)
+                    continue
                 asked = time.monotonic()
                 turn_id = await self._enqueue(http, path, n)
                 if turn_id is not None:
@@ -98,6 +104,22 @@ class Writer:
         except (aiohttp.ClientError, TimeoutError):
             self.answers.unreachable()
         return None
+
+    async def _queued(self, http: aiohttp.ClientSession) -> int:
+        """The session's queued Turns; 0 when it cannot tell (then the write is
+        tried: during an outage, that is what is measured)."""
+        try:
+            async with http.get(
+                self.release.base_url + api_routes.session(self.session_id),
+                ssl=self.release.ssl,
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response:
+                if response.status == 200:
+                    queued: int = (await response.json())["queued_turns"]
+                    return queued
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+        return 0
 
     def first_acknowledged_after(self, moment: float) -> float | None:
         """When the first request sent after ``moment`` was acknowledged."""

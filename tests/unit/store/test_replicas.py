@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from functools import partial
 
 import pytest
 
+from helmr.errors import Unavailable
 from helmr.events import EventKind
 from helmr.store import Store, Tx, mirror_cursors, timeline
 from tests.compose import new_session
 from tests.postgres import PostgresServer
 
 APPENDS = 300
+OUTAGE = 8.0
 OUTPUT = EventKind.TURN_OUTPUT
 
 
@@ -133,3 +136,27 @@ async def test_commits_made_while_a_replicas_feed_reconnects_reach_its_change_fe
             heard |= await two.changed_sessions(timeout=1)
     # What the mirror has followed already is not announced again.
     assert quiet not in heard
+
+
+async def test_the_pool_is_back_within_about_a_second_of_a_long_outage_ending(
+    postgres_server: PostgresServer, replicas: tuple[Store, Store]
+) -> None:
+    one, _ = replicas
+    session = await new_session(one)
+    halted = time.monotonic()
+    await asyncio.to_thread(postgres_server.halt)
+    try:
+        # The pool finds its connections dead and reconnects while the server is away.
+        with pytest.raises(Unavailable):
+            await one.append_event(session, OUTPUT, "refused")
+        await asyncio.sleep(halted + OUTAGE - time.monotonic())
+    finally:
+        await asyncio.to_thread(postgres_server.resume)
+    resumed = time.monotonic()
+    async with asyncio.timeout(30):
+        while True:
+            with contextlib.suppress(Unavailable):
+                await one.append_event(session, OUTPUT, "back")
+                break
+    # With psycopg_pool's doubling backoff its attempt after 8 s came at 15 s.
+    assert time.monotonic() - resumed < 2.5
