@@ -1,5 +1,5 @@
 """The control plane's one process: store, state machine, API server,
-process supervisor and status mirror, started and stopped together."""
+process supervisor, status mirror and Actor recheck, started and stopped together."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from kubernetes.client import ApiClient
 
 from helmr.control import Control, ControlConfig, SessionView
 from helmr.operator import turn_traces
+from helmr.operator.actor_acceptance import ActorRecheck
 from helmr.operator.kube import Kube, load_config
 from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
@@ -64,6 +65,8 @@ class ControlPlane:
         self.control = Control(store, config, fence=self.leadership.fence)
         self.api_control = Control(store, config)
         self.kube = Kube(api)
+        # Fed by kopf's watch of Actors (helmr.operator.handlers.actor_seen).
+        self.actor_recheck = ActorRecheck(self.kube)
         self.runner_pods = RunnerPods()
         # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
         self.mirror = CustomResourceMirror(
@@ -136,6 +139,7 @@ class ControlPlane:
             work.create_task(self.supervisor.run())
             work.create_task(self.status_sync.run())
             work.create_task(self._expire_history())
+            work.create_task(self.actor_recheck.run())
 
     async def stop(self) -> None:
         for task in self._tasks:

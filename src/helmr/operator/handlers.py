@@ -9,12 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
-from kubernetes.client.exceptions import ApiException
 
 from helmr import logs
 from helmr.errors import NotFound, SessionNotOpen
-from helmr.operator.actor_status import accepted
-from helmr.operator.conditions import settle
+from helmr.operator.actor_acceptance import check
 from helmr.operator.control_plane import ControlPlane
 from helmr.operator.labels import (
     LABEL_COMPONENT,
@@ -36,13 +34,9 @@ from helmr.resources import (
     TURNS,
     VERSION,
     Actor,
-    ActorStatus,
     Session,
     Turn,
 )
-
-# How often an Actor's Accepted condition is checked again (an image may be imported later).
-ACTOR_RECHECK_SECONDS = 60.0
 
 log = logging.getLogger(__name__)
 
@@ -248,31 +242,16 @@ async def turn_admit(
 @kopf.on.resume(GROUP, VERSION, ACTORS)
 @kopf.on.create(GROUP, VERSION, ACTORS)
 @kopf.on.update(GROUP, VERSION, ACTORS, field="spec")
-@kopf.timer(
-    GROUP, VERSION, ACTORS, interval=ACTOR_RECHECK_SECONDS, initial_delay=ACTOR_RECHECK_SECONDS
-)
-async def actor_accepted(
-    body: kopf.Body, name: str, namespace: str | None, memo: Any, **_: Any
-) -> None:
-    """Writes the Actor's ``Accepted`` condition (helmr.operator.actor_status)."""
-    plane = _plane(memo)
-    actor = Actor.from_manifest(body)
-    nodes: dict[str, list[list[str]]] | None = None
-    why = ""
-    if actor.spec.image_pull_policy == "Never":
-        try:
-            nodes = await plane.kube.node_images()
-        except ApiException as e:
-            why = f"the operator may not list nodes ({e.status} {e.reason})"
-    observed = accepted(actor.spec, nodes, why)
-    previous = None if actor.status is None else actor.status.conditions
-    generation = actor.metadata.generation
-    status = ActorStatus(
-        conditions=settle(previous, [observed], datetime.now(UTC), generation),
-        observed_generation=generation,
-    )
-    if actor.status is None or actor.status.conditions != status.conditions:
-        await plane.kube.patch_resource_status(Actor, _namespaced(namespace), name, status)
+async def actor_accepted(body: kopf.Body, memo: Any, **_: Any) -> None:
+    """Writes the Actor's ``Accepted`` condition (helmr.operator.actor_acceptance)."""
+    await check(_plane(memo).kube, Actor.from_manifest(body))
+
+
+@kopf.on.event(GROUP, VERSION, ACTORS)
+async def actor_seen(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
+    """Keeps the Actors to check again periodically up to date: a watch event, not
+    a kopf timer, whose finalizer would block deleting Actors while no operator runs."""
+    _plane(memo).actor_recheck.seen(type, Actor.from_manifest(body))
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: RUNNER})
