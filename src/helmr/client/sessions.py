@@ -17,6 +17,7 @@ from pydantic import BaseModel, JsonValue
 
 from helmr.client._http import Transport
 from helmr.client.models import Message, Session, StopReceipt, Turn, _SendReply
+from helmr.errors import Unavailable
 from helmr.events import Event, EventPage
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api_requests import (
@@ -127,8 +128,10 @@ class SessionEvents:
     async def stream(self, *, after: int = 0) -> AsyncIterator[Event]:
         """Every record after ``after``, as it is appended, until the session has ended.
 
-        A dropped connection is resumed from the last record consumed, so none is
-        skipped or repeated. Stopping the iteration stops observing, nothing else.
+        A dropped connection, or a control plane that cannot answer for now (503:
+        it restarts, or its store does), is resumed from the last record consumed,
+        so none is skipped or repeated. Stopping the iteration stops observing,
+        nothing else.
         """
         cursor = after
         failures = 0
@@ -146,7 +149,12 @@ class SessionEvents:
                     failures = 0
                     yield record
                     cursor = record.sequence
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError):
+            except (
+                aiohttp.ClientConnectionError,
+                aiohttp.ClientPayloadError,
+                TimeoutError,
+                Unavailable,
+            ):
                 if failures >= len(RECONNECT_DELAY):
                     raise
                 await asyncio.sleep(RECONNECT_DELAY[failures])

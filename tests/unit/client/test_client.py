@@ -165,15 +165,24 @@ async def test_stream_until_the_session_ends(client: Client) -> None:
 
 
 class CuttingProxy:
-    """Forwards the event stream but cuts each connection after ``keep`` records."""
+    """Forwards the event stream but cuts each connection after ``keep`` records;
+    the connections numbered in ``refuse`` (from 0) get the 503 of a control plane
+    whose store is restarting instead."""
 
-    def __init__(self, upstream: str, keep: int) -> None:
+    def __init__(self, upstream: str, keep: int, refuse: frozenset[int] = frozenset()) -> None:
         self.upstream = upstream
         self.keep = keep
+        self.refuse = refuse
         self.cursors: list[str] = []
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         self.cursors.append(request.query["after"])
+        if len(self.cursors) - 1 in self.refuse:
+            return web.json_response(
+                {"error": {"code": "unavailable", "message": "the store is restarting"}},
+                status=503,
+                headers={"Retry-After": "1"},
+            )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         sent = 0
@@ -206,3 +215,18 @@ async def test_stream_resumes_from_the_last_consumed_record(api: Api, client: Cl
     assert streamed == everything.records  # none skipped, none repeated
     assert len(streamed) == 9
     assert proxy.cursors == ["0", "2", "4", "6", "8"]
+
+
+async def test_stream_rides_through_a_control_plane_that_answers_503(
+    api: Api, client: Client
+) -> None:
+    session = await _ended_session(client, 4)
+    proxy = CuttingProxy(api.url, keep=4, refuse=frozenset({0, 2}))
+    app = web.Application()
+    app.router.add_get("/v1/sessions/{sid}/events/stream", proxy.stream)
+    async with TestServer(app) as server, Client(str(server.make_url("")), ADMIN) as via_proxy:
+        streamed = [r async for r in via_proxy.sessions.ref(session.id).events.stream()]
+    everything = await session.events.list(limit=1000)
+    assert streamed == everything.records
+    # refused, from 0; refused again after 4 records, then resumed from the 4th
+    assert proxy.cursors == ["0", "0", "4", "4", "8"]
