@@ -49,7 +49,7 @@ from _stores import each_row
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tests.cluster import conftest
-from tests.cluster.sessions import create_actor
+from tests.cluster.sessions import create_actor, service_account_token
 from tests.compose import open_plane
 
 from helmr.client import Client
@@ -90,19 +90,16 @@ def running_pods(core: client.CoreV1Api, namespace: str, node: str) -> list[Runn
 def pod_token(core: client.CoreV1Api, namespace: str, pod: RunnerPod) -> str:
     """The token the kubelet would project into ``pod``: the runner service account's,
     for the runner audience, bound to the pod."""
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(
-            audiences=[RUNNER_AUDIENCE],
-            expiration_seconds=TOKEN_SECONDS,
-            bound_object_ref=client.V1BoundObjectReference(
-                api_version="v1", kind="Pod", name=pod.name, uid=pod.uid
-            ),
-        )
+    return service_account_token(
+        core,
+        namespace,
+        RUNNER_SERVICE_ACCOUNT,
+        seconds=TOKEN_SECONDS,
+        audiences=[RUNNER_AUDIENCE],
+        bound_to=client.V1BoundObjectReference(
+            api_version="v1", kind="Pod", name=pod.name, uid=pod.uid
+        ),
     )
-    answer: Any = core.create_namespaced_service_account_token(
-        RUNNER_SERVICE_ACCOUNT, namespace, request
-    )
-    return str(answer.status.token)
 
 
 async def wait_for_pods(
