@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
 RETRY_AFTER = "1"
 """Seconds a client waits before repeating a request answered ``Unavailable``."""
+CLIENT_LEFT = 499
+"""The status recorded (never received) for a request whose client went away
+before its answer: nginx's "client closed request", so request metrics tell it
+from a server error."""
 
 
 def invalid(error: ValidationError, where: str) -> InvalidInput:
@@ -77,6 +81,11 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         if "Allow" in e.headers:  # a 405 must say what is allowed (RFC 9110)
             response.headers["Allow"] = e.headers["Allow"]
         return response
+    except ConnectionResetError:
+        # The client left mid-response (a runner's receive cut short by a restart,
+        # a stream reader gone): no one is left to answer, and nothing failed here.
+        log.info("the client left during %s %s", request.method, request.path)
+        return web.Response(status=CLIENT_LEFT)
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return respond(HelmrError("internal error; the server logged it, please report it"))

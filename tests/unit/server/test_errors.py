@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import io
+import logging
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 
 from helmr.protocol import EPOCH_HEADER
+from helmr.server.errors import CLIENT_LEFT, error_middleware
 from tests.unit.api import (
     ADMIN,
     NAMESPACE,
@@ -302,3 +306,16 @@ async def test_workspace_owned_by_another_session(api: Api) -> None:
         "conflict",
         json={"workspace": "shared"},
     )
+
+
+async def test_a_client_that_left_mid_answer_is_no_server_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def writes_to_a_gone_client(request: web.Request) -> web.StreamResponse:
+        raise ConnectionResetError("Cannot write to closing transport")
+
+    request = make_mocked_request("POST", "/runner/v1/sessions/s/receive")
+    with caplog.at_level(logging.INFO, logger="helmr.server.errors"):
+        response = await error_middleware(request, writes_to_a_gone_client)
+    assert response.status == CLIENT_LEFT
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
