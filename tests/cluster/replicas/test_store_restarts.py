@@ -24,6 +24,7 @@ restart to the first write acknowledged after it.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,11 +115,13 @@ class Writer:
                 ssl=self.release.ssl,
                 timeout=aiohttp.ClientTimeout(total=30),
             ) as response:
+                text = await response.text()
+                self.answers.sort(response.status, response.headers, text)
                 if response.status == 200:
-                    queued: int = (await response.json())["queued_turns"]
+                    queued: int = json.loads(text)["queued_turns"]
                     return queued
         except (aiohttp.ClientError, TimeoutError):
-            pass
+            self.answers.unreachable()
         return 0
 
     def first_acknowledged_after(self, moment: float) -> float | None:
@@ -278,9 +281,11 @@ async def test_restarting_the_store_mid_turn_loses_nothing_and_the_api_says_retr
     assert not writer.answers.helmr_5xx, writer.answers.helmr_5xx
     assert not writer.answers.refused, writer.answers.refused
     assert max(o - d for o, (_, d) in zip(outages, RESTARTS, strict=True)) < OUTAGE, outages
-    # The long outage was answered: Helmr told the clients to retry later.
+    # The long outage was answered: Helmr told the probe (a read every 0.2 s, each
+    # waiting at most the store's 5 s for a connection) to retry later. Not asserted
+    # of the writer: whether one of its requests (each up to 5 s) falls wholly
+    # inside the 10 s outage depends on where in its loop the outage began.
     assert probe.answers.retry_later
-    assert writer.answers.retry_later
     # The control plane reconnected by itself: no restarts, the same leader...
     assert container_restarts(core, release) == restarts_before
     assert lease_holder(api_client, release) == leader
