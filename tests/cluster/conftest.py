@@ -97,7 +97,10 @@ def crds(kubeconfig: str) -> Iterator[None]:
     assert waited.returncode == 0, waited.stderr
     policies = REPO / "charts" / "helmr" / "policies"
     existed = kubectl(kubeconfig, "get", "-f", str(policies)).returncode == 0
-    applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(policies))
+    # A demo release's helm owns existing ones: the tests' (this checkout's) win.
+    applied = kubectl(
+        kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(policies)
+    )
     assert applied.returncode == 0, applied.stderr
     yield
     if not existed:
