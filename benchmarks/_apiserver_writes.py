@@ -72,6 +72,13 @@ def helmr_writes(kubeconfig: str) -> Counter[str]:
     return counts
 
 
+def write_rows(table: Table, run: Counter[str], idle: Counter[str]) -> None:
+    """The writes of a run and of its idle window, a row per verb and resource."""
+    table.rows.append(("  by verb and resource: run / idle window", "", "", "", ""))
+    for what in sorted(run | idle):
+        table.rows.append((f"    {what}", f"{run[what]}/{idle[what]}", "", "", ""))
+
+
 async def _session_turns(session: SessionRef, turns: int) -> None:
     for n in range(turns):
         ref = await session.enqueue({"n": n})
@@ -167,8 +174,5 @@ async def writes_bench(args: argparse.Namespace) -> None:
             table.rows.append(
                 ("  turns/s (real echo runners)", f"{run.turns / run.seconds:.1f}", "", "", "")
             )
-            table.rows.append(("  by verb and resource: run / idle window", "", "", "", ""))
-            for what in sorted(run.writes | run.idle):
-                counts = f"{run.writes[what]}/{run.idle[what]}"
-                table.rows.append((f"    {what}", counts, "", "", ""))
+            write_rows(table, run.writes, run.idle)
     table.print()

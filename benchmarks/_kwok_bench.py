@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from _apiserver_writes import SETTLE_SECONDS, helmr_writes
+from _apiserver_writes import SETTLE_SECONDS, helmr_writes, write_rows
 from _common import Table, bench_namespace, new_api_client, prepare
 from _fleet import RECEIVE_WAIT, Fleet, Runner, enqueue, load, ready_after_restart
 from _history import seed_history
@@ -249,10 +249,7 @@ class Figures:
         table.rows.append(
             ("  with the window after it", f"{(run + after) / turns:.2f}", "", "", "")
         )
-        table.rows.append(("  by verb and resource: run / idle window", "", "", "", ""))
-        for what in sorted(self.writes | self.idle):
-            counts = f"{self.writes[what]}/{self.idle[what]}"
-            table.rows.append((f"    {what}", counts, "", "", ""))
+        write_rows(table, self.writes, self.idle)
 
 
 async def _load_and_restart(

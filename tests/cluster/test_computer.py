@@ -270,15 +270,12 @@ async def test_a_held_workspace_is_exclusive_and_its_deletion_leaves_nothing(
 
     def leftovers() -> list[str]:
         claims = core.list_namespaced_persistent_volume_claim(namespace).items
-        snapshots = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
-            "snapshot.storage.k8s.io", "v1", namespace, "volumesnapshots"
-        )["items"]
         contents = client.CustomObjectsApi(api_client).list_cluster_custom_object(
             "snapshot.storage.k8s.io", "v1", "volumesnapshotcontents"
         )["items"]
         ours = [c for c in contents if c["spec"]["volumeSnapshotRef"]["namespace"] == namespace]
-        names = [str(c.metadata.name) for c in claims]
-        return names + [str(s["metadata"]["name"]) for s in snapshots + ours]
+        names = [str(c.metadata.name) for c in claims] + save_names(api_client, namespace)
+        return names + [str(c["metadata"]["name"]) for c in ours]
 
     await eventually(lambda: not leftovers(), timeout=120, what="no claim or save left")
 
