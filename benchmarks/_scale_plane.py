@@ -7,11 +7,12 @@ Not measured here: the supervisor (no pods exist; each session's process is
 started once, in the store, when seeded) and kopf's handlers. Runner tokens are
 one shared static token, not projected service-account tokens with TokenReview.
 
-    python benchmarks/_scale_plane.py STORE PORT TOKEN [--api-turn-resources]
+    python benchmarks/_scale_plane.py STORE PORT TOKEN [--api-turn-resources] [--count]
 
 ``STORE`` is a SQLite path or a ``postgresql://`` URL. It prints ``ready`` once it
 serves; ``GET /bench/writes`` answers the would-be apiserver writes so far, and
-``GET /bench/passes`` each status mirror pass so far: [Sessions, seconds].
+``GET /bench/passes`` each status mirror pass so far: [Sessions, seconds]; with
+``--count``, ``GET /bench/counts`` what it did so far (``_plane_counts.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _plane_counts import install as install_counts
 from aiohttp import web
 from tests.compose import open_plane, serving, static_app
 
@@ -74,7 +76,7 @@ class AnyRunner:
         return token == self._token
 
 
-async def serve(store: str, port: int, token: str, api_turn_resources: bool) -> None:
+async def serve(store: str, port: int, token: str, api_turn_resources: bool, count: bool) -> None:
     kube = CountingKube()
     async with open_plane(store) as plane:
         mirror = CustomResourceMirror(kube, api_turn_resources=api_turn_resources)
@@ -102,6 +104,8 @@ async def serve(store: str, port: int, token: str, api_turn_resources: bool) -> 
 
         app.router.add_get(WRITES_ROUTE, writes)
         app.router.add_get(PASSES_ROUTE, pass_times)
+        if count:
+            install_counts(app, plane.store)
         async with serving(app, port=port):
             mirroring = asyncio.create_task(sync.run())
             print("ready", flush=True)
@@ -117,8 +121,9 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("token")
     parser.add_argument("--api-turn-resources", action="store_true")
+    parser.add_argument("--count", action="store_true", help="serve /bench/counts")
     args = parser.parse_args()
-    asyncio.run(serve(args.store, args.port, args.token, args.api_turn_resources))
+    asyncio.run(serve(args.store, args.port, args.token, args.api_turn_resources, args.count))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load, ready_after_restart
 from _history import seed_history
+from _plane_counts import COUNTS_ROUTE, per_turn
 from _stores import each_row
 from tests.compose import open_plane
 
@@ -88,9 +89,10 @@ async def seed(store: str, sessions: int, history: int) -> dict[str, int]:
 class Plane:
     """``_scale_plane.py`` on ``store``: started, killed and started again."""
 
-    def __init__(self, store: str, api_turn_resources: bool) -> None:
+    def __init__(self, store: str, api_turn_resources: bool, count: bool = False) -> None:
         self.store = store
         self.api_turn_resources = api_turn_resources
+        self.count = count
         self.token = uuid.uuid4().hex
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -99,6 +101,7 @@ class Plane:
     def start(self) -> None:
         args = [sys.executable, str(HERE / "_scale_plane.py"), self.store, str(self.port)]
         args += [self.token, *(["--api-turn-resources"] if self.api_turn_resources else [])]
+        args += ["--count"] if self.count else []
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
@@ -145,6 +148,14 @@ async def mirror_writes(http: aiohttp.ClientSession, plane: Plane) -> int:
     return sum(counts.values())
 
 
+async def plane_counts(http: aiohttp.ClientSession, plane: Plane) -> dict[str, float]:
+    if not plane.count:
+        return {}
+    async with http.get(plane.url + COUNTS_ROUTE) as answer:
+        counts: dict[str, float] = await answer.json()
+    return counts
+
+
 # --- one configuration ----------------------------------------------------------------------
 
 
@@ -155,7 +166,7 @@ async def measure(
     began = time.monotonic()
     epochs = await seed(store, sessions, args.history)
     print(f"  seeded in {time.monotonic() - began:.0f} s", flush=True)
-    plane = Plane(store, args.api_turn_resources)
+    plane = Plane(store, args.api_turn_resources, args.per_turn)
     plane.start()
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
@@ -171,7 +182,9 @@ async def measure(
             await asyncio.sleep(1)  # the mirror's last pass over the warm-up
             writes_before = await mirror_writes(http, plane)
             passes_before = len(await mirror_passes(http, plane))
+            counts_before = await plane_counts(http, plane)
             done, took, latencies = await load(http, plane, fleet, args.clients, args.seconds)
+            counts = await plane_counts(http, plane)
             await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
             writes = await mirror_writes(http, plane) - writes_before
             passes = (await mirror_passes(http, plane))[passes_before:]
@@ -179,6 +192,9 @@ async def measure(
             restart = await ready_after_restart(http, plane, fleet, plane.restart)
     finally:
         plane.kill()
+    if counts:
+        print(f"{label}, {sessions} sessions, what the control plane did per turn:")
+        print("\n".join(per_turn(counts_before, counts, done)), flush=True)
     table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")
     table.rows.append(("control-plane RSS", f"{rss:.0f} MiB", "", "", ""))
     table.rows.append(("restart -> API admits a turn", f"{restart[0]:.2f} s", "", "", ""))
@@ -216,8 +232,10 @@ def load_arguments(parser: argparse.ArgumentParser, history: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     modes = parser.add_subparsers(dest="mode", required=True)
-    load_arguments(
-        modes.add_parser("fleet", help="a simulated runner fleet, no Kubernetes"), 20_000
+    fleet = modes.add_parser("fleet", help="a simulated runner fleet, no Kubernetes")
+    load_arguments(fleet, 20_000)
+    fleet.add_argument(
+        "--per-turn", action="store_true", help="count the control plane's work per turn"
     )
     writes = modes.add_parser("writes", help="apiserver writes per turn on a real cluster")
     writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
