@@ -39,9 +39,8 @@ class Restore:
     """Completed Turns whose saves were not ready: their files may be missing."""
 
 
-def request_save(tx: Tx, turn: TurnRow) -> SaveRow:
-    """A background save of the disk the completed ``turn`` ran on."""
-    session = sessions.require(tx, turn.session_id)
+def request_save(tx: Tx, session: SessionRow, turn: TurnRow) -> SaveRow:
+    """A background save of the disk the completed ``turn`` of ``session`` ran on."""
     return disks.request_save(tx, session.namespace, session.workspace, session.id, turn.id)
 
 

@@ -51,7 +51,12 @@ def runner(rt: ReadTx, session_id: str, epoch: int) -> SessionRow:
 def active(rt: ReadTx, session: SessionRow, turn_id: str) -> TurnRow:
     """The Turn, if it is running on the Session's live process and no stop of it
     was accepted (its runner calls are fenced from then on)."""
-    turn = turns.require(rt, session.id, turn_id)
+    return running(session, turns.require(rt, session.id, turn_id))
+
+
+def running(session: SessionRow, turn: TurnRow) -> TurnRow:
+    """:func:`active` of a Turn already read."""
+    turn_id = turn.id
     if turn.status != "running" or turn.epoch != session.process_epoch:
         raise TurnNotActive(
             f"turn {turn_id} is {turn.status}, not the active turn", turn_id=turn_id

@@ -67,12 +67,15 @@ def end_turn(
         epoch=turn.epoch,
     )
     session = sessions.require(tx, turn.session_id)
+    session_changes: dict[str, object] = {}
     if session.active_turn_id == turn.id:
-        sessions.update(tx, session.id, active_turn_id=None)
+        session_changes["active_turn_id"] = None
     if status == "completed":
-        sessions.update(tx, session.id, consecutive_failures=0, consecutive_losses=0)
+        session_changes |= {"consecutive_failures": 0, "consecutive_losses": 0}
+    sessions.update(tx, session.id, **session_changes)
+    if status == "completed":
         # In the transaction that commits the outcome: a crash cannot lose the request.
-        computer.request_save(tx, turn)
+        computer.request_save(tx, session, turn)
     return turn
 
 

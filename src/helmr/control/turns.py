@@ -82,8 +82,8 @@ def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
     session = guards.runner(tx, session_id, epoch)
     # The runner asks for work, so it has let go of a Turn whose stop was
     # accepted: that Turn is interrupted now (the stop has converged).
-    converge_stop(tx, session)
-    session = sessions.require(tx, session_id)
+    if converge_stop(tx, session) is not None or session.stop_deadline_at is not None:
+        session = sessions.require(tx, session_id)  # as converging left it
     if session.stop_reason is not None:
         return "drained"
     current = active_turn(tx, session)
@@ -178,7 +178,7 @@ def _settle(
     turn = turns.require(tx, session_id, turn_id)
     if outcome in (turn.status, turn.settling):
         return turn_view(turn)
-    turn = guards.unsettled(guards.active(tx, session, turn_id))
+    turn = guards.unsettled(guards.running(session, turn))
     turn = turns.update(tx, turn, settling=outcome, **changes)
     reject_waiting_messages(tx, turn, reason="turn_settling")
     return turn_view(settle_if_drained(tx, turn))

@@ -51,19 +51,23 @@ def replace_disk(tx: Tx, namespace: str, workspace: str, restored_from: int | No
 
 
 def request_save(tx: Tx, namespace: str, workspace: str, session_id: str, turn_id: str) -> SaveRow:
-    """A new pending save of the Workspace's current disk, with the next version."""
-    disk = ensure(tx, namespace, workspace)
-    version = disk.last_version + 1
-    tx.conn.execute(
-        "UPDATE workspaces SET last_version = ? WHERE namespace = ? AND name = ?",
-        (version, namespace, workspace),
-    )
-    tx.conn.execute(
+    """A new pending save of the Workspace's current disk, with the next version.
+
+    Two statements, as this runs with every completed Turn: the Workspace's row
+    (made if new) takes the next version and answers it with its disk, and the
+    save is inserted and answered as stored."""
+    disk, version = tx.conn.execute(
+        "INSERT INTO workspaces (namespace, name, last_version) VALUES (?, ?, 1)"
+        " ON CONFLICT (namespace, name) DO UPDATE SET last_version = workspaces.last_version + 1"
+        " RETURNING disk, last_version",
+        (namespace, workspace),
+    ).fetchone()
+    row = tx.conn.execute(
         "INSERT INTO saves (namespace, workspace, version, disk, session_id, turn_id, status,"
-        " requested_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-        (namespace, workspace, version, disk.disk, session_id, turn_id, dump_time(tx.now)),
-    )
-    return require_save(tx, namespace, workspace, version)
+        " requested_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING *",
+        (namespace, workspace, version, disk, session_id, turn_id, dump_time(tx.now)),
+    ).fetchone()
+    return SaveRow.load(row)
 
 
 def get_save(rt: ReadTx, namespace: str, workspace: str, version: int) -> SaveRow | None:

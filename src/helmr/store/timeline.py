@@ -68,10 +68,11 @@ def _append(
     """:func:`append` under the Session's lock, which the caller holds."""
     if event_id is None:
         event_id = new_id("evt")
-    else:
+    elif tx.conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone():
+        # A repeat: rare, so the cheap probe comes first and the event is read only now.
         existing = get(tx, event_id)
-        if existing is not None:
-            return existing
+        assert existing is not None
+        return existing
     encoded = dump_json(data)
     taken = tx.conn.execute(
         "UPDATE sessions SET last_event_seq = last_event_seq + 1 WHERE id = ?"

@@ -21,14 +21,13 @@ def insert(
         " RETURNING last_turn_seq",
         (session_id,),
     ).fetchone()
-    turn_id = new_id("turn")
-    tx.conn.execute(
+    row = tx.conn.execute(
         "INSERT INTO turns (id, session_id, sequence, status, input, idempotency_key, source,"
-        " created_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
-        (turn_id, session_id, sequence, encoded, idempotency_key, source, dump_time(tx.now)),
-    )
+        " created_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING *",
+        (new_id("turn"), session_id, sequence, encoded, idempotency_key, source, dump_time(tx.now)),
+    ).fetchone()
     tx.touch(session_id)
-    return _require(tx, turn_id)
+    return TurnRow.load(row)
 
 
 def get(rt: ReadTx, turn_id: str) -> TurnRow | None:
@@ -92,12 +91,8 @@ def next_deadline(rt: ReadTx) -> datetime | None:
 
 
 def update(tx: Tx, turn: TurnRow, **changes: object) -> TurnRow:
-    tx.update("turns", turn.id, changes)
+    """The Turn with ``changes`` applied, as stored."""
+    row = tx.updated("turns", turn.id, changes)
+    assert row is not None, f"turn {turn.id} is gone"
     tx.touch(turn.session_id)
-    return _require(tx, turn.id)
-
-
-def _require(rt: ReadTx, turn_id: str) -> TurnRow:
-    turn = get(rt, turn_id)
-    assert turn is not None
-    return turn
+    return TurnRow.load(row)

@@ -73,8 +73,21 @@ class Tx(ReadTx):
 
     def update(self, table: str, row_id: str, changes: dict[str, object]) -> None:
         """``UPDATE table SET ... WHERE id = row_id``; column names come from code only."""
+        if changes:
+            self._update(table, row_id, changes, "")
+
+    def updated(self, table: str, row_id: str, changes: dict[str, object]) -> Any:
+        """:meth:`update`, answering the row as it is then (None if there is none):
+        one statement, where an update and a read of the row would be two."""
         if not changes:
-            return
+            return self.conn.execute(f"SELECT * FROM {table} WHERE id = ?", (row_id,)).fetchone()
+        return self._update(table, row_id, changes, " RETURNING *").fetchone()
+
+    def _update(
+        self, table: str, row_id: str, changes: dict[str, object], returning: str
+    ) -> DbCursor:
         columns = ", ".join(f"{name} = ?" for name in changes)
         values: Iterable[DbValue] = (db_value(value) for value in changes.values())
-        self.conn.execute(f"UPDATE {table} SET {columns} WHERE id = ?", (*values, row_id))
+        return self.conn.execute(
+            f"UPDATE {table} SET {columns} WHERE id = ?{returning}", (*values, row_id)
+        )

@@ -1,0 +1,71 @@
+"""What a no-op Turn costs the store: the statements of its transactions.
+
+Every Turn runs them on the single writer (or a pooled PostgreSQL connection,
+a round trip each), so they bound a replica's Turns per second; a change that
+reads a row back after writing it, or reads one twice, shows up here.
+Counted on SQLite, whose statements are the store's own and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from helmr.control import processes, sessions, turns
+from helmr.control.config import ControlConfig
+from helmr.protocol.api import TurnView
+from helmr.store import Tx
+from helmr.store.dialect import SQLITE
+from helmr.store.schema import connect, migrate
+
+T = TypeVar("T")
+
+TURN_BUDGET = {"enqueue": 6, "receive": 7, "complete": 15, "receive with nothing queued": 2}
+"""Statements per transaction of a no-op Turn (issue 11, item 5: 42 in all before)."""
+
+
+class _Counting:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        self.statements.append(sql)
+        return self.conn.execute(sql, parameters)
+
+
+def test_a_no_op_turn_takes_at_most_its_budget_of_statements(tmp_path: Path) -> None:
+    conn = connect(str(tmp_path / "helmr.db"), synchronous="NORMAL", read_only=False)
+    migrate(conn)
+    counted = _Counting(conn)
+    spent: dict[str, int] = {}
+
+    def run(name: str, fn: Callable[[Tx], T]) -> T:
+        counted.statements.clear()
+        conn.execute("BEGIN")
+        value = fn(Tx(counted, SQLITE, datetime.now(UTC)))
+        conn.execute("COMMIT")
+        spent[name] = len(counted.statements)
+        return value
+
+    session = run(
+        "open",
+        lambda tx: sessions.open_session(tx, namespace="team", name="s", actor="a", workspace="w"),
+    )
+    epoch = run("start", lambda tx: processes.started(tx, ControlConfig(), session.id))
+    for _ in range(2):  # the second Turn is the warm one: its Workspace row exists
+        turn = run("enqueue", lambda tx: turns.enqueue(tx, session.id, "noop"))
+        running = run("receive", lambda tx: turns.take_next(tx, session.id, epoch))
+        assert isinstance(running, TurnView)
+        assert (running.id, running.status) == (turn.id, "running")
+        done = run(
+            "complete", partial(turns.complete, session_id=session.id, epoch=epoch, turn_id=turn.id)
+        )
+        assert done.status == "completed"
+        idle = run("receive with nothing queued", lambda tx: turns.take_next(tx, session.id, epoch))
+        assert idle is None
+    over = {name: spent[name] for name, most in TURN_BUDGET.items() if spent[name] > most}
+    assert not over, f"statements over the budget {TURN_BUDGET}: {over}"
