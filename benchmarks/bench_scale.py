@@ -79,7 +79,7 @@ async def seed(store: str, sessions: int, history: int) -> dict[str, int]:
                 namespace=NAMESPACE, name=f"s{i}", actor="noop", workspace=f"ws{i}"
             )
             epochs[view.id] = await plane.control.process_started(view.id)
-        await seed_history(plane.control, epochs, history)
+    await seed_history(store, epochs, history)
     return epochs
 
 
