@@ -53,6 +53,7 @@ class Control:
     open_session = writes(sessions.open_session)
     get_session = reads(load_session)
     enqueue = writes(turns.enqueue)
+    enqueue_answering_session = writes(turns.enqueue_answering_session)
     get_turn = reads(load_turn)
     send = writes(messages.send)
     get_message = reads(messages.load_message)

@@ -22,9 +22,9 @@ from helmr.control.lifecycle import (
     settle_if_drained,
 )
 from helmr.control.record import record
-from helmr.control.views import turn_view
+from helmr.control.views import load_session, turn_view
 from helmr.events import Event, EventKind
-from helmr.protocol.api import TurnView
+from helmr.protocol.api import SessionView, TurnView
 from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome
 from helmr.store import TurnRow, Tx, sessions, timeline, turns
 from helmr.store.codec import dump_json
@@ -53,6 +53,21 @@ def enqueue(
             return turn_view(existing)
     guards.admitting(tx, sessions.require(tx, session_id))
     return turn_view(admit(tx, session_id, input, idempotency_key=idempotency_key, source=source))
+
+
+def enqueue_answering_session(
+    tx: Tx,
+    session_id: str,
+    input: JsonValue,
+    *,
+    idempotency_key: str | None = None,
+    source: str = "api",
+) -> tuple[SessionView, TurnView]:
+    """:func:`enqueue`, answering the Session as the admission left it too: one
+    transaction where the API's enqueue read the Session apart before (for the
+    Turn's Kubernetes object), a thread hop and a read each."""
+    turn = enqueue(tx, session_id, input, idempotency_key=idempotency_key, source=source)
+    return load_session(tx, session_id), turn
 
 
 def admit(

@@ -7,6 +7,10 @@ is the session's own. Runner
 routes: the token must be the identity of exactly the path's session and of
 the process epoch the call claims (``Helmr-Process-Epoch``), so a runner can
 neither act for another session nor pass for another epoch of its own.
+
+A session's namespace never changes, so the guard remembers it: a session route
+whose handler does not take the session (the enqueue, the hot one) is
+authorised without reading the session again. A route that takes it reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
 from helmr.server.inputs import headers_of, parse
 from helmr.server.routing import RouteSpec
 
+NAMESPACES_KEPT = 16_384
+"""Sessions whose namespace the guard remembers (the earliest remembered is
+forgotten first): about 150 bytes each."""
+
 
 class AccessGuard:
     """The ``routing.Guard`` of every route: checks the caller per the route's ``access``."""
@@ -36,11 +44,13 @@ class AccessGuard:
         self._authenticator = authenticator
         self._runner_tokens = runner_tokens
         self._session_of = session_of
+        self._namespaces: dict[str, str] = {}
 
     async def __call__(
-        self, request: web.Request, spec: RouteSpec, path: BaseModel | None
+        self, request: web.Request, spec: RouteSpec, path: BaseModel | None, wants_subject: bool
     ) -> SessionView | None:
-        """The session the call is about when it had to be read to decide, else None."""
+        """The session the call is about when it was read to decide (always when the
+        handler ``wants_subject``), else None."""
         if spec.access == "none":
             return None
         # routing.operations checked that each route's path names what is needed here.
@@ -64,8 +74,10 @@ class AccessGuard:
         namespace: str | None = getattr(path, "namespace", None)
         if namespace is None:
             assert session_id is not None
-            session = await self._session_of(session_id)
-            namespace = session.namespace
+            namespace = None if wants_subject else self._namespaces.get(session_id)
+            if namespace is None:
+                session = await self._session_of(session_id)
+                namespace = self._remember(session)
         assert spec.verb is not None
         if not await self._authenticator.authorize(user, namespace, spec.verb, spec.resource):
             raise Forbidden(
@@ -75,3 +87,9 @@ class AccessGuard:
                 verb=spec.verb,
             )
         return session
+
+    def _remember(self, session: SessionView) -> str:
+        if session.id not in self._namespaces and len(self._namespaces) >= NAMESPACES_KEPT:
+            del self._namespaces[next(iter(self._namespaces))]
+        self._namespaces[session.id] = session.namespace
+        return session.namespace

@@ -120,14 +120,15 @@ class PublicApi:
         verb="update",
         summary="Enqueue a turn (always FIFO work).",
     )
-    async def enqueue(self, path: SessionPath, body: EnqueueBody, subject: SessionView) -> TurnView:
+    async def enqueue(self, path: SessionPath, body: EnqueueBody) -> TurnView:
         """A repeated idempotency_key returns the same turn. A held session still admits."""
         requested = datetime.now(UTC)
-        turn = await self._control.enqueue(
+        # The Session comes with the admission (the guard need not read it: no subject).
+        session, turn = await self._control.enqueue_answering_session(
             path.session_id, body.input, idempotency_key=body.idempotency_key, source=SOURCE
         )
         self._traces.admitted(turn, requested)
-        await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(subject, turn))
+        await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(session, turn))
         return turn
 
     @public("GET", routes.TURN, verb="get", summary="Read a turn.")

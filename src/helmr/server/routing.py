@@ -135,9 +135,10 @@ def operations(*apis: object) -> list[Operation]:
     return found
 
 
-# Checks a request's credentials for an operation, given its parsed path;
-# returns what it looked up to decide (or None).
-Guard = Callable[[web.Request, RouteSpec, BaseModel | None], Awaitable[object]]
+# Checks a request's credentials for an operation, given its parsed path and
+# whether the handler takes the subject; returns what it looked up to decide (or
+# None), which is the subject.
+Guard = Callable[[web.Request, RouteSpec, BaseModel | None, bool], Awaitable[object]]
 
 
 def _endpoint(
@@ -150,7 +151,7 @@ def _endpoint(
             kwargs["path"] = parse(path_model, dict(request.match_info), "path")
         # Credentials before the rest of the input: a stranger learns nothing
         # about the request's shape.
-        subject = await guard(request, op.spec, kwargs.get("path"))
+        subject = await guard(request, op.spec, kwargs.get("path"), op.wants_subject)
         if "query" in op.inputs:
             kwargs["query"] = parse(op.inputs["query"], query_of(request), "query")
         if "headers" in op.inputs:

@@ -1,0 +1,50 @@
+"""The guard of session routes remembers each session's namespace: the enqueue,
+which does not take the session, is authorised without reading it again, and
+still only for callers allowed in that namespace."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from helmr.server import StaticRunnerTokens
+from tests.compose import open_plane, static_app
+from tests.unit.api import ADMIN, GRANTS, NAMESPACE, OUTSIDER, READER, Api, RecordingMirror
+
+
+@pytest.fixture
+async def counted(store_location: str | Path) -> AsyncIterator[tuple[Api, Counter[str]]]:
+    """The API, and the store's transactions by kind from now on."""
+    async with open_plane(store_location) as plane:
+        transactions: Counter[str] = Counter()
+        plane.store.observe = lambda kind, seconds: transactions.update((kind,))
+        mirror = RecordingMirror()
+        tokens = StaticRunnerTokens()
+        app = static_app(plane.control, GRANTS, tokens, mirror=mirror, workspaces=mirror)
+        async with TestClient(TestServer(app)) as http:
+            yield Api(plane.control, app, http, tokens, mirror), transactions
+
+
+async def test_an_enqueue_reads_its_session_once_and_is_still_authorised(
+    counted: tuple[Api, Counter[str]],
+) -> None:
+    api, transactions = counted
+    session = await api.start()
+    turns = f"/v1/sessions/{session}/turns"
+    transactions.clear()
+    first = await api.enqueue(session, "one")
+    assert transactions == {"read": 1, "write": 1}  # the guard learns the namespace
+    transactions.clear()
+    second = await api.enqueue(session, "two")
+    assert transactions == {"write": 1}  # the admission answers its session too
+    assert api.mirror.turns == [first, second]
+    # Remembered, the namespace is still checked against each caller.
+    await api.call("POST", turns, token=OUTSIDER, status=403, json={"input": 3})
+    await api.call("POST", turns, token=READER, status=403, json={"input": 3})
+    assert (await api.call("GET", f"/v1/sessions/{session}", token=READER))["queued_turns"] == 2
+    assert (await api.call("GET", f"/v1/sessions/{session}"))["namespace"] == NAMESPACE
+    await api.call("POST", "/v1/sessions/ses_unknown/turns", token=ADMIN, status=404, json={})
