@@ -153,9 +153,9 @@ def signal_heard(events: list[Event], turn_id: str) -> dict[str, Any] | None:
 async def operator_watches(api_client: client.ApiClient, namespace: str, actor: str) -> None:
     """Waits until the operator watches ``namespace``: it wrote the Actor's Accepted
     condition. The test operator finds namespaces by a name pattern, which kopf
-    follows with a watch per namespace; right after its start, amid dozens of
-    namespaces of earlier tests being deleted, a new namespace has been seen to
-    wait about two minutes for its watches. A test that applies objects for the
+    follows with a watch per namespace, started once kopf has seen the namespace
+    (helmr.operator.kopf_namespaces: before it, a namespace created right after
+    the operator's start could wait minutes). A test that applies objects for the
     operator to admit waits for this first, so it measures Helmr, not that."""
     custom = client.CustomObjectsApi(api_client)
 
@@ -166,4 +166,4 @@ async def operator_watches(api_client: client.ApiClient, namespace: str, actor: 
         conditions = (got.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Accepted" for c in conditions)
 
-    await eventually(accepted, timeout=300, what=f"the operator to watch namespace {namespace}")
+    await eventually(accepted, timeout=60, what=f"the operator to watch namespace {namespace}")

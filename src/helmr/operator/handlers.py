@@ -14,6 +14,7 @@ from helmr import logs
 from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator.actor_acceptance import check
 from helmr.operator.control_plane import ControlPlane
+from helmr.operator.kopf_namespaces import install as read_listed_namespaces
 from helmr.operator.labels import (
     LABEL_COMPONENT,
     LABEL_EPOCH,
@@ -39,6 +40,9 @@ from helmr.resources import (
 )
 
 log = logging.getLogger(__name__)
+
+# Before kopf's observers start (helmr.operator.kopf_namespaces says why).
+read_listed_namespaces()
 
 
 def _namespaced(namespace: str | None) -> str:
