@@ -24,19 +24,22 @@ S = TypeVar("S", bound=Status)
 
 
 NAMESPACE_TERMINATING = "namespace_terminating"
-"""The failure reason of a Session whose namespace is being deleted: the apiserver
-refuses every new object there, so its runner can never start again."""
+"""The failure reason of a Session whose namespace is being deleted, or is gone:
+the apiserver refuses every new object there, so its runner can never start again."""
 
 
 def namespace_terminating(error: BaseException) -> bool:
     """Whether ``error`` is the apiserver refusing a create because the namespace
-    is being deleted (403 with the cause ``NamespaceTerminating``)."""
-    if not isinstance(error, ApiException) or error.status != 403 or not error.body:
+    is being deleted (403 with the cause ``NamespaceTerminating``) or is gone
+    (404 naming the namespace itself, not the object)."""
+    if not isinstance(error, ApiException) or error.status not in (403, 404) or not error.body:
         return False
     try:
         details = json.loads(error.body).get("details") or {}
     except (ValueError, AttributeError):
         return False
+    if error.status == 404:
+        return bool(details.get("kind") == "namespaces")
     return any(cause.get("reason") == "NamespaceTerminating" for cause in details.get("causes", []))
 
 

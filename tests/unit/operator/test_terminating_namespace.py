@@ -8,6 +8,8 @@ every pass, and go on with the others.
 
 from __future__ import annotations
 
+import json
+
 from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView
@@ -32,8 +34,27 @@ async def dying_session(h: Harness) -> SessionView:
     )
 
 
-def test_only_a_namespace_terminating_refusal_is_recognised() -> None:
+def not_found(kind: str, name: str) -> ApiException:
+    """The apiserver's 404, as a create in a namespace that is gone gets it for the namespace."""
+    error = ApiException(status=404, reason="Not Found")
+    error.body = json.dumps(
+        {
+            "kind": "Status",
+            "status": "Failure",
+            "message": f'{kind} "{name}" not found',
+            "reason": "NotFound",
+            "details": {"name": name, "kind": kind},
+            "code": 404,
+        }
+    )
+    return error
+
+
+def test_only_a_refusal_for_a_terminating_or_gone_namespace_is_recognised() -> None:
     assert namespace_terminating(terminating("x"))
+    assert namespace_terminating(not_found("namespaces", "x"))
+    assert not namespace_terminating(not_found("pods", "x"))
+    assert not namespace_terminating(ApiException(status=404, reason="Not Found"))
     assert not namespace_terminating(ApiException(status=403, reason="Forbidden"))
     assert not namespace_terminating(ApiException(status=500, reason="boom"))
     assert not namespace_terminating(RuntimeError("403 NamespaceTerminating"))
