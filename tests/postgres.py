@@ -83,6 +83,16 @@ class PostgresServer:
         with self._admin() as admin:
             admin.execute(f"CREATE DATABASE {TEMPLATE}")
         asyncio.run(_migrate(self.url(TEMPLATE)))
+        # Copying a database needs it to have no connection, and a closed pool's
+        # backends exit after it returns: on a loaded machine, one outlived the
+        # 5 s CREATE DATABASE waits for them ("source database is being accessed
+        # by other users"). None may connect to the template from now on.
+        with self._admin() as admin:
+            admin.execute(f"ALTER DATABASE {TEMPLATE} WITH ALLOW_CONNECTIONS false")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (TEMPLATE,),
+            )
 
     def restart(self, mode: str = "fast") -> None:
         """Stops the server (closing every connection) and starts it again with the
