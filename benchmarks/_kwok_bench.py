@@ -33,8 +33,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,14 +252,13 @@ class Figures:
         write_rows(table, self.writes, self.idle)
 
 
-async def _load_and_restart(
-    core: client.CoreV1Api,
-    kubeconfig: str,
-    op: conftest.Operator,
-    namespace: str,
-    pods: dict[str, RunnerPod],
-    args: argparse.Namespace,
-) -> Figures:
+@asynccontextmanager
+async def connected_fleet(
+    op: conftest.Operator, core: client.CoreV1Api, namespace: str, pods: dict[str, RunnerPod]
+) -> AsyncIterator[tuple[aiohttp.ClientSession, Fleet]]:
+    """A fleet playing every runner pod with a token bound to it, once it completed
+    one Turn for every Session (each runner connected, its token reviewed); and
+    the HTTP session it and the clients use."""
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
     async with (
@@ -269,9 +268,20 @@ async def _load_and_restart(
         for session_id, pod in pods.items():
             token = await asyncio.to_thread(pod_token, core, namespace, pod)
             fleet.serve(session_id, Runner(pod.epoch, token))
-        # One Turn for every Session: each runner is connected and its token reviewed.
         warm = [await enqueue(http, op, s) for s in fleet.sessions]
-        await asyncio.wait_for(asyncio.gather(*(fleet.waiter(t) for t in warm)), 300)
+        await asyncio.wait_for(asyncio.gather(*(fleet.waiter(t) for t in warm)), 600)
+        yield http, fleet
+
+
+async def _load_and_restart(
+    core: client.CoreV1Api,
+    kubeconfig: str,
+    op: conftest.Operator,
+    namespace: str,
+    pods: dict[str, RunnerPod],
+    args: argparse.Namespace,
+) -> Figures:
+    async with connected_fleet(op, core, namespace, pods) as (http, fleet):
         await asyncio.sleep(SETTLE_SECONDS)
         before = await asyncio.to_thread(helmr_writes, kubeconfig)
         turns, seconds, latencies = await load(http, op, fleet, args.clients, args.seconds)
@@ -298,15 +308,22 @@ async def _load_and_restart(
     )
 
 
-async def kwok_bench(args: argparse.Namespace) -> None:
+@contextmanager
+def kwok_cluster() -> Iterator[tuple[str, client.ApiClient, str]]:
+    """The cluster at ``KUBECONFIG`` (or the local one), prepared, with a fake node
+    for the run: its kubeconfig, an API client and the node's name."""
     kubeconfig = os.environ.get("KUBECONFIG", DEFAULT_KUBECONFIG)
     prepare(kubeconfig, build=False)
     api = new_api_client(kubeconfig)
-    core = client.CoreV1Api(api)
-    table = Table()
     log = Path(tempfile.gettempdir()) / f"helmr-kwok-{uuid.uuid4().hex[:6]}.log"
-    with fake_node(core, kubeconfig, log) as node:
+    with fake_node(client.CoreV1Api(api), kubeconfig, log) as node:
         print(f"fake node {node} Ready (kwok log: {log})", flush=True)
+        yield kubeconfig, api, node
+
+
+async def kwok_bench(args: argparse.Namespace) -> None:
+    table = Table()
+    with kwok_cluster() as (kubeconfig, api, node):
 
         async def row(kind: str, store: str, sessions: int) -> None:
             await measure(table, api, kubeconfig, node, kind, store, sessions, args)

@@ -162,6 +162,8 @@ class Operator:
     env: dict[str, str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    modules: tuple[str, ...] = ("helmr.operator",)
+    """The modules ``kopf run`` loads (a benchmark adds a probe of its own)."""
 
     @classmethod
     def for_cluster(cls, kubeconfig: str, data: Path, **settings: str) -> Operator:
@@ -192,8 +194,7 @@ class Operator:
                     "-m",
                     "kopf",
                     "run",
-                    "-m",
-                    "helmr.operator",
+                    *(arg for module in self.modules for arg in ("-m", module)),
                     "--standalone",
                     "--namespace",
                     namespaces,
