@@ -35,6 +35,7 @@ from helmr.operator.volumes import (
     build_workspace,
     disk_usage_spec,
 )
+from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
 from helmr.resources.workspace import claim_name, save_name
 from helmr.store.rows import SaveRow
@@ -62,7 +63,7 @@ class Disks:
         self.save_ended: Callable[[SaveRow], None] = _nobody_listens
         # The status last written per Workspace: the status sync asks after every
         # change of its Session (each Turn), and the status rarely changes.
-        self._statuses: dict[tuple[str, str], WorkspaceStatus] = {}
+        self._statuses = WrittenStatuses[tuple[str, str], WorkspaceStatus](WorkspaceStatus)
 
     async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The claim the Session's next runner mounts, created if missing (from
@@ -117,10 +118,11 @@ class Disks:
             pending_saves=view.pending_saves,
             held_by=None if holder is None else holder.name,
         )
-        if self._statuses.get((namespace, name)) == status:
-            return
-        if await self.kube.patch_resource_status(Workspace, namespace, name, status):
-            self._statuses[(namespace, name)] = status
+        await self._statuses.write(
+            (namespace, name),
+            status,
+            lambda written: self.kube.patch_resource_status(Workspace, namespace, name, written),
+        )
 
     async def _advance(self, namespace: str, name: str, saves: list[SaveRow]) -> None:
         """One Workspace's pending saves, oldest first: the one with a snapshot is

@@ -31,6 +31,7 @@ from helmr.operator.event_text import kube_event
 from helmr.operator.kube import Kube
 from helmr.operator.labels import LABEL_SESSION_ID, LABEL_TURN_ID
 from helmr.operator.limits import limits_status
+from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import (
     ActorRef,
     Condition,
@@ -162,7 +163,7 @@ class CustomResourceMirror:
         self._owners: dict[str, OwnerReference] = {}
         # The last status written per session, to skip patches that change nothing
         # (and to keep its conditions' transition times).
-        self._session_statuses: dict[str, SessionStatus] = {}
+        self._session_statuses = WrittenStatuses[str, SessionStatus](SessionStatus)
         # The Session resource generation whose spec the handlers applied, per session.
         self._generations: dict[str, int] = {}
         # Statuses asked for (Session id -> Turn ids, maybe none), for the status sync.
@@ -233,14 +234,17 @@ class CustomResourceMirror:
         previous = await self._previous_conditions(view)
         status.conditions = settle(previous, observed, datetime.now(UTC), generation)
         # Output streams touch the session on every write; its status rarely changes.
-        if self._session_statuses.get(view.id) == status:
-            return
-        if await self.kube.patch_resource_status(Session, view.namespace, view.name, status):
-            self._session_statuses[view.id] = status
+        await self._session_statuses.write(
+            view.id,
+            status,
+            lambda written: self.kube.patch_resource_status(
+                Session, view.namespace, view.name, written
+            ),
+        )
 
     async def _previous_conditions(self, view: SessionView) -> list[Condition] | None:
         """The conditions last written: remembered, or (after a restart) read back."""
-        written = self._session_statuses.get(view.id)
+        written = self._session_statuses.last(view.id)
         if written is None:
             cr = await self.kube.get_resource(Session, view.namespace, view.name)
             written = None if cr is None else cr.status

@@ -1,0 +1,45 @@
+"""The status last written to each object, remembered so that a status that
+changed nothing is not patched again.
+
+Kept as the status patch's JSON text, not as the model: one is remembered per
+open Session and per Workspace for as long as the control plane runs. A
+Session's status model with its conditions took 3.6 KiB, its JSON about 0.6 KiB
+(``benchmarks/bench_operator_memory.py``; docs/sizing.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+from helmr.resources.base import Status
+
+Key = TypeVar("Key", bound=Hashable)
+StatusT = TypeVar("StatusT", bound=Status)
+
+
+def _wire_json(status: Status) -> str:
+    # The patch's own form (Status.to_wire): equal text, equal patch.
+    return status.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+class WrittenStatuses(Generic[Key, StatusT]):
+    def __init__(self, kind: type[StatusT]) -> None:
+        self._kind = kind
+        self._written: dict[Key, str] = {}
+
+    async def write(
+        self, key: Key, status: StatusT, patch: Callable[[StatusT], Awaitable[bool]]
+    ) -> None:
+        """``patch(status)``, unless it is the status last written for ``key``; it is
+        remembered once ``patch`` says it landed."""
+        text = _wire_json(status)
+        if self._written.get(key) == text:
+            return
+        if await patch(status):
+            self._written[key] = text
+
+    def last(self, key: Key) -> StatusT | None:
+        """The status last written for ``key`` by this process, if any."""
+        text = self._written.get(key)
+        return None if text is None else self._kind.model_validate_json(text)

@@ -1,0 +1,83 @@
+"""The statuses the mirror remembers having written (issue 11, item 5 budgets): a
+status that changed nothing is not patched again, one that did not land is, the
+conditions' transition times survive, and each one remembered stays small."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+from helmr.operator.mirror import CustomResourceMirror
+from helmr.operator.written_statuses import WrittenStatuses
+from helmr.resources import SessionStatus
+from tests.unit.control.harness import Harness
+from tests.unit.operator.stub_kube import StubKube
+
+
+class Patches:
+    """A patch that lands, or not (``lands``), counting the calls."""
+
+    def __init__(self) -> None:
+        self.sent: list[SessionStatus] = []
+        self.lands = True
+
+    async def __call__(self, status: SessionStatus) -> bool:
+        self.sent.append(status)
+        return self.lands
+
+
+async def test_an_unchanged_status_is_patched_once_and_a_changed_one_again() -> None:
+    written = WrittenStatuses[str, SessionStatus](SessionStatus)
+    patch = Patches()
+    await written.write("s", SessionStatus(phase="open", queued_turns=0), patch)
+    await written.write("s", SessionStatus(phase="open", queued_turns=0), patch)
+    await written.write("s", SessionStatus(phase="closing", queued_turns=0), patch)
+    assert [status.phase for status in patch.sent] == ["open", "closing"]
+
+
+async def test_a_status_that_did_not_land_is_patched_again() -> None:
+    written = WrittenStatuses[str, SessionStatus](SessionStatus)
+    patch = Patches()
+    patch.lands = False
+    await written.write("s", SessionStatus(phase="open"), patch)
+    patch.lands = True
+    await written.write("s", SessionStatus(phase="open"), patch)
+    await written.write("s", SessionStatus(phase="open"), patch)
+    assert len(patch.sent) == 2
+    assert written.last("s") == SessionStatus(phase="open")
+
+
+class Forgetful(StubKube):
+    """Keeps nothing of what it patched: what stays in memory is the mirror's."""
+
+    async def patch_resource_status(self, *args: object, **kwargs: object) -> bool:
+        return True
+
+
+async def test_a_remembered_session_status_keeps_its_conditions_in_under_a_kib(
+    h: Harness,
+) -> None:
+    views = []
+    for _ in range(100):
+        session = await h.session()
+        await h.running(session.id)
+        views.append(await h.control.get_session(session.id))
+    mirror = CustomResourceMirror(Forgetful())
+    await mirror.sync_session(views[0], "pod-1")  # imports and caches, not per Session
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for view in views[1:]:
+            await mirror.sync_session(view, "pod-1")
+        gc.collect()
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # As models with their conditions they took 3.6 KiB each.
+    assert kept / (len(views) - 1) < 1024
+    remembered = mirror._session_statuses.last(views[1].id)
+    assert remembered is not None
+    assert remembered.conditions
+    # Read back for the next pass's conditions, their transition times intact.
+    again = await mirror._previous_conditions(views[1])
+    assert again == remembered.conditions
