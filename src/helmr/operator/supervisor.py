@@ -38,7 +38,8 @@ from helmr.store import utc_now
 log = logging.getLogger(__name__)
 
 STARTED_AT_ONCE = 16
-"""Sessions whose runner pods one supervisor pass prepares at the same time."""
+"""Sessions one supervisor pass handles at the same time: whose limits it reads, and
+whose runner pods it prepares."""
 
 
 class Supervisor:
@@ -97,8 +98,10 @@ class Supervisor:
 
     async def reconcile(self) -> None:
         now = self.clock()
-        for session in await self.control.sessions_without_limits():
-            await self._isolated(session.id, self.resolve_limits(session, now))
+        await self._each_at_once(
+            await self.control.sessions_without_limits(),
+            lambda session: self.resolve_limits(session, now),
+        )
         expiry = await self.control.next_idle_expiry()
         if expiry is not None and expiry <= now:  # closing asks their processes to stop
             await self.control.expire_idle(now)
@@ -116,17 +119,25 @@ class Supervisor:
         self.metrics.sessions_waiting.set(len(waiting))
         under_pressure = await self.control.sessions_under_storage_pressure()
         self.metrics.storage_pressure.sessions.set(under_pressure)
-        # A few Sessions at a time: a start is several apiserver round trips (its disk,
-        # its service account, its pod). One after another, 100 Sessions opened at once
-        # waited 42 s for their last runner pod (benchmarks/bench_scale.py kwok).
+        await self._each_at_once(waiting, self.start)
+        await self.disks.reconcile()
+
+    async def _each_at_once(
+        self, sessions: list[SessionView], step: Callable[[SessionView], Awaitable[None]]
+    ) -> None:
+        """``step`` of each Session (isolated), a few Sessions at a time. Each step is
+        apiserver round trips (a start: its disk, its service account, its pod;
+        reading limits: its Actor and its resource). One after another, 100 Sessions
+        opened at once waited 42 s for their last runner pod (benchmarks/bench_scale.py
+        kwok), and 300 opened on a busy apiserver had their limits read for minutes
+        before the pass started any (benchmarks/bench_operator_memory.py)."""
         at_once = asyncio.Semaphore(STARTED_AT_ONCE)
 
-        async def start(session: SessionView) -> None:
+        async def one(session: SessionView) -> None:
             async with at_once:
-                await self._isolated(session.id, self.start(session))
+                await self._isolated(session.id, step(session))
 
-        await asyncio.gather(*(start(session) for session in waiting))
-        await self.disks.reconcile()
+        await asyncio.gather(*(one(session) for session in sessions))
 
     async def _isolated(self, session_id: str, step: Awaitable[None]) -> None:
         """Runs one session's step: its failure is logged and retried on the next
