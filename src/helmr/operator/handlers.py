@@ -120,6 +120,9 @@ async def session_admit(
         session_id = view.id
         # Its limits are read from its Actor by the supervisor's next pass: now.
         plane.supervisor.wake()
+    if session.status is not None:
+        # Resumed after a restart: its status patched again only where it changed.
+        plane.mirror.status_seen(session_id, session.status)
     await _apply_controls(plane, session_id, session, interrupt=False)
 
 

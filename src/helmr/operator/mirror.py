@@ -216,6 +216,11 @@ class CustomResourceMirror:
         self._generations[session_id] = generation
         self.request(session_id)
 
+    def status_seen(self, session_id: str, status: SessionStatus) -> None:
+        """The status the Session's resource has, as kopf listed it (see
+        helmr.operator.written_statuses): the status sync patches it only if it changed."""
+        self._session_statuses.seen(session_id, status)
+
     def has_resource(self, turn: TurnView) -> bool:
         """Whether the Turn has a resource to mirror: applied with kubectl (its
         admission noted its name; its source is not the API's after a restart,

@@ -1,5 +1,7 @@
 """The status last written to each object, remembered so that a status that
-changed nothing is not patched again.
+changed nothing is not patched again. After a restart, the status each Session
+resource has (kopf lists them) counts as written: a restarted control plane does
+not patch every Session again, nor read each one back for its conditions.
 
 Kept as the status patch's JSON text, not as the model: one is remembered per
 open Session and per Workspace for as long as the control plane runs. A
@@ -19,8 +21,10 @@ StatusT = TypeVar("StatusT", bound=Status)
 
 
 def _wire_json(status: Status) -> str:
-    # The patch's own form (Status.to_wire): equal text, equal patch.
-    return status.model_dump_json(by_alias=True, exclude_unset=True)
+    # Without its nulls: a merge patch's null removes a field, so the server keeps
+    # none, and a status read back from it (``seen``) has none. Equal text, then,
+    # means the patch would change nothing.
+    return status.model_dump_json(by_alias=True, exclude_none=True)
 
 
 class WrittenStatuses(Generic[Key, StatusT]):
@@ -38,6 +42,12 @@ class WrittenStatuses(Generic[Key, StatusT]):
             return
         if await patch(status):
             self._written[key] = text
+
+    def seen(self, key: Key, status: StatusT) -> None:
+        """The status the object has on the server, as read (kopf's listing after a
+        restart): remembered unless this process has written one since it started,
+        which is newer than any status it reads."""
+        self._written.setdefault(key, _wire_json(status))
 
     def last(self, key: Key) -> StatusT | None:
         """The status last written for ``key`` by this process, if any."""

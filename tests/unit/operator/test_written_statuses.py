@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from typing import Any
 
 from helmr.operator.mirror import CustomResourceMirror
 from helmr.operator.written_statuses import WrittenStatuses
@@ -81,3 +82,57 @@ async def test_a_remembered_session_status_keeps_its_conditions_in_under_a_kib(
     # Read back for the next pass's conditions, their transition times intact.
     again = await mirror._previous_conditions(views[1])
     assert again == remembered.conditions
+
+
+async def test_a_status_seen_before_any_write_counts_as_written_and_a_write_outlives_it() -> None:
+    written = WrittenStatuses[str, SessionStatus](SessionStatus)
+    patch = Patches()
+    written.seen("listed", SessionStatus(phase="open"))
+    await written.write("listed", SessionStatus(phase="open"), patch)
+    assert patch.sent == []
+    await written.write("s", SessionStatus(phase="closing"), patch)
+    written.seen("s", SessionStatus(phase="open"))  # older than what this process wrote
+    await written.write("s", SessionStatus(phase="closing"), patch)
+    assert [status.phase for status in patch.sent] == ["closing"]
+
+
+class Counting(StubKube):
+    """Counts status patches and reads of Session resources."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        self.reads += 1
+        return await super().get_resource(kind, namespace, name)
+
+
+def as_listed(status: SessionStatus) -> SessionStatus:
+    """The status as the server keeps it after the patch (a null removes a field),
+    parsed back from kopf's listing."""
+    patched = {k: v for k, v in status.status_patch()["status"].items() if v is not None}
+    return SessionStatus.model_validate(patched)
+
+
+async def test_a_restarted_mirror_neither_patches_nor_reads_a_session_that_did_not_change(
+    h: Harness,
+) -> None:
+    session = await h.session()
+    await h.running(session.id)
+    view = await h.control.get_session(session.id)
+    before = Counting()
+    await CustomResourceMirror(before).sync_session(view, "pod-1")
+    on_server = before.statuses[("Session", view.name)]
+    assert isinstance(on_server, SessionStatus)
+
+    after = Counting()
+    restarted = CustomResourceMirror(after)
+    restarted.status_seen(view.id, as_listed(on_server))  # the resume handler
+    await restarted.sync_session(view, "pod-1")
+    assert after.log == []
+    assert after.reads == 0
+
+    await h.control.enqueue(view.id, "more")  # a change is still written
+    await restarted.sync_session(await h.control.get_session(view.id), "pod-1")
+    assert after.log == [f"Session/{view.name}"]
