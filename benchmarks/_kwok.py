@@ -25,8 +25,13 @@ BIN = Path(os.environ.get("HELMR_CACHE", Path.home() / ".cache" / "helmr")) / "b
 TAINT_KEY = "kwok.x-k8s.io/node"
 LABEL_TYPE = "type"
 KWOK = "kwok"
-SELECTOR = {LABEL_TYPE: KWOK}
-"""The runner pods' ``nodeSelector`` that picks the fake node."""
+LABEL_RUN = "helmr.dev/bench-run"
+RUN = uuid.uuid4().hex[:8]
+"""This process's fake node carries it, and its runner pods select it: two benchmarks
+running at once (each its own node) never schedule a pod on the other's node, where
+the pod would be force-deleted as orphaned when that node goes."""
+SELECTOR = {LABEL_TYPE: KWOK, LABEL_RUN: RUN}
+"""The runner pods' ``nodeSelector`` that picks this process's fake node."""
 TOLERATIONS = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
 """The runner pods' tolerations of the fake node's taint."""
 # Pod IPs kwok hands out: never routed, never reached (the fleet talks to the
@@ -42,7 +47,7 @@ def _node(name: str) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "annotations": {TAINT_KEY: "fake"},
-            "labels": {LABEL_TYPE: KWOK, "kubernetes.io/hostname": name, TAINT_KEY: "fake"},
+            "labels": {**SELECTOR, "kubernetes.io/hostname": name, TAINT_KEY: "fake"},
         },
         "spec": {"taints": [{"key": TAINT_KEY, "value": "fake", "effect": "NoSchedule"}]},
         "status": {"capacity": capacity, "allocatable": capacity},

@@ -194,6 +194,10 @@ async def measure(
         HELMR_API_TURN_RESOURCES=str(args.api_turn_resources).lower(),
         HELMR_RUNNER_NODE_SELECTOR=json.dumps(SELECTOR),
         HELMR_RUNNER_TOLERATIONS=json.dumps(TOLERATIONS),
+        # Thousands of Sessions opened at once wait minutes for their disks (the
+        # local cluster binds a few a second): past the default 5 minutes, a runner
+        # pod still Pending fails its preparation and is made again, with a new disk.
+        HELMR_PREPARATION_TIMEOUT_SECONDS="3600",
     )
     print(f"{label}: {sessions} sessions (operator log: {op.log})", flush=True)
     with scale_namespace(core, op) as namespace:
