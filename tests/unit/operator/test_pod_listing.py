@@ -43,4 +43,3 @@ def test_a_metadata_list_gives_each_pods_name_labels_and_deletion() -> None:
 
 def test_an_empty_list_has_no_pods() -> None:
     assert pod_refs({"items": None}) == []
-
