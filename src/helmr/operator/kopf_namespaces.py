@@ -50,11 +50,13 @@ async def observe_namespace(
             raw_events=[raw_event], insights=insights, namespaces=namespaces
         )
         insights.revised.notify_all()
-    # When a namespace began to be served is what tells a slow admission apart.
+    # When a namespace began to be served, and whether only a listing showed it
+    # (what kopf alone would have missed), is what tells a slow admission apart.
+    seen = "listing" if raw_event["type"] is None else "watch event"
     for namespace in insights.namespaces - before:
-        log.info("serving namespace %s", namespace)
+        log.info("serving namespace %s (seen in a %s)", namespace, seen)
     for namespace in before - insights.namespaces:
-        log.info("no longer serving namespace %s", namespace)
+        log.info("no longer serving namespace %s (seen in a %s)", namespace, seen)
 
 
 def install() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from kopf._cogs.structs import references
 from kopf._core.reactor import observation
 
@@ -54,3 +55,11 @@ async def test_a_deleted_namespace_is_dropped_as_before() -> None:
     deleted = {"type": "DELETED", "object": {"metadata": {"name": "team-a"}}}
     await observe_namespace(raw_event=deleted, namespaces=PATTERNS, insights=insights)  # type: ignore[arg-type]
     assert insights.namespaces == set()
+
+
+async def test_a_namespace_served_from_a_listing_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="helmr.operator.kopf_namespaces")
+    await observe_namespace(
+        raw_event=listed("team-a"), namespaces=PATTERNS, insights=references.Insights()
+    )
+    assert "serving namespace team-a (seen in a listing)" in caplog.text
