@@ -20,6 +20,7 @@ from helmr.control import (
     computer,
     limits,
     messages,
+    mirror_reads,
     preparation,
     processes,
     record,
@@ -209,6 +210,8 @@ class Control:
 
     mirrored_through = reads(mirror_cursors.load)
     save_mirrored_through = writes(mirror_cursors.save)
+    read_sessions_after = reads(mirror_reads.sessions_after)
+    read_turns = reads(mirror_reads.turns_of)
 
     async def changed_sessions(self, timeout: float) -> set[str]:  # noqa: ASYNC109
         """Sessions changed since the previous call (one consumer: the status mirror)."""

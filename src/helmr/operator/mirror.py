@@ -221,11 +221,11 @@ class CustomResourceMirror:
         helmr.operator.written_statuses): the status sync patches it only if it changed."""
         self._session_statuses.seen(session_id, status)
 
-    def has_resource(self, turn: TurnView) -> bool:
+    def has_resource(self, turn_id: str, source: str) -> bool:
         """Whether the Turn has a resource to mirror: applied with kubectl (its
         admission noted its name; its source is not the API's after a restart,
         before the resume handler notes it again), or made by the API's mirror."""
-        return self.api_turn_resources or turn.id in self.turn_names or turn.source != API_SOURCE
+        return self.api_turn_resources or turn_id in self.turn_names or source != API_SOURCE
 
     def turn_name(self, session: SessionView, turn_id: str) -> str:
         """The Turn's resource name: as applied with kubectl, or derived from its id."""

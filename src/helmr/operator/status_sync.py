@@ -16,12 +16,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 
 from kubernetes.client.exceptions import ApiException
 
 from helmr import logs
-from helmr.control import Control, SessionView
-from helmr.events import EventKind
+from helmr.control import Control, SessionView, TurnView
+from helmr.events import Event, EventKind, EventPage
 from helmr.operator import pods
 from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
 from helmr.operator.metrics import OperatorMetrics
@@ -50,6 +51,10 @@ _K8S_EVENT_KINDS = _TERMINAL | {
 }
 # Sessions mirrored concurrently in a pass (the first ones those asked for).
 MIRRORED_AT_ONCE = 16
+# Sessions read in one transaction in a pass, each with up to this many of its new
+# events (one with more reads the rest on its own).
+READ_AT_ONCE = 64
+EVENTS_READ_AT_ONCE = 200
 # The apiserver refused the object as invalid: repeating the same patch cannot help.
 _INVALID = (400, 422)
 
@@ -89,6 +94,9 @@ class StatusSync:
         self._saved: dict[str, int] = {}
         # Turns seen in the timeline and not yet mirrored, per Session.
         self._turns: dict[str, set[str]] = {}
+        # API Turns not yet ended that have no resource (``api_turn_resources`` off),
+        # per Session: their changes are not followed into a read of them.
+        self._without_resource: dict[str, set[str]] = {}
         # Sessions with something that failed to mirror, for the next pass.
         self._retry: set[str] = set()
 
@@ -147,24 +155,52 @@ class StatusSync:
         if unknown:
             self._saved.update(await self.control.mirrored_through(unknown))
             self._cursors.update((id, self._saved.get(id, 0)) for id in unknown)
-        # A few Sessions at a time: each is a few store reads and apiserver writes,
-        # round trips that would add up one after another (a pass over 100
-        # Sessions took 12 s on a busy PostgreSQL store, one at a time).
+        for start in range(0, len(order), READ_AT_ONCE):
+            await self._sync_batch(order[start : start + READ_AT_ONCE])
+        await self._save_cursors(order)
+
+    async def _sync_batch(self, batch: list[str]) -> None:
+        """Mirrors a few Sessions from one read of them and their new events, then their
+        Turns from one read of those: a transaction per Session, page and Turn cost a
+        pass more than its patches (docs/sizing.md)."""
+        read = await self.control.read_sessions_after(
+            {session_id: self._cursors.get(session_id, 0) for session_id in batch},
+            EVENTS_READ_AT_ONCE,
+        )
+        # A few Sessions at a time: each is a few apiserver writes, round trips
+        # that would add up one after another.
         at_once = asyncio.Semaphore(MIRRORED_AT_ONCE)
 
-        async def mirror(session_id: str) -> None:
+        async def mirrored(session_id: str, step: Callable[[], Awaitable[bool]]) -> None:
             async with at_once:
                 try:
                     with logs.bound(session=session_id):
-                        done = await self._sync_session(session_id)
+                        done = await step()
                 except Exception:
                     log.exception("session %s: mirroring failed; retrying", session_id)
                     done = False
             if not done:
                 self._retry.add(session_id)
 
-        await asyncio.gather(*(mirror(session_id) for session_id in order))
-        await self._save_cursors(order)
+        followed: dict[str, SessionView] = {}
+
+        async def follow(session_id: str) -> bool:
+            found = read.get(session_id)
+            # Not read with the others: not in the store, and this says so.
+            session = await self.control.get_session(session_id) if found is None else found.session
+            done = await self._sync_session(session, None if found is None else found.events)
+            followed[session_id] = session
+            return done
+
+        await asyncio.gather(*(mirrored(id, partial(follow, id)) for id in batch))
+        wanted = [(id, turn_id) for id in followed for turn_id in self._turns.get(id, ())]
+        turns = await self.control.read_turns(wanted) if wanted else {}
+        await asyncio.gather(
+            *(
+                mirrored(id, partial(self._sync_turns, session, turns))
+                for id, session in followed.items()
+            )
+        )
 
     async def _save_cursors(self, synced: list[str]) -> None:
         """Saves how far each Session mirrored this pass is followed, once nothing of
@@ -180,41 +216,58 @@ class StatusSync:
             await self.control.save_mirrored_through(advanced)
             self._saved.update(advanced)
 
-    async def _sync_session(self, session_id: str) -> bool:
-        """Mirrors one Session; False when some of it is left to retry."""
-        session = await self.control.get_session(session_id)
+    async def _sync_session(self, session: SessionView, events: EventPage | None) -> bool:
+        """Mirrors the Session's status and follows its timeline from ``events`` (its
+        first page, read with it) on; False when some of it is left to retry."""
         pod = pods.pod_name(session.name, session.process_epoch) if session.process_live else None
         done = await self._attempt(session, "its status", self.mirror.sync_session(session, pod))
         for hook in self._hooks:
             done &= await self._attempt(session, "its status", hook(session))
-        turns = self._turns.setdefault(session_id, set())
-        await self._follow(session, turns)
+        await self._follow(session, events)
+        return done
+
+    async def _sync_turns(
+        self, session: SessionView, found: dict[tuple[str, str], TurnView]
+    ) -> bool:
+        """Mirrors the Session's Turns that changed, read (``found``) after its
+        timeline was followed; False when some of them are left to retry."""
+        done = True
+        turns = self._turns.get(session.id, set())
         for turn_id in sorted(turns):
-            turn = await self.control.get_turn(session_id, turn_id)
-            if not self.mirror.has_resource(turn):
-                turns.discard(turn_id)  # an API Turn made without one
+            turn = found.get((session.id, turn_id))
+            if turn is None or not self.mirror.has_resource(turn.id, turn.source):
+                # Gone with its history, or an API Turn made without a resource
+                # (known only now, after a restart: its turn.queued came before).
+                turns.discard(turn_id)
+                if turn is not None and not turn.terminal:
+                    self._without_resource.setdefault(session.id, set()).add(turn_id)
                 continue
-            step = self.mirror.sync_turn(session, turn)
-            if await self._attempt(session, f"turn {turn_id}", step):
+            if await self._attempt(
+                session, f"turn {turn_id}", self.mirror.sync_turn(session, turn)
+            ):
                 turns.discard(turn_id)
             else:
                 done = False
         if not turns:
-            del self._turns[session_id]
+            self._turns.pop(session.id, None)
         if session.status in ENDED_SESSION_STATUSES:
-            self.metrics.timeline.session_ended(session_id)
+            self.metrics.timeline.session_ended(session.id)
+            self._without_resource.pop(session.id, None)
         return done
 
-    async def _follow(self, session: SessionView, turns: set[str]) -> None:
-        """Reads the Session's new timeline events: notes the Turns they change,
-        passes them to the metrics and records Kubernetes Events (best effort)."""
+    async def _follow(self, session: SessionView, events: EventPage | None) -> None:
+        """Reads the Session's new timeline events (from ``events`` on, when given):
+        notes the Turns they change, passes them to the metrics and records
+        Kubernetes Events (best effort)."""
+        page = events
         while True:
-            page = await self.control.list_events(
-                session.id, self._cursors.get(session.id, 0), 1000
-            )
+            if page is None:
+                page = await self.control.list_events(
+                    session.id, self._cursors.get(session.id, 0), 1000
+                )
             for event in page.records:
                 if event.turn_id is not None and event.kind != EventKind.TURN_OUTPUT:
-                    turns.add(event.turn_id)
+                    self._note_turn(session.id, event.turn_id, event)
                 new = event.created_at >= self._since
                 self.metrics.timeline.observe(event, count=new)
                 if new:
@@ -230,6 +283,23 @@ class StatusSync:
             self._cursors[session.id] = page.next_after
             if not page.has_more:
                 return
+            page = None
+
+    def _note_turn(self, session_id: str, turn_id: str, event: Event) -> None:
+        """Notes the Turn ``event`` changed, to mirror its status; not an API Turn made
+        without a resource, which its turn.queued tells (so it is never read)."""
+        without = self._without_resource.get(session_id, set())
+        if event.kind == EventKind.TURN_QUEUED:
+            source = event.data.get("source") if isinstance(event.data, dict) else None
+            if isinstance(source, str) and not self.mirror.has_resource(turn_id, source):
+                self._without_resource.setdefault(session_id, without).add(turn_id)
+                return
+        if turn_id not in without:
+            self._turns.setdefault(session_id, set()).add(turn_id)
+        elif event.kind in _TERMINAL:
+            without.discard(turn_id)
+            if not without:
+                del self._without_resource[session_id]
 
     async def _attempt(self, session: SessionView, what: str, step: Awaitable[None]) -> bool:
         """Runs one object's mirroring step; False when it should be tried again.
