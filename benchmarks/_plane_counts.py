@@ -45,8 +45,8 @@ def install(app: web.Application, store: Store) -> None:
     counts: Counter[str] = Counter()
     read_tx_init = tx.ReadTx.__init__
 
-    def counted_init(self: tx.ReadTx, conn: Any, dialect: Any) -> None:
-        read_tx_init(self, _CountingConnection(conn, counts), dialect)
+    def counted_init(self: tx.ReadTx, conn: Any, dialect: Any, now: Any) -> None:
+        read_tx_init(self, _CountingConnection(conn, counts), dialect, now)
 
     tx.ReadTx.__init__ = counted_init  # type: ignore[method-assign]
 

@@ -110,14 +110,20 @@ class Control:
         answer = await self._wait_for(
             session_id,
             timeout,
-            partial(
-                self._store.write, partial(turns.take_next, session_id=session_id, epoch=epoch)
-            ),
+            partial(self._take_next, session_id, epoch),
             lambda found: found is not None,
         )
         if answer is None:
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
+
+    async def _take_next(self, session_id: str, epoch: int) -> TurnView | turns.Drained | None:
+        """:func:`~helmr.control.turns.take_next`, in a write transaction only when
+        a read one cannot answer (:func:`~helmr.control.turns.look`)."""
+        answer = await self._store.read(partial(turns.look, session_id=session_id, epoch=epoch))
+        if answer is not turns.Unanswered.TAKE_NEXT:
+            return answer
+        return await self._store.write(partial(turns.take_next, session_id=session_id, epoch=epoch))
 
     output = writes(turns.output)
     respond = writes(turns.respond)

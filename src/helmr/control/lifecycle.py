@@ -15,7 +15,7 @@ from helmr.control import computer
 from helmr.control.record import record
 from helmr.control.stops import StopRequest, stop_request
 from helmr.events import EventKind
-from helmr.store import SessionRow, TurnRow, Tx, holds, messages, sessions, turns
+from helmr.store import ReadTx, SessionRow, TurnRow, Tx, holds, messages, sessions, turns
 
 Ending = Literal["completed", "failed", "interrupted", "cancelled"]
 
@@ -31,10 +31,10 @@ RUN_DURATION_ELAPSED = "run_duration_elapsed"
 a stop, not a failure; queued Turns continue in a new Run."""
 
 
-def active_turn(tx: Tx, session: SessionRow) -> TurnRow | None:
+def active_turn(rt: ReadTx, session: SessionRow) -> TurnRow | None:
     if session.active_turn_id is None:
         return None
-    return turns.require(tx, session.id, session.active_turn_id)
+    return turns.require(rt, session.id, session.active_turn_id)
 
 
 def end_turn(

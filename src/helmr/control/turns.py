@@ -1,6 +1,6 @@
 """Turn controls: admission, dispatch to the runner, output, response, settlement.
 
-Each function is one write transaction. Runner-side functions first check
+Each function is one write transaction (:func:`look` a read one). Runner-side functions first check
 the caller's process epoch (:func:`helmr.control.guards.runner`), so a fenced
 process can never commit output or outcomes.
 """
@@ -8,6 +8,8 @@ process can never commit output or outcomes.
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
+from enum import Enum
 from typing import Literal
 
 from pydantic import JsonValue
@@ -22,11 +24,12 @@ from helmr.control.lifecycle import (
     settle_if_drained,
 )
 from helmr.control.record import record
+from helmr.control.stops import stop_request
 from helmr.control.views import load_session, turn_view
 from helmr.events import Event, EventKind
 from helmr.protocol.api import SessionView, TurnView
 from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome
-from helmr.store import TurnRow, Tx, sessions, timeline, turns
+from helmr.store import ReadTx, SessionRow, TurnRow, Tx, sessions, timeline, turns
 from helmr.store.codec import dump_json
 
 Drained = Literal["drained"]
@@ -85,38 +88,119 @@ def admit(
     return turn
 
 
-def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
-    """The Turn this process is to run now, ``"drained"``, or None to wait.
+class Step(Enum):
+    """What :func:`take_next` does for a Session as it is now (:func:`next_step`)."""
 
-    A Turn whose stop was accepted converges first: asking for work is letting
-    go of it. The active unsettled Turn is answered again (a receive whose reply
-    was lost must not lose the Turn, and asking again never settles it). Then,
-    unless the Session is held, the FIFO head starts running: its deadline
-    is stored now, from ``maxTurnDuration``, so it survives restarts.
+    CONVERGE = "converge"
+    """A stop is pending (an accepted stop of the active Turn, or its grace
+    deadline): letting go of it is written first, then the Session is looked at again."""
+    DRAINED = "drained"
+    IDLE = "idle"
+    ANSWER = "answer"
+    """The active unsettled Turn, answered again."""
+    END_RUN = "end_run"
+    QUEUE = "queue"
+    """Look at the FIFO head (:func:`queue_step`)."""
+    START = "start"
+    FINISH_CLOSING = "finish_closing"
+
+
+class Unanswered(Enum):
+    """:func:`look`'s answer when only :func:`take_next`, writing, can answer."""
+
+    TAKE_NEXT = "take_next"
+
+
+def next_step(session: SessionRow, current: TurnRow | None, now: datetime) -> Step:
+    """The step for the Session and its active Turn (``current``) at ``now``; the one
+    place :func:`take_next` and :func:`look` decide in.
+
+    The runner asks for work, so it has let go of a Turn whose stop was accepted:
+    that converges first. The active unsettled Turn is answered again (a receive
+    whose reply was lost must not lose the Turn, and asking again never settles
+    it). A Run past its ``maxDurationSeconds`` ends (a stop; the next Turn
+    starts a new Run). A held Session waits; otherwise the queue decides.
     """
-    session = guards.runner(tx, session_id, epoch)
-    # The runner asks for work, so it has let go of a Turn whose stop was
-    # accepted: that Turn is interrupted now (the stop has converged).
-    if converge_stop(tx, session) is not None or session.stop_deadline_at is not None:
-        session = sessions.require(tx, session_id)  # as converging left it
+    if session.stop_deadline_at is not None or (
+        current is not None and stop_request(session, current) is not None
+    ):
+        return Step.CONVERGE
     if session.stop_reason is not None:
-        return "drained"
-    current = active_turn(tx, session)
+        return Step.DRAINED
     if current is not None:
-        return None if current.settling is not None else turn_view(current)
-    if session.run_deadline_at is not None and session.run_deadline_at <= tx.now:
-        # The Run has lasted maxDurationSeconds and its Turn has settled: it
-        # ends here (a stop), and the next Turn starts a new Run.
+        return Step.IDLE if current.settling is not None else Step.ANSWER
+    if session.run_deadline_at is not None and session.run_deadline_at <= now:
+        return Step.END_RUN
+    if session.hold is not None:
+        return Step.IDLE
+    return Step.QUEUE
+
+
+def queue_step(session: SessionRow, head: TurnRow | None) -> Step:
+    """:data:`Step.QUEUE` resolved by the FIFO head: a closing Session without
+    one has drained."""
+    if head is not None:
+        return Step.START
+    return Step.FINISH_CLOSING if session.status == "closing" else Step.IDLE
+
+
+def _plan(rt: ReadTx, session: SessionRow) -> tuple[Step, TurnRow | None]:
+    """The step for the Session as ``rt`` reads it, and the Turn it is about
+    (the active Turn, or the FIFO head to start)."""
+    current = active_turn(rt, session)
+    step = next_step(session, current, rt.now)
+    if step is not Step.QUEUE:
+        return step, current
+    head = turns.next_queued(rt, session.id)
+    return queue_step(session, head), head
+
+
+def _answer(step: Step, turn: TurnRow | None) -> TurnView | Drained | Unanswered | None:
+    if step is Step.DRAINED:
+        return "drained"
+    if step is Step.ANSWER and turn is not None:
+        return turn_view(turn)
+    if step is Step.IDLE:
+        return None
+    return Unanswered.TAKE_NEXT
+
+
+def look(rt: ReadTx, session_id: str, epoch: int) -> TurnView | Drained | Unanswered | None:
+    """:func:`take_next`'s answer from a read transaction, where it would write
+    nothing (the same guard errors); :data:`Unanswered.TAKE_NEXT` otherwise.
+
+    Most receives find nothing to do; answered here they queue behind no writer
+    (SQLite's single one) and lock no Session row (PostgreSQL), which matters
+    when every runner reconnects at once after a restart.
+    """
+    session = guards.runner(rt, session_id, epoch)
+    return _answer(*_plan(rt, session))
+
+
+def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
+    """The Turn this process is to run now, ``"drained"``, or None to wait
+    (see :func:`next_step`). The FIFO head starts running here: its deadline is
+    stored now, from ``maxTurnDuration``, so it survives restarts."""
+    session = guards.runner(tx, session_id, epoch)
+    step, turn = _plan(tx, session)
+    while step is Step.CONVERGE:  # once: converging leaves no stop pending
+        converge_stop(tx, session)
+        session = sessions.require(tx, session_id)  # as converging left it
+        step, turn = _plan(tx, session)
+    answer = _answer(step, turn)
+    if answer is not Unanswered.TAKE_NEXT:
+        return answer
+    if step is Step.END_RUN:
         sessions.update(tx, session_id, stop_reason=RUN_DURATION_ELAPSED)
         return "drained"
-    if session.hold is not None:
-        return None
-    head = turns.next_queued(tx, session_id)
-    if head is None:
-        if session.status == "closing":
-            finish_closing(tx, session_id)
-            return "drained"
-        return None
+    if step is Step.START and turn is not None:
+        return _start(tx, session, turn, epoch)
+    finish_closing(tx, session_id)  # Step.FINISH_CLOSING
+    return "drained"
+
+
+def _start(tx: Tx, session: SessionRow, head: TurnRow, epoch: int) -> TurnView:
+    session_id = session.id
     deadline = None if session.max_turn_duration is None else tx.now + session.max_turn_duration
     turn = turns.update(
         tx, head, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline

@@ -205,7 +205,7 @@ class PostgresBackend:
         with self._pool.connection() as conn:
             try:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                value = fn(ReadTx(PgConnection(conn), POSTGRES))
+                value = fn(ReadTx(PgConnection(conn), POSTGRES, self._clock()))
             except BaseException as exc:
                 _end(conn, exc)
                 raise

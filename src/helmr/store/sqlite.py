@@ -29,11 +29,13 @@ class SqliteBackend:
         *,
         writer: Writer,
         writer_conn: sqlite3.Connection,
+        clock: Clock,
         synchronous: Synchronous,
         readers: int,
     ) -> None:
         """Use :meth:`open`."""
         self._path = path
+        self._clock = clock
         self._writer = writer
         self._writer_conn = writer_conn
         self._synchronous = synchronous
@@ -58,7 +60,14 @@ class SqliteBackend:
     ) -> SqliteBackend:
         conn = await asyncio.to_thread(_open_writer, path, synchronous)
         writer = Writer(conn, clock=clock, loop=asyncio.get_running_loop(), publish=publish)
-        return cls(path, writer=writer, writer_conn=conn, synchronous=synchronous, readers=readers)
+        return cls(
+            path,
+            writer=writer,
+            writer_conn=conn,
+            clock=clock,
+            synchronous=synchronous,
+            readers=readers,
+        )
 
     async def write(self, fn: Callable[[Tx], T]) -> T:
         return await self._writer.submit(fn)
@@ -82,7 +91,7 @@ class SqliteBackend:
         conn: sqlite3.Connection = self._local.conn
         conn.execute("BEGIN")
         try:
-            return fn(ReadTx(conn, SQLITE))
+            return fn(ReadTx(conn, SQLITE, self._clock()))
         finally:
             conn.execute("ROLLBACK")
 

@@ -2,7 +2,7 @@
 
 A :class:`ReadTx` is a consistent snapshot. A :class:`Tx` is a write
 transaction: everything a function does through it commits atomically or not
-at all, and ``now`` is read when the function starts. On SQLite that is a
+at all. Both read ``now`` from the store's clock when the function starts. On SQLite that is a
 part of the single writer's transaction, so timestamps follow commit order;
 on PostgreSQL writes run concurrently, and what a function reads of a Session
 it reads under that Session's row lock (:meth:`Tx.lock`, :meth:`Tx.locking`), so
@@ -36,9 +36,10 @@ class DbConnection(Protocol):
 
 
 class ReadTx:
-    def __init__(self, conn: DbConnection, dialect: Dialect) -> None:
+    def __init__(self, conn: DbConnection, dialect: Dialect, now: datetime) -> None:
         self.conn = conn
         self.dialect = dialect
+        self.now = now
 
     def locking(self, session_id: str) -> str:
         """Appended to the ``SELECT`` of the Session's row: in a write transaction,
@@ -48,8 +49,7 @@ class ReadTx:
 
 class Tx(ReadTx):
     def __init__(self, conn: DbConnection, dialect: Dialect, now: datetime) -> None:
-        super().__init__(conn, dialect)
-        self.now = now
+        super().__init__(conn, dialect, now)
         self.touched: set[str] = set()
         self._locked: set[str] = set()
 
