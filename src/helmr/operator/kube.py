@@ -1,12 +1,12 @@
 """A thin async face over the Kubernetes client: only the calls Helmr makes.
 
-The official client is synchronous; every call runs in a worker thread so the
-control plane's one event loop never blocks on the apiserver.
+The official client is synchronous; every call runs on a thread of
+:mod:`helmr.kube_threads` so the control plane's one event loop never blocks on
+the apiserver.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from helmr import kube_threads
 from helmr.operator.volumes import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
@@ -49,7 +50,7 @@ def load_config() -> client.ApiClient:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    return client.ApiClient(kube_threads.api_configuration())
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,7 @@ class Kube:
 
     async def get_custom(self, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
         try:
-            obj: object = await asyncio.to_thread(
+            obj: object = await kube_threads.call(
                 self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
             )
         except ApiException as e:
@@ -138,7 +139,7 @@ class Kube:
     async def create_custom(
         self, namespace: str, plural: str, body: dict[str, Any]
     ) -> dict[str, Any]:
-        obj: object = await asyncio.to_thread(
+        obj: object = await kube_threads.call(
             self.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, plural, body
         )
         return cast(dict[str, Any], obj)
@@ -148,7 +149,7 @@ class Kube:
     ) -> bool:
         """Merge-patches a CR's status; False when the CR is gone."""
         try:
-            await asyncio.to_thread(
+            await kube_threads.call(
                 self.custom.patch_namespaced_custom_object_status,
                 GROUP,
                 VERSION,
@@ -168,7 +169,7 @@ class Kube:
     async def node_images(self) -> dict[str, list[list[str]]]:
         """Each node's images, each as its names, as its kubelet reports them (the
         largest first, at most ``nodeStatusMaxImages`` of them: 50 by default)."""
-        nodes = await asyncio.to_thread(self.core.list_node)
+        nodes = await kube_threads.call(self.core.list_node)
         return {
             str(node.metadata and node.metadata.name): [
                 list(image.names or []) for image in (node.status and node.status.images) or []
@@ -198,7 +199,7 @@ class Kube:
                 answer = self.core.list_namespaced_pod(namespace, **options)
             return pod_refs(json.loads(answer.data))
 
-        return await asyncio.to_thread(listed)
+        return await kube_threads.call(listed)
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = await _absent_as_none(self.core.read_namespaced_pod, name, namespace)
@@ -210,7 +211,7 @@ class Kube:
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         """Creates the pod; its uid."""
         # The client accepts plain manifests as well as its model classes.
-        pod = await asyncio.to_thread(self.core.create_namespaced_pod, namespace, cast(Any, body))
+        pod = await kube_threads.call(self.core.create_namespaced_pod, namespace, cast(Any, body))
         assert pod.metadata is not None  # the apiserver answers a create with the object
         return str(pod.metadata.uid)
 
@@ -218,7 +219,7 @@ class Kube:
         self, namespace: str, name: str, *, grace_seconds: int | None = None
     ) -> None:
         try:
-            await asyncio.to_thread(
+            await kube_threads.call(
                 self.core.delete_namespaced_pod,
                 name,
                 namespace,
@@ -231,7 +232,7 @@ class Kube:
     async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
         """Creates the service account unless it exists (create only: no reads needed)."""
         try:
-            await asyncio.to_thread(
+            await kube_threads.call(
                 self.core.create_namespaced_service_account, namespace, cast(Any, body)
             )
         except ApiException as e:
@@ -267,7 +268,7 @@ class Kube:
             count=1,
             source=client.V1EventSource(component="helmr"),
         )
-        await asyncio.to_thread(self.core.create_namespaced_event, namespace, event)
+        await kube_threads.call(self.core.create_namespaced_event, namespace, event)
 
     # --- the Computer disk: claims and their snapshots
 
@@ -286,7 +287,7 @@ class Kube:
         )
 
     async def list_claims(self, namespace: str, selector: str) -> list[str]:
-        claims = await asyncio.to_thread(
+        claims = await kube_threads.call(
             self.core.list_namespaced_persistent_volume_claim, namespace, label_selector=selector
         )
         return [str((claim.metadata or client.V1ObjectMeta()).name) for claim in claims.items]
@@ -317,7 +318,7 @@ _SNAPSHOTS = (SNAPSHOT_GROUP, SNAPSHOT_VERSION)
 async def _absent_as_none(call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` in a thread; None when the object does not exist."""
     try:
-        return await asyncio.to_thread(call, *args)
+        return await kube_threads.call(call, *args)
     except ApiException as e:
         if e.status == 404:
             return None
@@ -327,7 +328,7 @@ async def _absent_as_none(call: Callable[..., Any], *args: Any) -> Any:
 async def _absent_as_ok(call: Callable[..., Any], *args: Any) -> None:
     """A delete: an object already gone is deleted."""
     try:
-        await asyncio.to_thread(call, *args)
+        await kube_threads.call(call, *args)
     except ApiException as e:
         if e.status != 404:
             raise
@@ -336,7 +337,7 @@ async def _absent_as_ok(call: Callable[..., Any], *args: Any) -> None:
 async def _exists_as_ok(call: Callable[..., Any], *args: Any) -> None:
     """A create under a deterministic name: an object already there was created before."""
     try:
-        await asyncio.to_thread(call, *args)
+        await kube_threads.call(call, *args)
     except ApiException as e:
         if e.status != 409:
             raise

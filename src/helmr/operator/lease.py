@@ -81,6 +81,8 @@ class KubeLease:
         self._timeout = timeout
 
     async def get(self) -> LeaseRecord | None:
+        # The loop's default executor, not helmr.kube_threads: a renewal must not
+        # wait behind the status mirror's and the supervisor's calls.
         try:
             lease = await asyncio.to_thread(
                 self._api.read_namespaced_lease,

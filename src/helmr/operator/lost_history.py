@@ -14,11 +14,11 @@ only: the operator writes their status and a Warning Event directly.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from helmr import kube_threads
 from helmr.control import Control
 from helmr.errors import NotFound
 from helmr.operator.conditions import Observation, settle
@@ -133,7 +133,7 @@ def _has_reason(conditions: Sequence[Condition] | None) -> bool:
 
 
 async def _turns_of(kube: Kube, namespace: str, session_name: str) -> list[Turn]:
-    listed = await asyncio.to_thread(
+    listed = await kube_threads.call(
         kube.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, TURNS
     )
     turns = [Turn.from_manifest(item) for item in cast(dict[str, Any], listed).get("items", [])]

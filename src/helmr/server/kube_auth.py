@@ -1,7 +1,7 @@
 """Authenticating public API calls against Kubernetes: TokenReview + SubjectAccessReview.
 
 The Kubernetes client is synchronous, so every review runs in a worker thread
-(``asyncio.to_thread``): the operator and the API share one event loop, which
+(on :mod:`helmr.kube_threads`): the operator and the API share one event loop, which
 must never block on the apiserver. Positive answers are cached briefly, as the
 apiserver's own webhook authenticator does, so that a busy client does not
 cost two reviews per request; denials are never cached, so a new RoleBinding
@@ -10,13 +10,13 @@ takes effect at once.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections.abc import Hashable, Sequence
 
 from kubernetes import client as k8s
 
+from helmr import kube_threads
 from helmr.server.auth import SESSIONS, User, Verb
 
 GROUP = "helmr.dev"
@@ -65,7 +65,7 @@ class KubeAuthenticator:
         cached = self._users.get(key)
         if isinstance(cached, User):
             return cached
-        user = await asyncio.to_thread(self._review_token, token)
+        user = await kube_threads.call(self._review_token, token)
         if user is not None:
             self._users.put(key, user)
         return user
@@ -77,7 +77,7 @@ class KubeAuthenticator:
         key = (user.name, user.uid, user.groups, extra, namespace, verb, resource)
         if self._grants.get(key) is True:
             return True
-        allowed = await asyncio.to_thread(self._review_access, user, namespace, verb, resource)
+        allowed = await kube_threads.call(self._review_access, user, namespace, verb, resource)
         if allowed:
             self._grants.put(key, True)
         return allowed
