@@ -14,6 +14,7 @@ from helmr import logs
 from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator.actor_acceptance import check
 from helmr.operator.control_plane import ControlPlane
+from helmr.operator.handler_logs import KOPF_OBJECTS, WatchSuccesses
 from helmr.operator.kopf_namespaces import install as read_listed_namespaces
 from helmr.operator.labels import (
     LABEL_COMPONENT,
@@ -63,6 +64,7 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
     # kopf's handler (from `kopf run --log-format ...`) writes Helmr's format from
     # here on, kopf's own lines included (helmr.logs).
     logs.configure(plane_settings.log_format)
+    KOPF_OBJECTS.addFilter(WatchSuccesses(session_deleted, actor_seen, runner_pod_event))
     # Progress in annotations: the CRDs' status schemas are strict and would
     # prune kopf's own status fields.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.helmr.dev")
