@@ -107,23 +107,35 @@ class Control:
         """The Turn to run (:func:`helmr.control.turns.take_next`); None once there is
         none for this process (closing Session drained, or the process must stop);
         ReceiveTimeout after ``timeout``."""
+        take_next = partial(
+            self._store.write, partial(turns.take_next, session_id=session_id, epoch=epoch)
+        )
         answer = await self._wait_for(
             session_id,
             timeout,
-            partial(self._take_next, session_id, epoch),
+            partial(self._look_first, session_id, epoch, take_next),
             lambda found: found is not None,
+            # Woken by a commit to the Session, most often the enqueue it waited
+            # for: a read first would only add a transaction before the write.
+            again=take_next,
         )
         if answer is None:
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
 
-    async def _take_next(self, session_id: str, epoch: int) -> TurnView | turns.Drained | None:
-        """:func:`~helmr.control.turns.take_next`, in a write transaction only when
-        a read one cannot answer (:func:`~helmr.control.turns.look`)."""
+    async def _look_first(
+        self,
+        session_id: str,
+        epoch: int,
+        take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+    ) -> TurnView | turns.Drained | None:
+        """``take_next``, in a write transaction only when a read one cannot answer
+        (:func:`~helmr.control.turns.look`): most receives find nothing to do, all
+        of them at once after a restart."""
         answer = await self._store.read(partial(turns.look, session_id=session_id, epoch=epoch))
         if answer is not turns.Unanswered.TAKE_NEXT:
             return answer
-        return await self._store.write(partial(turns.take_next, session_id=session_id, epoch=epoch))
+        return await take_next()
 
     output = writes(turns.output)
     respond = writes(turns.respond)
@@ -237,9 +249,12 @@ class Control:
         timeout: float,  # noqa: ASYNC109
         attempt: Callable[[], Awaitable[T]],
         ready: Callable[[T], bool],
+        *,
+        again: Callable[[], Awaitable[T]] | None = None,
     ) -> T:
-        """Repeats ``attempt`` after each commit touching the Session until its value
-        is ``ready`` or ``timeout`` seconds pass; returns the last value."""
+        """Repeats ``attempt`` (``again`` from the second time, if given) after each
+        commit touching the Session until its value is ``ready`` or ``timeout``
+        seconds pass; returns the last value."""
         if timeout < 0:
             raise InvalidInput("timeout must not be negative", timeout=timeout)
         loop = asyncio.get_running_loop()
@@ -250,5 +265,6 @@ class Control:
                 remaining = deadline - loop.time()
                 if ready(value) or remaining <= 0:
                     return value
+                attempt = again or attempt
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(signal.wait(), remaining)
