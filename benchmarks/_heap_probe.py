@@ -6,13 +6,17 @@ live objects counted by type (``types-<n>.json``: kopf's per-object records,
 asyncio tasks, dicts, ...). The first signal also starts tracemalloc (with
 ``HELMR_BENCH_TRACE_FRAMES`` frames; 0: never), and each later one dumps a
 snapshot (``heap-<n>.snapshot``): everything allocated since the first signal
-and still alive. The snapshot is taken on the event loop, which it stops for
-as long as it takes: a benchmark's cost, never a product's.
+and still alive. With ``HELMR_BENCH_TRIM`` set, each signal then asks glibc to
+return its free memory (``malloc_trim(0)``) and writes the RSS before and after
+(``trim-<n>.json``): how much of the RSS is freed memory glibc kept. The
+snapshot is taken on the event loop, which it stops for as long as it takes: a
+benchmark's cost, never a product's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import json
 import logging
@@ -49,7 +53,19 @@ class _Probe:
             tracemalloc.take_snapshot().dump(str(self.directory / f"heap-{self.count}.snapshot"))
         elif self.frames:
             tracemalloc.start(self.frames)
+        if os.environ.get("HELMR_BENCH_TRIM"):
+            before = _rss_kib()
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            trimmed = {"before_kib": before, "after_kib": _rss_kib()}
+            (self.directory / f"trim-{self.count}.json").write_text(json.dumps(trimmed))
         log.warning("heap probe %d written", self.count)
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise LookupError("no VmRSS")
 
 
 @kopf.on.startup()

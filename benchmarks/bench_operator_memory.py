@@ -161,6 +161,16 @@ def heap_report(snapshot_path: Path, sessions: int, top: int) -> None:
             print(f"    {size / per:8.2f}  {key}")
 
 
+def trim_report(probe_dir: Path, sessions: int) -> None:
+    """RSS before and after ``malloc_trim(0)`` at each probe: the freed memory glibc kept."""
+    idle, loaded = (json.loads((probe_dir / f"trim-{n}.json").read_text()) for n in (1, 2))
+    for name, trim in (("idle", idle), ("loaded", loaded)):
+        kept = (trim["before_kib"] - trim["after_kib"]) / 1024
+        print(f"  malloc_trim(0) {name}: {kept:.1f} MiB returned")
+    per = (loaded["after_kib"] - idle["after_kib"]) / sessions
+    print(f"  after trimming, {per:.1f} KiB per Session")
+
+
 def types_report(before: Path, after: Path, sessions: int, top: int) -> None:
     counts = Counter(json.loads(after.read_text()))
     counts.subtract(Counter(json.loads(before.read_text())))
@@ -189,6 +199,7 @@ async def measure(
         HELMR_PREPARATION_TIMEOUT_SECONDS="3600",
         HELMR_BENCH_PROBE_DIR=str(probe_dir),
         HELMR_BENCH_TRACE_FRAMES=str(args.frames),
+        HELMR_BENCH_TRIM="1" if args.trim else "",
         PYTHONPATH=python_path,
     )
     op = dataclasses.replace(op, modules=(*op.modules, "_heap_probe"))
@@ -214,6 +225,8 @@ async def measure(
                 f"  {per:.1f} KiB per Session; 5,000 Sessions: {idle + per * 5000 / 1024:.0f} MiB"
             )
             print(f"  load average {os.getloadavg()}", flush=True)
+            if args.trim:
+                trim_report(probe_dir, n)
             types_report(probe_dir / "types-1.json", probe_dir / "types-2.json", n, args.top)
             if args.frames:
                 heap_report(probe_dir / "heap-2.snapshot", n, args.top)
@@ -250,5 +263,8 @@ if __name__ == "__main__":
     parser.add_argument("--settle", type=float, default=15, help="seconds before each reading")
     parser.add_argument("--restarts", type=int, default=1)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--trim", action="store_true", help="also RSS after malloc_trim(0) at each reading"
+    )
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(main(parser.parse_args()))
