@@ -18,6 +18,7 @@ from kubernetes.client import ApiClient
 from helmr.control import Control, ControlConfig, SessionView
 from helmr.operator import turn_traces
 from helmr.operator.actor_acceptance import ActorRecheck
+from helmr.operator.heap_trim import trim_heap_periodically
 from helmr.operator.kube import Kube, load_config
 from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
@@ -132,6 +133,7 @@ class ControlPlane:
             await web.TCPSite(self._runner, self.settings.listen_host, port).start()
             log.info("API listening on %s:%d", self.settings.listen_host, port)
         self._spawn(self.leadership.run(self._lead))
+        self._spawn(trim_heap_periodically())
 
     async def _lead(self) -> None:
         """The leader's work, while this replica leads (helmr.operator.leadership)."""
