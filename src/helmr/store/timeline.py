@@ -68,19 +68,21 @@ def _append(
     """:func:`append` under the Session's lock, which the caller holds."""
     if event_id is None:
         event_id = new_id("evt")
-    elif tx.conn.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone():
-        # A repeat: rare, so the cheap probe comes first and the event is read only now.
-        existing = get(tx, event_id)
-        assert existing is not None
-        return existing
-    encoded = dump_json(data)
+    # The sequence is taken only if the event is new (one statement, where a probe
+    # and the counter's update were two), so a repeat leaves no gap.
     taken = tx.conn.execute(
-        "UPDATE sessions SET last_event_seq = last_event_seq + 1 WHERE id = ?"
+        "UPDATE sessions SET last_event_seq = last_event_seq + 1"
+        " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
         " RETURNING last_event_seq",
-        (session_id,),
+        (session_id, event_id),
     ).fetchone()
     if taken is None:
-        raise NotFound(f"no session {session_id}", session_id=session_id)
+        # A repeat (rare, so the stored event is read only now), or no such Session.
+        existing = get(tx, event_id)
+        if existing is None:
+            raise NotFound(f"no session {session_id}", session_id=session_id)
+        return existing
+    encoded = dump_json(data)
     created_at = dump_time(tx.now)
     tx.conn.execute(
         f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
