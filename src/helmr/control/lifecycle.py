@@ -46,7 +46,10 @@ def end_turn(
     reason: str | None = None,
 ) -> TurnRow:
     """Moves a queued or running Turn to a terminal status, once, and records it."""
-    reject_waiting_messages(tx, turn, reason=f"turn_{status}")
+    if turn.settling is None:
+        # A settling Turn's waiting messages were rejected as it began settling,
+        # and it admits none since (TurnSettling): nothing to look for.
+        reject_waiting_messages(tx, turn, reason=f"turn_{status}")
     changes: dict[str, object] = {
         "status": status,
         "ended_at": tx.now,
