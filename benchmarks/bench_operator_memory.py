@@ -35,6 +35,7 @@ import dataclasses
 import json
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -94,6 +95,16 @@ async def wait_for_pods(
         if time.monotonic() > deadline:
             raise SystemExit(f"only {len(pods)} of {sessions} runner pods made")
         await asyncio.sleep(2)
+
+
+async def median_rss(pid: int, seconds: int) -> float:
+    """The median of one RSS reading a second for ``seconds`` (one reading if 0): a
+    single reading lands anywhere between the allocator's highs and lows."""
+    readings = [_rss_mib(pid)]
+    for _ in range(seconds - 1):
+        await asyncio.sleep(1)
+        readings.append(_rss_mib(pid))
+    return statistics.median(readings)
 
 
 async def signal_probe(op: conftest.Operator, probe_dir: Path, n: int) -> None:
@@ -209,7 +220,7 @@ async def measure(
         actor = create_actor(api, namespace, conftest.RUNNER_IMAGE)
         await asyncio.sleep(args.settle)
         assert op.process is not None
-        idle = _rss_mib(op.process.pid)
+        idle = await median_rss(op.process.pid, args.samples)
         await signal_probe(op, probe_dir, 1)
         began = time.monotonic()
         await start_sessions(op, actor, namespace, n)
@@ -217,9 +228,10 @@ async def measure(
         print(f"  {n} runner pods made in {time.monotonic() - began:.0f} s", flush=True)
         async with connected_fleet(op, core, namespace, pods) as (http, fleet):
             await asyncio.sleep(args.settle)
-            loaded = _rss_mib(op.process.pid)
+            loaded = await median_rss(op.process.pid, args.samples)
             await signal_probe(op, probe_dir, 2)
-            print(f"\nRSS idle {idle:.1f} MiB, with {n} open Sessions {loaded:.1f} MiB:")
+            median = f" (median of {args.samples} s)" if args.samples else ""
+            print(f"\nRSS{median} idle {idle:.1f} MiB, with {n} open Sessions {loaded:.1f} MiB:")
             per = (loaded - idle) * 1024 / n
             print(
                 f"  {per:.1f} KiB per Session; 5,000 Sessions: {idle + per * 5000 / 1024:.0f} MiB"
@@ -263,6 +275,9 @@ if __name__ == "__main__":
     parser.add_argument("--settle", type=float, default=15, help="seconds before each reading")
     parser.add_argument("--restarts", type=int, default=1)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--samples", type=int, default=0, help="RSS as the median of a reading a second for N s"
+    )
     parser.add_argument(
         "--trim", action="store_true", help="also RSS after malloc_trim(0) at each reading"
     )
