@@ -77,7 +77,10 @@ async def _receive(w: _World) -> None:
 async def _started_message(w: _World) -> None:
     if w.turn_id is None:
         return
-    w.message_id = await w.h.message(w.session_id, "m")
+    sent = await w.h.control.send(w.session_id, "m", turn_id=w.turn_id)
+    if sent.message is None:
+        return
+    w.message_id = sent.message.id
     await w.h.control.report_message(
         w.session_id, w.epoch, w.turn_id, w.message_id, MessageOutcome.STARTED
     )
@@ -173,6 +176,9 @@ async def _scenario(location: str | Path, steps: list[str]) -> None:
 step_lists = st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=25)
 
 
+# Each example opens a store of its own: longer than a unit test's usual 30 s on a
+# loaded machine.
+@pytest.mark.timeout(120)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=step_lists)
 def test_look_answers_as_take_next_would_without_writes_on_sqlite(steps: list[str]) -> None:
@@ -181,6 +187,7 @@ def test_look_answers_as_take_next_would_without_writes_on_sqlite(steps: list[st
 
 
 # Fewer: each example creates a database on the server.
+@pytest.mark.timeout(120)
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=step_lists)
 def test_look_answers_as_take_next_would_without_writes_on_postgresql(
