@@ -4,12 +4,13 @@ and a lost disk is replaced by one restored from the last ready save."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 import pytest
 
 from helmr.control import Control
-from helmr.operator.computer import Disks, RestoreFailed
+from helmr.operator.computer import ADVANCED_AT_ONCE, Disks, RestoreFailed
 from helmr.operator.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource
 from helmr.store.rows import SaveRow
@@ -71,9 +72,11 @@ class DiskKube(StubKube):
             self.snapshots[name]["metadata"]["deletionTimestamp"] = "now"
 
 
-@pytest.fixture
-def kube() -> DiskKube:
-    kube = DiskKube()
+K = TypeVar("K", bound=DiskKube)
+
+
+def _with_actor(kube: K) -> K:
+    """``kube`` holding the Actor ``files`` the tests' Sessions run."""
     kube.resources[("Actor", "files")] = {
         "apiVersion": "helmr.dev/v1alpha1",
         "kind": "Actor",
@@ -81,6 +84,11 @@ def kube() -> DiskKube:
         "spec": {"image": "runner:dev", "entrypoint": "files:files", "computer": {}},
     }
     return kube
+
+
+@pytest.fixture
+def kube() -> DiskKube:
+    return _with_actor(DiskKube())
 
 
 @pytest.fixture
@@ -294,3 +302,48 @@ async def test_a_prepared_disk_stores_its_usage_thresholds_with_the_workspaces_o
     # The store measures the runner's reports against them.
     epoch = await h.control.process_started(session.id)
     assert await h.control.report_storage(session.id, epoch, 11 << 20) == "paused"
+
+
+class GatedSnapshotReads(DiskKube):
+    """Snapshot reads that yield to the loop, counting how many are under way at
+    once; reads for the Workspace ``broken`` raise."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__()
+        self.broken = broken
+        self.under_way = 0
+        self.most_under_way = 0
+
+    async def get_snapshot(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.under_way += 1
+        self.most_under_way = max(self.most_under_way, self.under_way)
+        try:
+            await asyncio.sleep(0)  # another Workspace's step may start meanwhile
+            if name.startswith(f"{self.broken}-save-"):
+                raise RuntimeError("apiserver said no")
+            return await super().get_snapshot(namespace, name)
+        finally:
+            self.under_way -= 1
+
+
+async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_stalls_none(
+    h: Harness,
+) -> None:
+    count = ADVANCED_AT_ONCE + 4
+    kube = _with_actor(GatedSnapshotReads(broken="ws-0"))
+    disks = Disks(h.control, kube, OperatorMetrics())
+    for i in range(count):
+        session = await h.control.open_session(
+            namespace=NS, name=f"s{i}", actor="files", workspace=f"ws-{i}"
+        )
+        await disks.prepare(session, await _actor(kube))
+        epoch = await h.control.process_started(session.id)
+        await h.control.enqueue(session.id, "write")
+        turn = await h.control.receive(session.id, epoch, timeout=0)
+        assert turn is not None
+        await h.control.complete(session.id, epoch, turn.id)
+
+    await disks.reconcile()
+
+    assert kube.most_under_way == ADVANCED_AT_ONCE
+    assert sorted(kube.created_snapshots) == sorted(f"ws-{i}-save-1" for i in range(1, count))
