@@ -19,10 +19,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from helmr import kube_threads
 from helmr.control import Control, SessionView
+from helmr.operator.at_once import each_at_once
 from helmr.operator.kube import Kube
 from helmr.operator.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.metrics import OperatorMetrics
@@ -110,19 +112,18 @@ class Disks:
         up the supervisor's pass it ends (benchmarks/bench_scale.py kwok). Errors
         are isolated per Workspace: one Workspace's trouble stalls no other.
         """
-        at_once = asyncio.Semaphore(ADVANCED_AT_ONCE)
 
         async def advance(namespace: str, name: str, saves: list[SaveRow]) -> None:
-            async with at_once:
-                try:
-                    await self._advance(namespace, name, saves)
-                except Exception:
-                    log.exception(
-                        "workspace %s/%s: a save failed a step; retrying", namespace, name
-                    )
+            try:
+                await self._advance(namespace, name, saves)
+            except Exception:
+                log.exception("workspace %s/%s: a save failed a step; retrying", namespace, name)
 
         pending = by_workspace(await self.control.pending_saves())
-        await asyncio.gather(*(advance(ns, name, saves) for (ns, name), saves in pending.items()))
+        await each_at_once(
+            ADVANCED_AT_ONCE,
+            (partial(advance, ns, name, saves) for (ns, name), saves in pending.items()),
+        )
 
     async def sync_status(self, namespace: str, name: str) -> None:
         """Mirrors the store's view of the Workspace into its status (if it exists)."""

@@ -24,6 +24,7 @@ from helmr import logs
 from helmr.control import Control, SessionView, TurnView
 from helmr.events import Event, EventKind, EventPage
 from helmr.operator import pods
+from helmr.operator.at_once import each_at_once
 from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
@@ -167,18 +168,14 @@ class StatusSync:
             {session_id: self._cursors.get(session_id, 0) for session_id in batch},
             EVENTS_READ_AT_ONCE,
         )
-        # A few Sessions at a time: each is a few apiserver writes, round trips
-        # that would add up one after another.
-        at_once = asyncio.Semaphore(MIRRORED_AT_ONCE)
 
         async def mirrored(session_id: str, step: Callable[[], Awaitable[bool]]) -> None:
-            async with at_once:
-                try:
-                    with logs.bound(session=session_id):
-                        done = await step()
-                except Exception:
-                    log.exception("session %s: mirroring failed; retrying", session_id)
-                    done = False
+            try:
+                with logs.bound(session=session_id):
+                    done = await step()
+            except Exception:
+                log.exception("session %s: mirroring failed; retrying", session_id)
+                done = False
             if not done:
                 self._retry.add(session_id)
 
@@ -192,14 +189,19 @@ class StatusSync:
             followed[session_id] = session
             return done
 
-        await asyncio.gather(*(mirrored(id, partial(follow, id)) for id in batch))
+        # A few Sessions at a time: each is a few apiserver writes, round trips
+        # that would add up one after another.
+        await each_at_once(
+            MIRRORED_AT_ONCE, (partial(mirrored, id, partial(follow, id)) for id in batch)
+        )
         wanted = [(id, turn_id) for id in followed for turn_id in self._turns.get(id, ())]
         turns = await self.control.read_turns(wanted) if wanted else {}
-        await asyncio.gather(
-            *(
-                mirrored(id, partial(self._sync_turns, session, turns))
+        await each_at_once(
+            MIRRORED_AT_ONCE,
+            (
+                partial(mirrored, id, partial(self._sync_turns, session, turns))
                 for id, session in followed.items()
-            )
+            ),
         )
 
     async def _save_cursors(self, synced: list[str]) -> None:

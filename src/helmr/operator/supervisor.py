@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -24,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.operator import pods
+from helmr.operator.at_once import each_at_once
 from helmr.operator.computer import Disks, RestoreFailed
 from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
@@ -131,13 +133,11 @@ class Supervisor:
         opened at once waited 42 s for their last runner pod (benchmarks/bench_scale.py
         kwok), and 300 opened on a busy apiserver had their limits read for minutes
         before the pass started any (benchmarks/bench_operator_memory.py)."""
-        at_once = asyncio.Semaphore(STARTED_AT_ONCE)
 
-        async def one(session: SessionView) -> None:
-            async with at_once:
-                await self._isolated(session.id, step(session))
+        async def isolated(session: SessionView) -> None:
+            await self._isolated(session.id, step(session))
 
-        await asyncio.gather(*(one(session) for session in sessions))
+        await each_at_once(STARTED_AT_ONCE, (partial(isolated, session) for session in sessions))
 
     async def _isolated(self, session_id: str, step: Awaitable[None]) -> None:
         """Runs one session's step: its failure is logged and retried on the next

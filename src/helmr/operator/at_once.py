@@ -1,0 +1,26 @@
+"""Steps of many objects, a few under way at a time.
+
+The supervisor's starts, the Computer's save steps and the status mirror's
+patches are each a few apiserver round trips per object: one after another they
+add up to passes of minutes at thousands of Sessions, and all at once they would
+queue thousands of calls behind the Kubernetes call threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+
+
+async def each_at_once(limit: int, steps: Iterable[Callable[[], Awaitable[None]]]) -> None:
+    """Runs every step, at most ``limit`` under way at once, until all have ended.
+
+    Each step is started only once it may run, and isolates its own errors: one
+    that raises would end the wait for the others."""
+    at_once = asyncio.Semaphore(limit)
+
+    async def one(step: Callable[[], Awaitable[None]]) -> None:
+        async with at_once:
+            await step()
+
+    await asyncio.gather(*(one(step) for step in steps))
