@@ -167,11 +167,12 @@ def scale_namespace(core: client.CoreV1Api, op: conftest.Operator) -> Iterator[s
             op.stop()
 
 
-def _rss_mib(pid: int) -> float:
+def _rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """A process's resident memory now, or at its highest (``VmHWM``)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise LookupError("no VmRSS")
+    raise LookupError(f"no {field}")
 
 
 async def measure(

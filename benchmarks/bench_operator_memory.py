@@ -14,7 +14,8 @@ without resources. ``kopf run`` also loads ``_heap_probe.py``.
    connects (a TokenReview each) and completes one more Turn. After
    ``--settle`` seconds (kopf's per-object workers exit after 5 idle seconds),
    RSS is read and the probe signalled again.
-3. Reported: RSS per Session; objects per Session by type; and with
+3. Reported: RSS per Session; the allocators' accounts (live blocks, and the
+   free memory pymalloc's arenas and glibc's heap keep); objects per Session by type; and with
    ``--frames`` what was allocated since step 1 and is still alive, per Session,
    by the package and line that allocated it, and by the innermost Helmr or
    kopf line that asked for it.
@@ -182,6 +183,18 @@ def trim_report(probe_dir: Path, sessions: int) -> None:
     print(f"  after trimming, {per:.1f} KiB per Session")
 
 
+def allocators_report(probe_dir: Path, sessions: int) -> None:
+    """The allocators' accounts at both readings (``_heap_probe._allocators``): what of
+    the RSS per Session is live blocks, and what is memory the allocators keep."""
+    idle, loaded = (json.loads((probe_dir / f"alloc-{n}.json").read_text()) for n in (1, 2))
+    print("\nthe allocators' accounts, idle -> loaded (MiB), and KiB per Session:")
+    for key in idle:
+        print(
+            f"  {key:16} {idle[key] / 1024:8.1f} -> {loaded[key] / 1024:8.1f}"
+            f"  {(loaded[key] - idle[key]) / sessions:8.1f}"
+        )
+
+
 def types_report(before: Path, after: Path, sessions: int, top: int) -> None:
     counts = Counter(json.loads(after.read_text()))
     counts.subtract(Counter(json.loads(before.read_text())))
@@ -229,6 +242,7 @@ async def measure(
         async with connected_fleet(op, core, namespace, pods) as (http, fleet):
             await asyncio.sleep(args.settle)
             loaded = await median_rss(op.process.pid, args.samples)
+            peak = _rss_mib(op.process.pid, "VmHWM")
             await signal_probe(op, probe_dir, 2)
             median = f" (median of {args.samples} s)" if args.samples else ""
             print(f"\nRSS{median} idle {idle:.1f} MiB, with {n} open Sessions {loaded:.1f} MiB:")
@@ -236,9 +250,11 @@ async def measure(
             print(
                 f"  {per:.1f} KiB per Session; 5,000 Sessions: {idle + per * 5000 / 1024:.0f} MiB"
             )
+            print(f"  at its highest so far {peak:.1f} MiB", flush=True)
             print(f"  load average {os.getloadavg()}", flush=True)
             if args.trim:
                 trim_report(probe_dir, n)
+            allocators_report(probe_dir, n)
             types_report(probe_dir / "types-1.json", probe_dir / "types-2.json", n, args.top)
             if args.frames:
                 heap_report(probe_dir / "heap-2.snapshot", n, args.top)
@@ -254,13 +270,22 @@ async def measure(
                     print("\nrestart: the Turn admitted did not complete in 120 s", flush=True)
                     continue
                 await asyncio.sleep(args.settle)
-                rss = _rss_mib(op.process.pid)
+                rss = await median_rss(op.process.pid, args.samples)
+                peak = _rss_mib(op.process.pid, "VmHWM")
                 print(
                     f"\nrestart -> API admits a Turn {admitted:.2f} s, that Turn done"
-                    f" {done:.2f} s; RSS {args.settle:.0f} s later {rss:.1f} MiB;"
-                    f" load average {os.getloadavg()}",
+                    f" {done:.2f} s; RSS {args.settle:.0f} s later {rss:.1f} MiB"
+                    f" (at its highest {peak:.1f}); load average {os.getloadavg()}",
                     flush=True,
                 )
+                # The new process's probe starts its count again: its first accounts.
+                for first in ("types-1.json", "alloc-1.json"):
+                    (probe_dir / first).unlink(missing_ok=True)
+                await signal_probe(op, probe_dir, 1)
+                accounts = json.loads((probe_dir / "alloc-1.json").read_text())
+                print("  the allocators' accounts (MiB):", flush=True)
+                for key, kib in accounts.items():
+                    print(f"    {key:16} {kib / 1024:8.1f}", flush=True)
 
 
 async def main(args: argparse.Namespace) -> None:
