@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from kubernetes.client import ApiClient
 
+from helmr import kube_threads
 from helmr.control import Control, ControlConfig, SessionView
 from helmr.operator import turn_traces
 from helmr.operator.actor_acceptance import ActorRecheck
@@ -23,6 +24,7 @@ from helmr.operator.kube import Kube, load_config
 from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
+from helmr.operator.pod_reports import PodReports
 from helmr.operator.pods import RUNNER_AUDIENCE
 from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier
 from helmr.operator.settings import Settings
@@ -85,6 +87,8 @@ class ControlPlane:
         )
         if self.traces is not None:
             self.supervisor.disks.save_ended = self.traces.save_ended
+        # Fed by kopf's watch of runner pods (helmr.operator.handlers.runner_pod_event).
+        self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=kube_threads.THREADS)
         self.status_sync = StatusSync(
             self.control,
             self.mirror,
@@ -144,6 +148,7 @@ class ControlPlane:
             work.create_task(self.actor_recheck.run())
 
     async def stop(self) -> None:
+        await self.pod_reports.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -18,16 +18,14 @@ from helmr.operator.handler_logs import KOPF_OBJECTS, WatchSuccesses
 from helmr.operator.kopf_namespaces import install as read_listed_namespaces
 from helmr.operator.labels import (
     LABEL_COMPONENT,
-    LABEL_EPOCH,
     LABEL_SESSION_ID,
     LABEL_TURN_ID,
     RUNNER,
 )
-from helmr.operator.lost_history import fail_session, history_lost, refuse_turn, stored
-from helmr.operator.preparation import container_started, failed_preparation
+from helmr.operator.lost_history import fail_session, history_lost, refuse_turn
+from helmr.operator.pod_reports import PodReport
 from helmr.operator.session_controls import NotYet, Refused, apply_spec
 from helmr.operator.settings import Settings
-from helmr.operator.supervisor import pod_outcome
 from helmr.resources import (
     ACTORS,
     GROUP,
@@ -265,50 +263,13 @@ async def actor_seen(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: RUNNER})
 async def runner_pod_event(
-    type: str | None, body: kopf.Body, namespace: str | None, name: str, memo: Any, **_: Any
+    type: str | None, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:
-    """A runner pod that ended tells Control how: exit code or execution loss. One
-    whose container started is prepared; one that cannot start (its image cannot
-    be pulled, its container cannot be configured) failed its preparation."""
+    """What a runner pod says (prepared, failed to prepare, ended, gone) goes to
+    Control through the supervisor (``Supervisor.pod_reported``), read out of the
+    pod here so kopf lets go of it at once (helmr.operator.pod_reports says why)."""
     plane = _plane(memo)
-    labels = body["metadata"]["labels"]
-    session_id = labels[LABEL_SESSION_ID]
-    epoch = int(labels[LABEL_EPOCH])
-    # kopf awaits a handler in the pod's own worker task: later lines of that task
-    # are about the same pod, so the binding may outlive this call.
-    logs.bind(namespace=namespace, session=session_id, epoch=epoch)
-    if type == "DELETED":
-        plane.runner_pods.forget(session_id, epoch)  # its token is refused from now on
-    if not await stored(plane.control, session_id):
-        # Its Session's history was lost with the store: nothing will talk to it.
-        if type != "DELETED":
-            log.warning(
-                "runner pod %s of session %s, which the store lacks: deleting it", name, session_id
-            )
-            await plane.kube.delete_pod(_namespaced(namespace), name)
-        return
-    if type != "DELETED":
-        if container_started(body):
-            await plane.control.process_prepared(session_id, epoch)
-        failure = failed_preparation(body)
-        if failure is not None:
-            session = await plane.control.get_session(session_id)
-            await plane.supervisor.fail_preparation(session, epoch, failure)
-            plane.supervisor.wake()
-            return
-    outcome, exit_code = pod_outcome(body)
-    if outcome == "running" and type != "DELETED":
-        return
-    if outcome == "exited" and exit_code is not None:
-        result = await plane.control.process_exited(session_id, epoch, exit_code)
-    else:
-        # Deleted before it ended (eviction, node loss, someone's kubectl
-        # delete), or evicted: the execution was lost, not a process failure.
-        # A stop the supervisor asked for is recognised by Control as a stop.
-        result = await plane.control.execution_lost(session_id, epoch)
-    if result.outcome != "ignored":
-        plane.metrics.processes_ended.labels(result.outcome).inc()
-        log.info("session %s process %d: %s", session_id, epoch, result.outcome)
-    if type != "DELETED":
-        await plane.kube.delete_pod(_namespaced(namespace), name)
-    plane.supervisor.wake()
+    report = PodReport.read(type, _namespaced(namespace), body)
+    if report.deleted:  # its token is refused from now on
+        plane.runner_pods.forget(report.session_id, report.epoch)
+    plane.pod_reports.put(report)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -30,7 +30,9 @@ from helmr.operator.computer import Disks, RestoreFailed
 from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
+from helmr.operator.lost_history import stored
 from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.pod_reports import PodReport
 from helmr.operator.preparation import container_started, pending_detail
 from helmr.operator.runner_identity import RunnerPods
 from helmr.operator.settings import Settings
@@ -213,6 +215,46 @@ class Supervisor:
         self.metrics.processes_ended.labels(result.outcome).inc()
         await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, epoch))
 
+    async def pod_reported(self, report: PodReport) -> None:
+        """A runner pod that ended tells Control how: exit code or execution loss.
+        One whose container started is prepared; one that cannot start (its image
+        cannot be pulled, its container cannot be configured) failed its preparation."""
+        session_id, epoch = report.session_id, report.epoch
+        logs.bind(namespace=report.namespace, session=session_id, epoch=epoch)
+        if not await stored(self.control, session_id):
+            # Its Session's history was lost with the store: nothing will talk to it.
+            if not report.deleted:
+                log.warning(
+                    "runner pod %s of session %s, which the store lacks: deleting it",
+                    report.name,
+                    session_id,
+                )
+                await self.kube.delete_pod(report.namespace, report.name)
+            return
+        if not report.deleted:
+            if report.started:
+                await self.control.process_prepared(session_id, epoch)
+            if report.failure is not None:
+                session = await self.control.get_session(session_id)
+                await self.fail_preparation(session, epoch, report.failure)
+                self.wake()
+                return
+        if report.outcome == "running" and not report.deleted:
+            return
+        if report.outcome == "exited" and report.exit_code is not None:
+            result = await self.control.process_exited(session_id, epoch, report.exit_code)
+        else:
+            # Deleted before it ended (eviction, node loss, someone's kubectl
+            # delete), or evicted: the execution was lost, not a process failure.
+            # A stop the supervisor asked for is recognised by Control as a stop.
+            result = await self.control.execution_lost(session_id, epoch)
+        if result.outcome != "ignored":
+            self.metrics.processes_ended.labels(result.outcome).inc()
+            log.info("session %s process %d: %s", session_id, epoch, result.outcome)
+        if not report.deleted:
+            await self.kube.delete_pod(report.namespace, report.name)
+        self.wake()
+
     async def stop(self, stop: ProcessStop) -> None:
         session = await self.control.get_session(stop.session_id)
         log.info("session %s: stopping process %d (%s)", session.id, stop.epoch, stop.reason)
@@ -298,23 +340,3 @@ class Supervisor:
         await self.kube.ensure_service_account(namespace, account)
         self._accounts.add(namespace)
         return await self.kube.create_pod(namespace, body)
-
-
-def pod_outcome(pod: Mapping[str, Any]) -> tuple[str, int | None]:
-    """What a runner pod's status says: ``running``, ``exited`` with the exit
-    code, or ``lost`` (evicted, deleted, or its node lost it: execution loss).
-
-    A pod that ended after its deletion began (the eviction API, ``kubectl
-    delete``, the supervisor's own stop) ended because of the deletion: its
-    exit code (0 after SIGTERM, 137 after the grace period) says nothing about
-    the actor, so it is not reported as an exit that could count as a failure.
-    """
-    status = pod.get("status") or {}
-    if status.get("phase") in (None, "Pending", "Running"):
-        return "running", None
-    containers = status.get("containerStatuses") or []
-    terminated = (containers[0].get("state") or {}).get("terminated") if containers else None
-    deleting = (pod.get("metadata") or {}).get("deletionTimestamp") is not None
-    if status.get("reason") in ("Evicted", "NodeLost") or terminated is None or deleting:
-        return "lost", None
-    return "exited", int(terminated["exitCode"])
