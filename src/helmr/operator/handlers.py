@@ -12,6 +12,7 @@ import kopf
 
 from helmr import logs
 from helmr.errors import NotFound, SessionNotOpen
+from helmr.operator import kopf_settings
 from helmr.operator.actor_acceptance import check
 from helmr.operator.control_plane import ControlPlane
 from helmr.operator.handler_logs import KOPF_OBJECTS, WatchSuccesses
@@ -63,13 +64,7 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
     # here on, kopf's own lines included (helmr.logs).
     logs.configure(plane_settings.log_format)
     KOPF_OBJECTS.addFilter(WatchSuccesses(session_deleted, actor_seen, runner_pod_event))
-    # Progress in annotations: the CRDs' status schemas are strict and would
-    # prune kopf's own status fields.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.helmr.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="kopf.helmr.dev", key="last-handled-configuration"
-    )
-    settings.posting.level = logging.WARNING
+    kopf_settings.configure(settings)
     plane = memo["control_plane"] = await ControlPlane.start(plane_settings)
     # kopf watches nothing until its startup handlers return: the handlers below
     # are the leader's work, so a replica that does not lead serves only the APIs.
