@@ -58,6 +58,9 @@ from helmr.operator.pods import RUNNER_AUDIENCE, RUNNER_SERVICE_ACCOUNT
 DEFAULT_KUBECONFIG = "/var/lib/helmr-cluster/kubeconfig"
 STARTS_AT_ONCE = 16
 TOKEN_SECONDS = 3600
+WARM_SECONDS = 900
+"""How long every Session's first Turn may take once the fleet connected (each
+runner's token reviewed once, after a restart with the history seeded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,12 +273,31 @@ async def connected_fleet(
         aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
         Fleet(http, op.url).running() as fleet,
     ):
-        for session_id, pod in pods.items():
-            token = await asyncio.to_thread(pod_token, core, namespace, pod)
+        tokens = asyncio.Semaphore(STARTS_AT_ONCE)
+
+        async def serve(session_id: str, pod: RunnerPod) -> None:
+            async with tokens:
+                token = await asyncio.to_thread(pod_token, core, namespace, pod)
             fleet.serve(session_id, Runner(pod.epoch, token))
+
+        # A TokenRequest each: one after another, minutes at thousands of pods.
+        await asyncio.gather(*(serve(s, pod) for s, pod in pods.items()))
         warm = [await enqueue(http, op, s) for s in fleet.sessions]
-        await asyncio.wait_for(asyncio.gather(*(fleet.waiter(t) for t in warm)), 600)
+        await _completed(warm, fleet, WARM_SECONDS)
         yield http, fleet
+
+
+async def _completed(turns: list[str], fleet: Fleet, seconds: float) -> None:
+    """Waits for every Turn, saying every minute how many completed: a run that
+    cannot finish shows how far it got."""
+    waiting = {fleet.waiter(turn) for turn in turns}
+    deadline = time.monotonic() + seconds
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{len(waiting)} of {len(turns)} Turns not completed in {seconds} s")
+        _, waiting = await asyncio.wait(waiting, timeout=min(60, left))
+        print(f"  {len(turns) - len(waiting)} of {len(turns)} Turns completed", flush=True)
 
 
 async def _load_and_restart(
