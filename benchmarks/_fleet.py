@@ -101,8 +101,11 @@ class Fleet:
                 if not waiter.done():
                     waiter.set_result(None)
                 delay = RETRY_FIRST
-            except (aiohttp.ClientError, KeyError):
-                await asyncio.sleep(delay)  # the control plane restarting
+            except (aiohttp.ClientError, KeyError, TimeoutError):
+                # The control plane restarting, or too busy to answer within the
+                # client's timeout: a real runner asks again, and so does this one
+                # (a Turn it took but could not hear of comes back to it).
+                await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MOST)
 
 

@@ -220,6 +220,8 @@ async def measure(
             op.start()
             print(f"  {args.history} turns of history written in {seeded:.0f} s", flush=True)
         figures = await _load_and_restart(core, kubeconfig, op, namespace, pods, args)
+        # Before the namespace's deletion, which takes minutes at thousands of Sessions.
+        print(f"  {figures.line()}", flush=True)
     table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")
     table.rows.append(("sessions started -> runner pods Running", f"{opened:.1f} s", "", "", ""))
     figures.report(table, args.clients)
@@ -236,6 +238,17 @@ class Figures:
     idle: Counter[str]
     """The same over as long a window right after, with no Turns."""
     restart: tuple[float, float]
+
+    def line(self) -> str:
+        """The figures in one line (the table comes once the namespace is gone)."""
+        latencies = sorted(self.latencies) or [float("nan")]
+        p50, p99 = (latencies[int(q * (len(latencies) - 1))] * 1000 for q in (0.5, 0.99))
+        writes = sum(self.writes.values()) / max(self.turns, 1)
+        return (
+            f"RSS {self.rss_mib:.0f} MiB; restart -> admits {self.restart[0]:.2f} s,"
+            f" done {self.restart[1]:.2f} s; {self.turns / self.seconds:.0f} Turns/s;"
+            f" p50 / p99 {p50:.0f} / {p99:.0f} ms; {writes:.2f} writes per Turn in the run"
+        )
 
     def report(self, table: Table, clients: int) -> None:
         table.rows.append(("control-plane RSS", f"{self.rss_mib:.0f} MiB", "", "", ""))
