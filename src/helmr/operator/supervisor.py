@@ -24,13 +24,13 @@ from kubernetes.client.exceptions import ApiException
 
 from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
+from helmr.errors import NotFound
 from helmr.operator import pods
 from helmr.operator.at_once import each_at_once
 from helmr.operator.computer import Disks, RestoreFailed
 from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.limits import effective_limits
-from helmr.operator.lost_history import stored
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.pod_reports import PodReport
 from helmr.operator.preparation import container_started, pending_detail
@@ -221,7 +221,10 @@ class Supervisor:
         cannot be pulled, its container cannot be configured) failed its preparation."""
         session_id, epoch = report.session_id, report.epoch
         logs.bind(namespace=report.namespace, session=session_id, epoch=epoch)
-        if not await stored(self.control, session_id):
+        try:
+            # Read once: a failed preparation below needs the Session too.
+            session = await self.control.get_session(session_id)
+        except NotFound:
             # Its Session's history was lost with the store: nothing will talk to it.
             if not report.deleted:
                 log.warning(
@@ -235,7 +238,6 @@ class Supervisor:
             if report.started:
                 await self.control.process_prepared(session_id, epoch)
             if report.failure is not None:
-                session = await self.control.get_session(session_id)
                 await self.fail_preparation(session, epoch, report.failure)
                 self.wake()
                 return
