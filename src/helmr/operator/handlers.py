@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 
 from helmr import logs
+from helmr.control import SessionView
 from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator import kopf_settings
 from helmr.operator.actor_acceptance import check
@@ -23,7 +24,7 @@ from helmr.operator.labels import (
     LABEL_TURN_ID,
     RUNNER,
 )
-from helmr.operator.lost_history import fail_session, history_lost, refuse_turn
+from helmr.operator.lost_history import HistoryLost, admitted, fail_session, refuse_turn
 from helmr.operator.pod_reports import PodReport
 from helmr.operator.session_controls import NotYet, Refused, apply_spec
 from helmr.operator.settings import Settings
@@ -92,16 +93,16 @@ async def session_admit(
     admitted before whose history the store lost fails instead of opening again."""
     plane = _plane(memo)
     session = Session.from_manifest(body)
-    if await history_lost(plane.control, session):
+    try:
+        # On a restart kopf resumes every Session: one read each, no write.
+        view = await _stored_session(plane, session)
+    except HistoryLost:
         await fail_session(plane.kube, session)
         return
-    spec = session.spec
-    if LABEL_SESSION_ID in labels:
-        # The API opened it and created this CR (the label checked against the store).
-        session_id = await _session_id(plane, session)
-        if session_id is None:
-            return
-    else:
+    if view is None:
+        if LABEL_SESSION_ID in labels:
+            return  # the label names no Session of the store's placed here
+        spec = session.spec
         seconds = spec.max_turn_duration_seconds
         view = await plane.control.open_session(
             namespace=_namespaced(namespace),
@@ -112,13 +113,12 @@ async def session_admit(
             idempotency_key=f"k8s:{uid}",
             max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
         )
-        session_id = view.id
         # Its limits are read from its Actor by the supervisor's next pass: now.
         plane.supervisor.wake()
     if session.status is not None:
         # Resumed after a restart: its status patched again only where it changed.
-        plane.mirror.status_seen(session_id, session.status)
-    await _apply_controls(plane, session_id, session, interrupt=False)
+        plane.mirror.status_seen(view.id, session.status)
+    await _apply_controls(plane, view, session, interrupt=False)
 
 
 @kopf.on.update(GROUP, VERSION, SESSIONS, field="spec")
@@ -126,22 +126,24 @@ async def session_spec_changed(body: kopf.Body, old: Any, new: Any, memo: Any, *
     """``kubectl patch``/``apply`` of a Session's controls: close, cancel, interrupt, resume."""
     plane = _plane(memo)
     session = Session.from_manifest(body)
-    if await history_lost(plane.control, session):
+    try:
+        view = await _stored_session(plane, session)
+    except HistoryLost:
         await fail_session(plane.kube, session)
         return
-    session_id = await _session_id(plane, session)
-    if session_id is None:
+    if view is None:
         raise kopf.TemporaryError(f"Session {session.metadata.name} is not admitted yet", delay=1)
     before = (old or {}).get("interrupt")
     changed = session.spec.interrupt is not None and session.spec.interrupt != before
-    await _apply_controls(plane, session_id, session, interrupt=changed)
+    await _apply_controls(plane, view, session, interrupt=changed)
 
 
 async def _apply_controls(
-    plane: ControlPlane, session_id: str, session: Session, *, interrupt: bool
+    plane: ControlPlane, view: SessionView, session: Session, *, interrupt: bool
 ) -> None:
+    session_id = view.id
     try:
-        await apply_spec(plane.control, session_id, session.spec, interrupt=interrupt)
+        await apply_spec(plane.control, view, session.spec, interrupt=interrupt)
     except NotYet as e:
         raise kopf.TemporaryError(str(e), delay=1) from e
     except Refused as e:
@@ -173,21 +175,21 @@ async def session_deleted(type: str, body: kopf.Body, memo: Any, **_: Any) -> No
             await _plane(memo).control.cancel(session_id)
 
 
-async def _session_id(plane: ControlPlane, owner: Session) -> str | None:
-    """The store id of a Session resource: in its status once mirrored, or, for one
-    the API created, in its label, at once (checked against the store, since
-    anyone who may create Sessions may set that label)."""
-    if owner.status is not None and owner.status.session_id:
-        return owner.status.session_id
+async def _stored_session(plane: ControlPlane, owner: Session) -> SessionView | None:
+    """The store's view of a Session resource, or None if it is not admitted yet:
+    found by its status once mirrored or, for one the API created, at once by its
+    label (checked against the store, since anyone who may create Sessions may set
+    that label). Raises :class:`HistoryLost` (see :func:`admitted`)."""
+    view = await admitted(plane.control, owner)
     labelled = (owner.metadata.labels or {}).get(LABEL_SESSION_ID)
-    if labelled is None:
-        return None
+    if view is not None or labelled is None:
+        return view
     try:
         view = await plane.control.get_session(labelled)
     except NotFound:
         return None
     placed = (view.namespace, view.name) == (owner.metadata.namespace, owner.metadata.name)
-    return labelled if placed else None
+    return view if placed else None
 
 
 @kopf.on.resume(GROUP, VERSION, TURNS)
@@ -216,12 +218,16 @@ async def turn_admit(
     spec = turn_resource.spec
     session_name = spec.session_ref.name
     owner = await plane.kube.get_resource(Session, namespace, session_name)
-    if owner is not None and await history_lost(plane.control, owner):
-        await refuse_turn(plane.kube, turn_resource, owner)
-        return
-    session_id = None if owner is None else await _session_id(plane, owner)
-    if session_id is None:
+    view = None
+    if owner is not None:
+        try:
+            view = await _stored_session(plane, owner)
+        except HistoryLost:
+            await refuse_turn(plane.kube, turn_resource, owner)
+            return
+    if view is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
+    session_id = view.id
     asked = datetime.now(UTC)
     turn = await plane.control.enqueue(
         session_id,

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from helmr import kube_threads
-from helmr.control import Control
+from helmr.control import Control, SessionView
 from helmr.errors import NotFound
 from helmr.operator.conditions import Observation, settle
 from helmr.operator.kube import Kube
@@ -42,19 +42,21 @@ REASON = "HistoryLost"
 """The same as a condition and Event reason."""
 
 
-async def history_lost(control: Control, session: Session) -> bool:
-    """Whether the resource shows the Session was admitted and the store no longer has it."""
+class HistoryLost(Exception):
+    """The resource shows its Session was admitted, and the store no longer has it."""
+
+
+async def admitted(control: Control, session: Session) -> SessionView | None:
+    """The store's view of the Session the resource's ``status.sessionId`` names (one
+    read), or None when the status names none (not admitted yet, or not mirrored
+    yet). Raises :class:`HistoryLost` when the store no longer has it."""
     session_id = None if session.status is None else session.status.session_id
-    return session_id is not None and not await stored(control, session_id)
-
-
-async def stored(control: Control, session_id: str) -> bool:
-    """Whether the store has the Session (``session_id`` may come from a resource)."""
+    if session_id is None:
+        return None
     try:
-        await control.get_session(session_id)
+        return await control.get_session(session_id)
     except NotFound:
-        return False
-    return True
+        raise HistoryLost(_lost_message(session)) from None
 
 
 def _lost_message(session: Session) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from helmr.control import Control
+from helmr.control import Control, SessionView
 from helmr.errors import HoldMismatch, HoldNotConverged, SessionNotOpen
 from helmr.resources import SessionSpec
 from helmr.states import ENDED_SESSION_STATUSES
@@ -28,10 +28,12 @@ class Refused(Exception):
 
 
 async def apply_spec(
-    control: Control, session_id: str, spec: SessionSpec, *, interrupt: bool
+    control: Control, view: SessionView, spec: SessionSpec, *, interrupt: bool
 ) -> None:
-    """Brings the Session to what ``spec`` asks; ``interrupt``: ``spec.interrupt`` is new."""
-    view = await control.get_session(session_id)
+    """Brings the Session (``view``, as the caller just read it) to what ``spec``
+    asks; ``interrupt``: ``spec.interrupt`` is new. Nothing is read again: a resumed
+    Session whose spec asks nothing costs no transaction here."""
+    session_id = view.id
     ended = view.status in ENDED_SESSION_STATUSES
     if spec.state == "Cancelled" and view.cancel_requested_at is None and not ended:
         log.info("session %s: cancelled by spec.state", session_id)

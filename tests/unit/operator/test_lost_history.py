@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from helmr.operator.lost_history import HISTORY_LOST, fail_session, history_lost, refuse_turn
+import pytest
+
+from helmr.operator.lost_history import (
+    HISTORY_LOST,
+    HistoryLost,
+    admitted,
+    fail_session,
+    refuse_turn,
+)
 from helmr.resources import GROUP, TURNS, VERSION, Session, SessionStatus, Turn, TurnStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
@@ -56,9 +64,12 @@ def kube_with(*turns: dict[str, Any]) -> StubKube:
 async def test_only_an_admitted_session_the_store_lacks_has_lost_its_history(h: Harness) -> None:
     known = await h.session()
 
-    assert await history_lost(h.control, session("ses_gone"))
-    assert not await history_lost(h.control, session(known.id))
-    assert not await history_lost(h.control, session(None))  # not admitted yet
+    with pytest.raises(HistoryLost, match="ses_gone"):
+        await admitted(h.control, session("ses_gone"))
+    view = await admitted(h.control, session(known.id))
+    assert view is not None
+    assert view.id == known.id
+    assert await admitted(h.control, session(None)) is None  # not admitted yet
 
 
 async def test_the_lost_session_fails_and_its_unended_turns_with_it() -> None:
