@@ -63,9 +63,12 @@ class ControlPlane:
         )
         api = load_config()
         self.leadership = Leadership(store, elector(settings, api), on_deposed=_end_process)
+        self.metrics = OperatorMetrics()
+        store.observe = self.metrics.store_transaction
         # The leader's work (supervisor, status mirror, kopf's handlers) writes
-        # fenced by its term; the APIs, served by every replica, unfenced.
-        self.control = Control(store, config, fence=self.leadership.fence)
+        # fenced by its term, in the store's background lane; the APIs, served by
+        # every replica, unfenced, never queued behind it.
+        self.control = Control(store.background(), config, fence=self.leadership.fence)
         self.api_control = Control(store, config)
         self.kube = Kube(api)
         # Fed by kopf's watch of Actors (helmr.operator.handlers.actor_seen).
@@ -78,10 +81,8 @@ class ControlPlane:
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )
-        self.metrics = OperatorMetrics()
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
         self.traces = turn_traces.from_environ(os.environ)
-        store.observe = self.metrics.store_transaction
         self.supervisor = Supervisor(
             self.control, self.kube, self.runner_pods, settings, self.metrics
         )

@@ -47,7 +47,14 @@ from helmr.store.writer import Clock
 T = TypeVar("T")
 
 CONNECTIONS = 8
-"""Pooled connections, and threads running transactions on them."""
+"""Pooled connections, and threads running transactions on them, for the
+transactions callers wait on (the API's and the runners' requests)."""
+BACKGROUND_CONNECTIONS = 4
+"""More, with threads of their own, for background transactions (the leader's
+reconciliation, :meth:`helmr.store.Store.background`). Measured at 5,000 Sessions
+with one FIFO of 8: after a restart, kopf's resume of every Session queued the
+API's first write 33 s (docs/sizing.md). Each thread holds at most one connection
+at a time, so neither kind ever waits for a connection the other holds."""
 ATTEMPTS = 5
 """Runs of one transaction that PostgreSQL aborted for a conflict (then an error)."""
 CONNECT_WAIT = 5.0
@@ -115,6 +122,9 @@ class PostgresBackend:
         self._clock = clock
         self._signals = signals
         self._threads = ThreadPoolExecutor(CONNECTIONS, thread_name_prefix="helmr-store-pg")
+        self._background = ThreadPoolExecutor(
+            BACKGROUND_CONNECTIONS, thread_name_prefix="helmr-store-pg-background"
+        )
         self._loop = asyncio.get_running_loop()
         self._origin = uuid.uuid4().hex
         self._feed: Feed | None = None
@@ -125,8 +135,8 @@ class PostgresBackend:
             url,
             connection_class=psycopg.Connection[PgRow],
             kwargs={"autocommit": True, "row_factory": _rows},
-            min_size=CONNECTIONS,
-            max_size=CONNECTIONS,
+            min_size=CONNECTIONS + BACKGROUND_CONNECTIONS,
+            max_size=CONNECTIONS + BACKGROUND_CONNECTIONS,
             timeout=CONNECT_WAIT,
             open=False,
             name="helmr-store",
@@ -143,20 +153,25 @@ class PostgresBackend:
             raise
         return backend
 
-    async def write(self, fn: Callable[[Tx], T]) -> T:
+    async def write(self, fn: Callable[[Tx], T], *, background: bool = False) -> T:
         # Shielded: a caller that stops waiting does not cancel its write.
-        future = self._threads.submit(self._retried, self._write, fn)
+        future = self._lane(background).submit(self._retried, self._write, fn)
         return await asyncio.shield(asyncio.wrap_future(future))
 
-    async def read(self, fn: Callable[[ReadTx], T]) -> T:
-        return await asyncio.wrap_future(self._threads.submit(self._retried, self._read, fn))
+    async def read(self, fn: Callable[[ReadTx], T], *, background: bool = False) -> T:
+        future = self._lane(background).submit(self._retried, self._read, fn)
+        return await asyncio.wrap_future(future)
+
+    def _lane(self, background: bool) -> ThreadPoolExecutor:
+        return self._background if background else self._threads
 
     async def close(self) -> None:
         """Lets running transactions finish, then closes every connection (the
         feed's first: reconnecting, it would read through the threads)."""
         if self._feed is not None:
             await self._feed.stop()
-        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        for lane in (self._threads, self._background):
+            await asyncio.to_thread(lane.shutdown, wait=True)
         await asyncio.to_thread(self._pool.close)
 
     def _retried(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:

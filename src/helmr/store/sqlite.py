@@ -69,10 +69,12 @@ class SqliteBackend:
             readers=readers,
         )
 
-    async def write(self, fn: Callable[[Tx], T]) -> T:
+    # ``background`` changes nothing here: the one writer commits every caller's
+    # writes together, and reads are short snapshots on the reader threads.
+    async def write(self, fn: Callable[[Tx], T], *, background: bool = False) -> T:
         return await self._writer.submit(fn)
 
-    async def read(self, fn: Callable[[ReadTx], T]) -> T:
+    async def read(self, fn: Callable[[ReadTx], T], *, background: bool = False) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._read, fn)
 
     async def close(self) -> None:

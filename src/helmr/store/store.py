@@ -46,10 +46,12 @@ def is_postgres(location: str | Path) -> bool:
 
 class Backend(Protocol):
     """Where transactions run: they commit before ``write`` returns, and the
-    backend publishes the Sessions each commit touched to the Store's signals."""
+    backend publishes the Sessions each commit touched to the Store's signals.
+    ``background`` transactions may run apart from the others (see
+    :meth:`Store.background`)."""
 
-    async def write(self, fn: Callable[[Tx], T]) -> T: ...
-    async def read(self, fn: Callable[[ReadTx], T]) -> T: ...
+    async def write(self, fn: Callable[[Tx], T], *, background: bool = False) -> T: ...
+    async def read(self, fn: Callable[[ReadTx], T], *, background: bool = False) -> T: ...
     async def close(self) -> None: ...
 
 
@@ -61,7 +63,14 @@ def _unobserved(kind: str, seconds: float) -> None:
 
 
 class Store:
-    def __init__(self, backend: Backend, *, signals: Signals, retention: timedelta | None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        signals: Signals,
+        retention: timedelta | None,
+        background: bool = False,
+    ) -> None:
         """Use :meth:`open`."""
         self.retention = retention
         self.observe: TransactionObserver = _unobserved
@@ -69,6 +78,7 @@ class Store:
         done, queueing included (the operator's metrics set it)."""
         self._backend = backend
         self._signals = signals
+        self._background = background
 
     @classmethod
     async def open(
@@ -109,6 +119,20 @@ class Store:
             )
         return cls(backend, signals=signals, retention=retention)
 
+    def background(self) -> Store:
+        """This store for work nobody waits on (the leader's reconciliation): the
+        same database, Sessions and change feed, and the same ``observe``, but on
+        PostgreSQL its transactions run on connections of their own, so the thousands
+        of them after a restart (kopf resumes every Session) never queue the API's
+        and the runners' requests behind them, nor the reverse. On SQLite, whose one
+        writer commits everybody's writes together, it is the same as this store.
+        Closing either closes both."""
+        lane = Store(
+            self._backend, signals=self._signals, retention=self.retention, background=True
+        )
+        lane.observe = self.observe
+        return lane
+
     async def close(self) -> None:
         """Commits queued writes, then closes every connection."""
         await self._backend.close()
@@ -132,7 +156,7 @@ class Store:
         """
         started = time.perf_counter()
         try:
-            return await self._backend.write(fn)
+            return await self._backend.write(fn, background=self._background)
         finally:
             self.observe("write", time.perf_counter() - started)
 
@@ -140,7 +164,7 @@ class Store:
         """Runs ``fn`` on a consistent snapshot that includes every acknowledged write."""
         started = time.perf_counter()
         try:
-            return await self._backend.read(fn)
+            return await self._backend.read(fn, background=self._background)
         finally:
             self.observe("read", time.perf_counter() - started)
 
