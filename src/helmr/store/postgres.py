@@ -114,6 +114,8 @@ class PgConnection:
 
 
 class PostgresBackend:
+    database_errors: tuple[type[Exception], ...] = (psycopg.Error,)
+
     def __init__(
         self, pool: ConnectionPool[psycopg.Connection[PgRow]], *, clock: Clock, signals: Signals
     ) -> None:

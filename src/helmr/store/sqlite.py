@@ -23,6 +23,8 @@ T = TypeVar("T")
 
 
 class SqliteBackend:
+    database_errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
     def __init__(
         self,
         path: str,

@@ -24,6 +24,7 @@ from pydantic import JsonValue
 
 from helmr.events import Event, EventKind, EventPage
 from helmr.store import retention, timeline
+from helmr.store.read_batches import ReadBatches
 from helmr.store.schema import Synchronous
 from helmr.store.signals import Signals
 from helmr.store.sqlite import SqliteBackend
@@ -49,6 +50,9 @@ class Backend(Protocol):
     backend publishes the Sessions each commit touched to the Store's signals.
     ``background`` transactions may run apart from the others (see
     :meth:`Store.background`)."""
+
+    database_errors: tuple[type[Exception], ...]
+    """What its driver raises for a failed statement (see :mod:`.read_batches`)."""
 
     async def write(self, fn: Callable[[Tx], T], *, background: bool = False) -> T: ...
     async def read(self, fn: Callable[[ReadTx], T], *, background: bool = False) -> T: ...
@@ -79,6 +83,9 @@ class Store:
         self._backend = backend
         self._signals = signals
         self._background = background
+        self._reads = ReadBatches(
+            partial(backend.read, background=background), backend.database_errors
+        )
 
     @classmethod
     async def open(
@@ -161,10 +168,12 @@ class Store:
             self.observe("write", time.perf_counter() - started)
 
     async def read(self, fn: Callable[[ReadTx], T]) -> T:
-        """Runs ``fn`` on a consistent snapshot that includes every acknowledged write."""
+        """Runs ``fn`` on a consistent snapshot that includes every acknowledged write
+        (with the other reads asked in the same turn of the event loop: see
+        :mod:`.read_batches`)."""
         started = time.perf_counter()
         try:
-            return await self._backend.read(fn, background=self._background)
+            return await self._reads.read(fn)
         finally:
             self.observe("read", time.perf_counter() - started)
 
