@@ -59,32 +59,27 @@ async def test_reads_asked_together_share_a_transaction() -> None:
     assert run.count == 3
 
 
-async def test_a_callers_own_error_reaches_that_caller_only() -> None:
+@pytest.mark.parametrize(
+    ("error", "transactions"),
+    [
+        (NotFound("ses_x"), 1),  # its own: the batch goes on
+        (DatabaseError("bad statement"), 1 + 3),  # may spoil the snapshot: each alone
+    ],
+)
+async def test_an_error_reaches_only_the_caller_whose_read_raised_it(
+    error: Exception, transactions: int
+) -> None:
     run = Transactions()
     batches = ReadBatches(run, (DatabaseError,))
     results = await asyncio.gather(
         batches.read(value(1)),
-        batches.read(raising(NotFound("ses_x"))),
+        batches.read(raising(error)),
         batches.read(value(3)),
         return_exceptions=True,
     )
     assert [results[0], results[2]] == [1, 3]
-    assert isinstance(results[1], NotFound)
-    assert run.count == 1
-
-
-async def test_a_database_error_runs_each_read_alone() -> None:
-    run = Transactions()
-    batches = ReadBatches(run, (DatabaseError,))
-    results = await asyncio.gather(
-        batches.read(value(1)),
-        batches.read(raising(DatabaseError("bad statement"))),
-        batches.read(value(3)),
-        return_exceptions=True,
-    )
-    assert [results[0], results[2]] == [1, 3]
-    assert isinstance(results[1], DatabaseError)
-    assert run.count == 1 + 3
+    assert results[1] is error
+    assert run.count == transactions
 
 
 async def test_a_failed_transaction_fails_every_caller_once() -> None:
