@@ -9,6 +9,8 @@ like the tests' in tests/postgres.py), prints:
 
 - no-op transactions per second through ``Store.write`` (the store's own
   cost: queueing, threads, BEGIN/COMMIT), one caller at a time and 16 at once;
+- no-op reads per second through ``Store.read``, 1, 16 and 256 callers at once
+  (reads asked together share a transaction: ``helmr.store.read_batches``);
 - append throughput with one writer and with four concurrent writers (each
   append is its own acknowledged transaction);
 - the p50/p99 latency of reading a 1000-event page from a store of
@@ -26,7 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -35,7 +37,7 @@ import psycopg
 from pydantic import JsonValue
 
 from helmr.events import EventKind
-from helmr.store import Store, Tx, timeline
+from helmr.store import ReadTx, Store, Tx, timeline
 from helmr.store.dialect import POSTGRES
 from helmr.store.store import is_postgres
 
@@ -126,16 +128,18 @@ async def _page_latency(store: Store, location: str | Path, session_id: str, eve
     )
 
 
-def _nothing(tx: Tx) -> None:
+def _nothing(tx: ReadTx) -> None:
     pass
 
 
-async def _noop_rate(store: Store, callers: int, total: int) -> float:
-    """No-op transactions per second, each awaited before its caller sends the next."""
+async def _noop_rate(
+    transaction: Callable[[Callable[[ReadTx], None]], Awaitable[None]], callers: int, total: int
+) -> float:
+    """No-op transactions (or reads) per second, each awaited before its caller sends the next."""
 
     async def caller() -> None:
         for _ in range(total // callers):
-            await store.write(_nothing)
+            await transaction(_nothing)
 
     started = time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(callers)))
@@ -164,8 +168,11 @@ async def bench(backend: str, appends: int, events: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, _locations(backend, Path(tmp)) as (rates, reads):
         async with await Store.open(rates) as store:
             for callers in (1, 16):
-                rate = await _noop_rate(store, callers, appends // 4)
+                rate = await _noop_rate(store.write, callers, appends // 4)
                 print(f"  no-op write, {callers} caller(s): {rate:,.0f} transactions/s")
+            for callers in (1, 16, 256):
+                rate = await _noop_rate(store.read, callers, appends)
+                print(f"  no-op read, {callers} caller(s): {rate:,.0f} reads/s")
             for writers in (1, 4):
                 rate = await _append_rate(store, writers, appends)
                 print(f"  append, {writers} writer(s), {appends} events: {rate:,.0f} events/s")
