@@ -98,9 +98,8 @@ def limits_view(limits: SessionLimits) -> LimitsView:
 
 def load_session(rt: ReadTx, session_id: str) -> SessionView:
     """The Session (NotFound if there is none)."""
-    return session_view(
-        sessions.require(rt, session_id), queued_turns=turns.count_queued(rt, session_id)
-    )
+    session, queued_turns = sessions.require_counted(rt, session_id)
+    return session_view(session, queued_turns=queued_turns)
 
 
 def load_turn(rt: ReadTx, session_id: str, turn_id: str) -> TurnView:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from helmr.errors import NotFound
 from helmr.states import HoldReason, SessionStatus
@@ -47,17 +48,37 @@ def get(rt: ReadTx, session_id: str) -> SessionRow | None:
     row = rt.conn.execute(
         f"SELECT * FROM sessions WHERE id = ?{rt.locking(session_id)}", (session_id,)
     ).fetchone()
-    if row is None:
-        return None
-    hold = holds.get(rt, row["hold_id"]) if row["hold_id"] is not None else None
-    return SessionRow.load(row, hold)
+    return None if row is None else _load(rt, row)
 
 
 def require(rt: ReadTx, session_id: str) -> SessionRow:
     session = get(rt, session_id)
     if session is None:
-        raise NotFound(f"no session {session_id}", session_id=session_id)
+        raise _not_found(session_id)
     return session
+
+
+def require_counted(rt: ReadTx, session_id: str) -> tuple[SessionRow, int]:
+    """The Session and how many of its Turns are queued, in one statement: a round
+    trip fewer on PostgreSQL for every Session read (a restart reads each Session
+    several times: kopf's resume, its runner's token check and reconnection)."""
+    row = rt.conn.execute(
+        "SELECT sessions.*, (SELECT count(*) FROM turns WHERE turns.session_id = sessions.id"
+        " AND turns.status = 'queued') AS queued_turns FROM sessions WHERE id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        raise _not_found(session_id)
+    return _load(rt, row), int(row["queued_turns"])
+
+
+def _load(rt: ReadTx, row: Any) -> SessionRow:
+    hold = holds.get(rt, row["hold_id"]) if row["hold_id"] is not None else None
+    return SessionRow.load(row, hold)
+
+
+def _not_found(session_id: str) -> NotFound:
+    return NotFound(f"no session {session_id}", session_id=session_id)
 
 
 def by_idempotency_key(rt: ReadTx, namespace: str, idempotency_key: str) -> SessionRow | None:
