@@ -16,7 +16,7 @@ from helmr.errors import NotFound, SessionNotOpen
 from helmr.operator import kopf_settings
 from helmr.operator.actor_acceptance import check
 from helmr.operator.control_plane import ControlPlane
-from helmr.operator.handler_logs import KOPF_OBJECTS, WatchSuccesses
+from helmr.operator.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 from helmr.operator.kopf_namespaces import install as read_listed_namespaces
 from helmr.operator.labels import (
     LABEL_COMPONENT,
@@ -64,7 +64,7 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
     # kopf's handler (from `kopf run --log-format ...`) writes Helmr's format from
     # here on, kopf's own lines included (helmr.logs).
     logs.configure(plane_settings.log_format)
-    KOPF_OBJECTS.addFilter(WatchSuccesses(session_deleted, actor_seen, runner_pod_event))
+    KOPF_OBJECTS.addFilter(RoutineSuccesses())
     kopf_settings.configure(settings)
     plane = memo["control_plane"] = await ControlPlane.start(plane_settings)
     # kopf watches nothing until its startup handlers return: the handlers below

@@ -1,5 +1,5 @@
-"""kopf's success line of each watch event is dropped, as kopf writes it, and nothing
-else of kopf's: not a watch handler's failure, nor another handler's success."""
+"""kopf's routine success lines are dropped, as kopf writes them, and nothing else of
+kopf's: not a failure or retry, nor the one summary of a creation or update."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import kopf
 import pytest
 
 from helmr.operator import handlers
-from helmr.operator.handler_logs import KOPF_OBJECTS, WatchSuccesses
+from helmr.operator.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 
 
 @pytest.fixture
 def filtered(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    quiet = WatchSuccesses(handlers.session_deleted, handlers.actor_seen, handlers.runner_pod_event)
+    quiet = RoutineSuccesses()
     KOPF_OBJECTS.addFilter(quiet)
     caplog.set_level(logging.INFO, logger=KOPF_OBJECTS.name)
     try:
@@ -24,25 +24,37 @@ def filtered(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixt
         KOPF_OBJECTS.removeFilter(quiet)
 
 
-def test_every_watch_handlers_success_line_is_dropped(filtered: pytest.LogCaptureFixture) -> None:
+def test_every_handlers_success_and_a_clean_resume_are_dropped(
+    filtered: pytest.LogCaptureFixture,
+) -> None:
     # The handlers as kopf registered them, and its line (kopf._core.actions.execution).
-    watching = kopf.get_default_registry()._watching.get_all_handlers()
-    assert {handler.id for handler in watching} == {
-        "session_deleted",
-        "actor_seen",
-        "runner_pod_event",
+    registry = kopf.get_default_registry()
+    registered = [
+        *registry._watching.get_all_handlers(),
+        *registry._changing.get_all_handlers(),
+    ]
+    assert {"session_deleted", "runner_pod_event", "session_admit", "turn_admit"} <= {
+        handler.id for handler in registered
     }
-    for handler in watching:
+    assert handlers.session_admit in {handler.fn for handler in registered}
+    for handler in registered:
         KOPF_OBJECTS.info(f"{handler} succeeded.")
+    # kopf._core.reactor.processing, after the resume handlers of one object.
+    KOPF_OBJECTS.info("Resuming is processed: 2 succeeded; 0 failed.")
 
     assert filtered.records == []
 
 
-def test_failures_and_other_handlers_lines_are_kept(filtered: pytest.LogCaptureFixture) -> None:
+def test_failures_retries_and_applied_objects_outcomes_are_kept(
+    filtered: pytest.LogCaptureFixture,
+) -> None:
     kept = [
         "Handler 'session_deleted' failed with an exception and will try again in 60 seconds: x",
-        "Handler 'session_admit' succeeded.",
+        "Handler 'turn_admit' failed temporarily: Session demo is not admitted yet",
+        "Resuming is processed: 0 succeeded; 1 failed.",
         "Creation is processed: 1 succeeded; 0 failed.",
+        "Updating is processed: 1 succeeded; 0 failed.",
+        "Handler 'session_admit' succeeded. (not kopf's line)",
     ]
     for line in kept:
         KOPF_OBJECTS.info(line)
