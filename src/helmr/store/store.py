@@ -137,7 +137,8 @@ class Store:
         lane = Store(
             self._backend, signals=self._signals, retention=self.retention, background=True
         )
-        lane.observe = self.observe
+        # This store's observer, whenever it is set: not a copy of it as it is now.
+        lane.observe = lambda kind, seconds: self.observe(kind, seconds)
         return lane
 
     async def close(self) -> None:

@@ -22,7 +22,10 @@ WAIT = 30.0
 async def test_the_background_lane_is_the_same_store(store_location: str | Path) -> None:
     async with await Store.open(store_location) as store:
         lane = store.background()
+        observed: list[str] = []
+        store.observe = lambda kind, seconds: observed.append(kind)  # set after the lane
         session_id = await new_session(lane, "s")
+        assert observed == ["write"]
         with store.watching(session_id) as changed:
             event = await lane.append_event(session_id, EventKind.TURN_OUTPUT, "x")
             await asyncio.wait_for(changed.wait(), WAIT)
