@@ -7,7 +7,7 @@ from typing import Any
 
 from helmr.errors import NotFound
 from helmr.states import HoldReason, SessionStatus
-from helmr.store import holds
+from helmr.store import holds, turns
 from helmr.store.codec import db_value, dump_time, load_time, new_id
 from helmr.store.rows import SessionLimits, SessionRow
 from helmr.store.tx import ReadTx, Tx
@@ -63,9 +63,8 @@ def require_counted(rt: ReadTx, session_id: str) -> tuple[SessionRow, int]:
     trip fewer on PostgreSQL for every Session read (a restart reads each Session
     several times: kopf's resume, its runner's token check and reconnection)."""
     row = rt.conn.execute(
-        "SELECT sessions.*, (SELECT count(*) FROM turns WHERE turns.session_id = sessions.id"
-        " AND turns.status = 'queued') AS queued_turns FROM sessions WHERE id = ?",
-        (session_id,),
+        f"SELECT *, ({turns.COUNT_QUEUED}) AS queued_turns FROM sessions WHERE id = ?",
+        (session_id, session_id),
     ).fetchone()
     if row is None:
         raise _not_found(session_id)

@@ -68,10 +68,12 @@ def next_queued(rt: ReadTx, session_id: str) -> TurnRow | None:
     return None if row is None else TurnRow.load(row)
 
 
+COUNT_QUEUED = "SELECT count(*) FROM turns WHERE session_id = ? AND status = 'queued'"
+"""The Session's queued Turns, one parameter: its id (also a column of a Session read)."""
+
+
 def count_queued(rt: ReadTx, session_id: str) -> int:
-    (count,) = rt.conn.execute(
-        "SELECT count(*) FROM turns WHERE session_id = ? AND status = 'queued'", (session_id,)
-    ).fetchone()
+    (count,) = rt.conn.execute(COUNT_QUEUED, (session_id,)).fetchone()
     return int(count)
 
 
