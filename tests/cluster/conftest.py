@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +42,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.cluster)
+
+
+_LOG_START = pytest.StashKey[int]()
+LOG_TAIL_LINES = 500
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    if isinstance(op := getattr(item, "funcargs", {}).get("operator"), Operator):
+        item.stash[_LOG_START] = op.log.stat().st_size if op.log.exists() else 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report carries what the shared operator logged during it:
+    its log is a file in a temporary directory, gone with the machine a CI ran on,
+    and an intermittent failure must be diagnosable from the one run that saw it."""
+    report: pytest.TestReport = yield
+    op = getattr(item, "funcargs", {}).get("operator")
+    if report.when == "call" and report.failed and isinstance(op, Operator):
+        with op.log.open("rb") as log:
+            log.seek(item.stash.get(_LOG_START, 0))
+            lines = log.read().decode(errors="replace").splitlines()
+        report.sections.append(
+            (
+                f"operator log, last {LOG_TAIL_LINES} of its {len(lines)} lines during the test",
+                "\n".join(lines[-LOG_TAIL_LINES:]),
+            )
+        )
+    return report
 
 
 @pytest.fixture(scope="session")
