@@ -48,6 +48,7 @@ from _kwok import SELECTOR, TOLERATIONS, fake_node
 from _stores import each_row
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 from tests.cluster import conftest
 from tests.cluster.sessions import create_actor, service_account_token
 
@@ -337,6 +338,7 @@ async def _load_and_restart(
             op.start()
 
         restarted = await ready_after_restart(http, op, fleet, restart)
+        print(await _restart_profile(http, op), flush=True)
     return Figures(
         rss_mib=rss,
         turns=turns,
@@ -346,6 +348,34 @@ async def _load_and_restart(
         idle=idle - after,
         restart=restarted,
     )
+
+
+RESTART_PROFILED = (
+    "helmr_store_transaction_duration_seconds",
+    "helmr_api_request_duration_seconds",
+)
+
+
+async def _restart_profile(http: aiohttp.ClientSession, op: conftest.Operator) -> str:
+    """Where the restarted process spent its first seconds, from its own metrics:
+    per store lane and kind, and per API route, how many and their mean seconds
+    (queueing included), the busiest first."""
+    async with http.get(f"{op.url}/metrics") as response:
+        text = await response.text()
+    counts: Counter[str] = Counter()
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name not in RESTART_PROFILED:
+            continue
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k != "le")
+            key = f"{family.name.removeprefix('helmr_')}{{{labels}}}"
+            if sample.name.endswith("_count"):
+                counts[key] += int(sample.value)
+            elif sample.name.endswith("_sum"):
+                sums[key] = sums.get(key, 0.0) + sample.value
+    lines = [f"  {n} x {sums[k] / n:.3f} s  {k}" for k, n in counts.most_common(12) if n]
+    return "after the restart, until that Turn completed (its own metrics):\n" + "\n".join(lines)
 
 
 @contextmanager

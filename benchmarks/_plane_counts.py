@@ -58,7 +58,7 @@ def install(app: web.Application, store: Store) -> None:
 
     writer.Writer._commit = counted_commit  # type: ignore[method-assign]
 
-    def observe(kind: str, seconds: float) -> None:
+    def observe(kind: str, lane: str, seconds: float) -> None:
         counts[f"{kind} transactions"] += 1
 
     store.observe = observe

@@ -105,9 +105,10 @@ class OperatorMetrics:
         )
         self.store_transactions = Histogram(
             "helmr_store_transaction_duration_seconds",
-            "Store transactions from asked to done (queueing for the writer included), by kind "
-            "(read, write).",
-            ["kind"],
+            "Store transactions from asked to done (queueing for a connection or the writer"
+            " included), by kind (read, write) and lane (requests: the APIs'; background: the"
+            " leader's reconciliation).",
+            ["kind", "lane"],
             buckets=_STORE_BUCKETS,
             registry=None,
         )
@@ -145,9 +146,9 @@ class OperatorMetrics:
 
         self.timeline = TimelineMetrics(self)
 
-    def store_transaction(self, kind: str, seconds: float) -> None:
+    def store_transaction(self, kind: str, lane: str, seconds: float) -> None:
         """The store's observer (``Store.observe``)."""
-        self.store_transactions.labels(kind).observe(seconds)
+        self.store_transactions.labels(kind, lane).observe(seconds)
 
     def count_sessions(self, counts: SessionCounts) -> None:
         """Sets the Session gauges from the store's counts; every phase and hold

@@ -59,10 +59,12 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
-TransactionObserver = Callable[[str, float], None]
+TransactionObserver = Callable[[str, str, float], None]
+"""Told each transaction's kind (``read``, ``write``), lane (``requests``,
+``background``) and seconds from asked to done, queueing included."""
 
 
-def _unobserved(kind: str, seconds: float) -> None:
+def _unobserved(kind: str, lane: str, seconds: float) -> None:
     return None
 
 
@@ -78,8 +80,8 @@ class Store:
         """Use :meth:`open`."""
         self.retention = retention
         self.observe: TransactionObserver = _unobserved
-        """Told each transaction's kind (``read``, ``write``) and seconds from asked to
-        done, queueing included (the operator's metrics set it)."""
+        """Told of each transaction (the operator's metrics set it)."""
+        self.lane = "background" if background else "requests"
         self._backend = backend
         self._signals = signals
         self._background = background
@@ -138,7 +140,7 @@ class Store:
             self._backend, signals=self._signals, retention=self.retention, background=True
         )
         # This store's observer, whenever it is set: not a copy of it as it is now.
-        lane.observe = lambda kind, seconds: self.observe(kind, seconds)
+        lane.observe = lambda kind, name, seconds: self.observe(kind, name, seconds)
         return lane
 
     async def close(self) -> None:
@@ -166,7 +168,7 @@ class Store:
         try:
             return await self._backend.write(fn, background=self._background)
         finally:
-            self.observe("write", time.perf_counter() - started)
+            self.observe("write", self.lane, time.perf_counter() - started)
 
     async def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Runs ``fn`` on a consistent snapshot that includes every acknowledged write
@@ -176,7 +178,7 @@ class Store:
         try:
             return await self._reads.read(fn)
         finally:
-            self.observe("read", time.perf_counter() - started)
+            self.observe("read", self.lane, time.perf_counter() - started)
 
     def watching(self, session_id: str) -> AbstractContextManager[asyncio.Event]:
         """``with store.watching(sid) as signal``: set by the next commit that touches

@@ -201,7 +201,7 @@ async def test_an_idle_receive_writes_nothing(h: Harness) -> None:
     session = await h.session()
     epoch = await h.control.process_started(session.id)
     writes: list[str] = []
-    h.store.observe = lambda kind, seconds: writes.append(kind) if kind == "write" else None
+    h.store.observe = lambda kind, lane, seconds: writes.append(kind) if kind == "write" else None
     with pytest.raises(ReceiveTimeout):
         await h.control.receive(session.id, epoch, timeout=0)
     await h.control.enqueue(session.id, "x")

@@ -26,7 +26,7 @@ def mirroring(h: Harness, *, api_turn_resources: bool = True) -> tuple[SlowKube,
 def counting_reads(h: Harness) -> Counter[str]:
     """The store's transactions from now on, by kind."""
     counted: Counter[str] = Counter()
-    h.store.observe = lambda kind, seconds: counted.update((kind,))
+    h.store.observe = lambda kind, lane, seconds: counted.update((kind,))
     return counted
 
 

@@ -87,7 +87,7 @@ async def test_a_spec_that_asks_nothing_costs_no_transaction(h: Harness) -> None
     session = await h.session()
     view = await h.control.get_session(session.id)
     transactions: list[str] = []
-    h.store.observe = lambda kind, seconds: transactions.append(kind)
+    h.store.observe = lambda kind, lane, seconds: transactions.append(kind)
     await apply_spec(h.control, view, spec(), interrupt=False)
     assert transactions == []
     await apply_spec(h.control, view, spec(state="Closed"), interrupt=False)

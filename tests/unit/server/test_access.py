@@ -21,7 +21,7 @@ async def counted(store_location: str | Path) -> AsyncIterator[tuple[Api, Counte
     """The API, and the store's transactions by kind from now on."""
     async with open_plane(store_location) as plane:
         transactions: Counter[str] = Counter()
-        plane.store.observe = lambda kind, seconds: transactions.update((kind,))
+        plane.store.observe = lambda kind, lane, seconds: transactions.update((kind,))
         mirror = RecordingMirror()
         tokens = StaticRunnerTokens()
         app = static_app(plane.control, GRANTS, tokens, mirror=mirror, workspaces=mirror)

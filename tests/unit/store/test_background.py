@@ -22,10 +22,12 @@ WAIT = 30.0
 async def test_the_background_lane_is_the_same_store(store_location: str | Path) -> None:
     async with await Store.open(store_location) as store:
         lane = store.background()
-        observed: list[str] = []
-        store.observe = lambda kind, seconds: observed.append(kind)  # set after the lane
+        observed: list[tuple[str, str]] = []
+        # Set after the lane was made: the lane reports to it all the same, as itself.
+        store.observe = lambda kind, name, seconds: observed.append((kind, name))
         session_id = await new_session(lane, "s")
-        assert observed == ["write"]
+        await store.page(session_id)
+        assert observed == [("write", "background"), ("read", "requests")]
         with store.watching(session_id) as changed:
             event = await lane.append_event(session_id, EventKind.TURN_OUTPUT, "x")
             await asyncio.wait_for(changed.wait(), WAIT)
