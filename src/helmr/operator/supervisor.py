@@ -68,6 +68,9 @@ class Supervisor:
         self._waiting_for_actor: set[str] = set()
         # Namespaces whose runner service account this process has made sure of.
         self._accounts: set[str] = set()
+        # Pods of live processes that were being deleted when this process
+        # started, by (session, epoch): followed to their end (see recover).
+        self._ending: dict[tuple[str, int], PodRef] = {}
 
     def wake(self) -> None:
         """Asks for a pass now (a turn was admitted, a pod ended)."""
@@ -86,22 +89,32 @@ class Supervisor:
             self._wake.clear()
 
     async def recover(self) -> None:
-        """After a restart: a live process whose pod is gone was lost meanwhile."""
+        """After a restart: a live process whose pod is gone was lost meanwhile.
+
+        One whose pod is being deleted is followed by the passes until the pod is
+        gone (:meth:`_follow_ending`): its DELETED event may come after this listing
+        but before kopf's watch of pods lists them, and then nothing else would ever
+        report the loss (the Session would wait for its runner forever)."""
         selector = f"{LABEL_COMPONENT}={RUNNER}"
         # With namespaced RBAC (watched namespaces given) pods are listed per namespace.
         scopes: tuple[str | None, ...] = self.settings.watch_namespaces or (None,)
         existing = {
-            (pod.labels[LABEL_SESSION_ID], int(pod.labels[LABEL_EPOCH]))
+            (pod.labels[LABEL_SESSION_ID], int(pod.labels[LABEL_EPOCH])): pod
             for scope in scopes
             for pod in await self.kube.list_pods(scope, selector)
         }
         for session in await self.control.live_processes():
-            if (session.id, session.process_epoch) not in existing:
+            process = (session.id, session.process_epoch)
+            pod = existing.get(process)
+            if pod is None:
                 log.info("session %s: process %d vanished", session.id, session.process_epoch)
                 await self.control.execution_lost(session.id, session.process_epoch)
+            elif pod.deleting:
+                self._ending[process] = pod
 
     async def reconcile(self) -> None:
         now = self.clock()
+        await self._follow_ending()
         await self._each_at_once(
             await self.control.sessions_without_limits(),
             lambda session: self.resolve_limits(session, now),
@@ -125,6 +138,30 @@ class Supervisor:
         self.metrics.storage_pressure.sessions.set(under_pressure)
         await self._each_at_once(waiting, self.start)
         await self.disks.reconcile()
+
+    async def _follow_ending(self) -> None:
+        """The pods :meth:`recover` found being deleted: one that is gone now reports
+        its process's execution lost, as its DELETED event would have (a second
+        report of it, from kopf's watch, is ignored by Control)."""
+        for (session_id, epoch), pod in list(self._ending.items()):
+            await self._isolated(session_id, self._ended(session_id, epoch, pod))
+
+    async def _ended(self, session_id: str, epoch: int, pod: PodRef) -> None:
+        if await self.kube.get_pod(pod.namespace, pod.name) is not None:
+            return
+        del self._ending[(session_id, epoch)]
+        report = PodReport(
+            namespace=pod.namespace,
+            name=pod.name,
+            session_id=session_id,
+            epoch=epoch,
+            deleted=True,
+            started=False,
+            failure=None,
+            outcome="lost",
+            exit_code=None,
+        )
+        await self.pod_reported(report)
 
     async def _each_at_once(
         self, sessions: list[SessionView], step: Callable[[SessionView], Awaitable[None]]

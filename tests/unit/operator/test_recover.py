@@ -1,0 +1,82 @@
+"""After a restart the supervisor finds out what became of the runner pods while no
+operator watched: a live process's pod that is gone was lost; one being deleted
+is followed until it is gone, whether or not kopf's watch ever reports it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helmr.control import SessionView
+from helmr.operator import pods
+from helmr.operator.kube import PodRef
+from helmr.operator.labels import LABEL_EPOCH, LABEL_SESSION_ID
+from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.runner_identity import RunnerPods
+from helmr.operator.settings import Settings
+from helmr.operator.supervisor import Supervisor
+from tests.unit.control.harness import Harness
+from tests.unit.operator.stub_kube import StubKube
+
+
+class RestartedKube(StubKube):
+    """The runner pods the apiserver has: listed, and read one by one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pods: dict[str, PodRef] = {}
+
+    def add(self, session: SessionView, epoch: int, *, deleting: bool) -> None:
+        name = pods.pod_name(session.name, epoch)
+        labels = {LABEL_SESSION_ID: session.id, LABEL_EPOCH: str(epoch)}
+        self.pods[name] = PodRef(session.namespace, name, labels, deleting)
+
+    async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
+        return list(self.pods.values())
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return {"metadata": {"name": name}} if name in self.pods else None
+
+
+def supervisor(h: Harness, kube: RestartedKube) -> Supervisor:
+    return Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics())
+
+
+async def live(h: Harness) -> set[tuple[str, int]]:
+    return {(s.id, s.process_epoch) for s in await h.control.live_processes()}
+
+
+async def test_a_process_whose_pod_is_gone_was_lost(h: Harness) -> None:
+    session = await h.session()
+    epoch, _ = await h.running(session.id)
+
+    await supervisor(h, RestartedKube()).recover()
+
+    assert await live(h) == set()
+    assert "session.execution_lost" in await h.kinds(session.id)
+
+
+async def test_a_pod_being_deleted_at_the_restart_is_followed_until_it_is_gone(
+    h: Harness,
+) -> None:
+    session = await h.session()
+    epoch, turn = await h.running(session.id)
+    kube = RestartedKube()
+    kube.add(session, epoch, deleting=True)
+    plane = supervisor(h, kube)
+
+    await plane.recover()
+    await plane.reconcile()
+    assert await live(h) == {(session.id, epoch)}  # its pod is still there
+
+    # Gone, with no watch event to say so: the next pass reports the loss.
+    del kube.pods[pods.pod_name(session.name, epoch)]
+    await plane.reconcile()
+    assert await live(h) == set()
+    kinds = await h.kinds(session.id)
+    assert kinds.count("session.execution_lost") == 1
+    interrupted = await h.control.get_turn(session.id, turn.id)
+    assert interrupted.status == "interrupted"
+
+    await plane.reconcile()  # followed no more: reported once
+    assert (await h.kinds(session.id)).count("session.execution_lost") == 1
+
