@@ -48,6 +48,7 @@ async def live(h: Harness) -> set[tuple[str, int]]:
 async def test_a_process_whose_pod_is_gone_was_lost(h: Harness) -> None:
     session = await h.session()
     epoch, _ = await h.running(session.id)
+    assert await live(h) == {(session.id, epoch)}
 
     await supervisor(h, RestartedKube()).recover()
 
@@ -79,4 +80,3 @@ async def test_a_pod_being_deleted_at_the_restart_is_followed_until_it_is_gone(
 
     await plane.reconcile()  # followed no more: reported once
     assert (await h.kinds(session.id)).count("session.execution_lost") == 1
-
