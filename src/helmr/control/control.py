@@ -273,3 +273,9 @@ class Control:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
                         await signal.wait()
+                if not signal.is_set():
+                    # Time is up, and nothing touched the Session since ``value`` was
+                    # read: asking again would answer the same. (It was asked again,
+                    # and for a receive that is a write: at 5,000 idle runners, a
+                    # write transaction per runner every 30 s, most of the store's.)
+                    return value

@@ -210,3 +210,26 @@ async def test_an_idle_receive_writes_nothing(h: Harness) -> None:
     assert turn is not None
     assert again == turn
     assert writes == ["write", "write"]  # the enqueue and the receive that started the Turn
+
+
+async def test_a_receive_that_waits_in_vain_reads_once_and_writes_nothing(h: Harness) -> None:
+    """Its time up with nothing committed to the Session meanwhile, a long poll
+    answers what it read: asking again was a write transaction per idle runner."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    kinds: list[str] = []
+    h.store.observe = lambda kind, lane, seconds: kinds.append(kind)
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session.id, epoch, timeout=0.2)
+    assert kinds == ["read"]
+
+
+async def test_a_receive_woken_by_an_enqueue_takes_the_turn(h: Harness) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    waiting = asyncio.create_task(h.control.receive(session.id, epoch, timeout=30))
+    await asyncio.sleep(0.1)  # it has looked, and waits
+    turn = await h.control.enqueue(session.id, "x")
+    taken = await asyncio.wait_for(waiting, 10)
+    assert taken is not None
+    assert taken.id == turn.id
