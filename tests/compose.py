@@ -30,6 +30,7 @@ from helmr.server import (
     StaticAuthenticator,
     StaticRunnerTokens,
     build_app,
+    listen,
 )
 from helmr.server.workspaces import WorkspaceDeleter
 from helmr.store import Store, sessions, utc_now
@@ -100,7 +101,7 @@ async def serving(
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await listen(runner, host, port)
         bound_host, bound_port = runner.addresses[0][:2]
         yield f"http://{bound_host}:{bound_port}"
     finally:

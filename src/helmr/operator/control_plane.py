@@ -30,7 +30,7 @@ from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
-from helmr.server import build_app
+from helmr.server import build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
@@ -135,7 +135,7 @@ class ControlPlane:
     async def _serve(self) -> None:
         await self._runner.setup()
         for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
-            await web.TCPSite(self._runner, self.settings.listen_host, port).start()
+            await listen(self._runner, self.settings.listen_host, port)
             log.info("API listening on %s:%d", self.settings.listen_host, port)
         self._spawn(self.leadership.run(self._lead))
         self._spawn(trim_heap_periodically())

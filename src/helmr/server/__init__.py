@@ -18,6 +18,7 @@ from helmr.server.auth import (
     StaticRunnerTokens,
     User,
 )
+from helmr.server.listen import listen
 from helmr.server.public import Mirror
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "StaticRunnerTokens",
     "User",
     "build_app",
+    "listen",
 ]
