@@ -81,7 +81,6 @@ class Store:
         self.retention = retention
         self.observe: TransactionObserver = _unobserved
         """Told of each transaction (the operator's metrics set it)."""
-        self.lane = "background" if background else "requests"
         self._backend = backend
         self._signals = signals
         self._background = background
@@ -127,6 +126,11 @@ class Store:
                 readers=readers,
             )
         return cls(backend, signals=signals, retention=retention)
+
+    @property
+    def lane(self) -> str:
+        """The lane its transactions are observed in: ``requests`` or ``background``."""
+        return "background" if self._background else "requests"
 
     def background(self) -> Store:
         """This store for work nobody waits on (the leader's reconciliation): the
