@@ -142,9 +142,19 @@ class Supervisor:
     async def _follow_ending(self) -> None:
         """The pods :meth:`recover` found being deleted: one that is gone now reports
         its process's execution lost, as its DELETED event would have (a second
-        report of it, from kopf's watch, is ignored by Control)."""
-        for (session_id, epoch), pod in list(self._ending.items()):
+        report of it, from kopf's watch, is ignored by Control). A pod read each,
+        a few at once, as the pass's other per-Session steps."""
+
+        async def followed(session_id: str, epoch: int, pod: PodRef) -> None:
             await self._isolated(session_id, self._ended(session_id, epoch, pod))
+
+        await each_at_once(
+            STARTED_AT_ONCE,
+            (
+                partial(followed, sid, epoch, pod)
+                for (sid, epoch), pod in list(self._ending.items())
+            ),
+        )
 
     async def _ended(self, session_id: str, epoch: int, pod: PodRef) -> None:
         if await self.kube.get_pod(pod.namespace, pod.name) is not None:
