@@ -8,6 +8,11 @@ threads were busy waiting for the apiserver, with 20 to 60 calls queued for 0.3 
 0.7 s (p50) while the process used a quarter of a core (docs/sizing.md). Here they
 have threads of their own, as many as the client's connection pool keeps
 connections (:func:`api_configuration`), so no call waits for a connection either.
+
+The runners' TokenReviews have a lane of their own (:data:`RUNNER_REVIEWS`): after
+a restart every runner reconnects at once, and 5,000 reviews queued on the shared
+threads would hold up the public API's reviews and the operator's own calls
+for seconds.
 """
 
 from __future__ import annotations
@@ -24,30 +29,46 @@ from kubernetes import client
 P = ParamSpec("P")
 T = TypeVar("T")
 
+
+class Lane:
+    """Threads of their own for some Kubernetes calls (started on first use):
+    beyond ``threads`` calls under way, calls wait their turn in the lane."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        self.threads = threads
+        self._name = name
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(*args, **kwargs)`` on one of the lane's threads: ``asyncio.to_thread``
+        (context variables included) on these threads instead of the loop's default ones."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix=self._name)
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(context.run, fn, *args, **kwargs)
+        )
+
+
 THREADS = 16
-"""Kubernetes calls under way at once; beyond, calls wait their turn here."""
+"""The operator's and the public API's Kubernetes calls under way at once."""
+RUNNER_REVIEW_THREADS = 8
+"""Runner tokens' TokenReviews under way at once (each runner's first call)."""
 LEASE_CONNECTIONS = 1
 """The leader Lease's renewals (helmr.operator.lease), which stay on the loop's
 default executor so that they never wait behind these calls."""
 
-_threads: ThreadPoolExecutor | None = None
+CALLS = Lane(THREADS, "helmr-kube")
+RUNNER_REVIEWS = Lane(RUNNER_REVIEW_THREADS, "helmr-runner-review")
 
 
 def api_configuration() -> client.Configuration:
     """The client's configuration as loaded (kubeconfig or in-cluster), with a
     connection per thread kept in its pool (its default: 5 per CPU of the node)."""
     configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = THREADS + LEASE_CONNECTIONS
+    configuration.connection_pool_maxsize = THREADS + RUNNER_REVIEW_THREADS + LEASE_CONNECTIONS
     return configuration
 
 
-async def call(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` on a Kubernetes call thread: ``asyncio.to_thread``
-    (context variables included) on these threads instead of the loop's default ones."""
-    global _threads
-    if _threads is None:
-        _threads = ThreadPoolExecutor(THREADS, thread_name_prefix="helmr-kube")
-    context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(
-        _threads, functools.partial(context.run, fn, *args, **kwargs)
-    )
+call = CALLS.call
+"""A call on the shared lane: most of the control plane's Kubernetes calls."""

@@ -25,8 +25,7 @@ from helmr.operator.leadership import Leadership, elector
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.mirror import CustomResourceMirror
 from helmr.operator.pod_reports import PodReports
-from helmr.operator.pods import RUNNER_AUDIENCE
-from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier
+from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier, runner_reviewer
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
@@ -105,7 +104,7 @@ class ControlPlane:
             _authenticator(settings, api),
             # Runner pods' projected tokens, whatever authenticates the public API.
             RunnerPodVerifier(
-                KubeAuthenticator(api, audiences=(RUNNER_AUDIENCE,)),
+                runner_reviewer(api),
                 self.runner_pods,
                 self.api_control.get_session,
             ),

@@ -1,8 +1,8 @@
 """Authenticating public API calls against Kubernetes: TokenReview + SubjectAccessReview.
 
 The Kubernetes client is synchronous, so every review runs in a worker thread
-(on :mod:`helmr.kube_threads`): the operator and the API share one event loop, which
-must never block on the apiserver. Positive answers are cached briefly, as the
+(on a :mod:`helmr.kube_threads` lane): the operator and the API share one event loop,
+which must never block on the apiserver. Positive answers are cached briefly, as the
 apiserver's own webhook authenticator does, so that a busy client does not
 cost two reviews per request; denials are never cached, so a new RoleBinding
 takes effect at once.
@@ -52,12 +52,14 @@ class KubeAuthenticator:
         *,
         audiences: Sequence[str] = (),
         cache_ttl: float = 10.0,
+        lane: kube_threads.Lane = kube_threads.CALLS,
     ) -> None:
         self._authn = k8s.AuthenticationV1Api(api_client)
         self._authz = k8s.AuthorizationV1Api(api_client)
         self._audiences = list(audiences) or None
         self._users = _TTLCache(cache_ttl)
         self._grants = _TTLCache(cache_ttl)
+        self._lane = lane
 
     async def authenticate(self, token: str) -> User | None:
         # Keyed by a digest so the cache never holds a usable token.
@@ -65,7 +67,7 @@ class KubeAuthenticator:
         cached = self._users.get(key)
         if isinstance(cached, User):
             return cached
-        user = await kube_threads.call(self._review_token, token)
+        user = await self._lane.call(self._review_token, token)
         if user is not None:
             self._users.put(key, user)
         return user
@@ -77,7 +79,7 @@ class KubeAuthenticator:
         key = (user.name, user.uid, user.groups, extra, namespace, verb, resource)
         if self._grants.get(key) is True:
             return True
-        allowed = await kube_threads.call(self._review_access, user, namespace, verb, resource)
+        allowed = await self._lane.call(self._review_access, user, namespace, verb, resource)
         if allowed:
             self._grants.put(key, True)
         return allowed

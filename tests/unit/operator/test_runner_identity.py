@@ -7,19 +7,32 @@ runner API is the real app, so the epoch the verifier checks is the header's.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from helmr import kube_threads
 from helmr.errors import Unauthenticated
 from helmr.operator import pods
-from helmr.operator.runner_identity import POD_NAME, POD_UID, RunnerPods, RunnerPodVerifier
+from helmr.operator.runner_identity import (
+    POD_NAME,
+    POD_UID,
+    REVIEW_TTL,
+    RunnerPods,
+    RunnerPodVerifier,
+    runner_reviewer,
+)
 from helmr.protocol import EPOCH_HEADER, routes
 from helmr.protocol.api import SessionView
+from helmr.server import kube_auth
 from helmr.server.auth import User
 from tests.compose import static_app
 from tests.unit.control.harness import Harness
+from tests.unit.review_apiserver import serving_reviews
 
 
 class Reviews:
@@ -167,3 +180,30 @@ async def test_the_runner_api_checks_the_token_against_the_calls_epoch_header(
         assert await receive(client, "unknown", epoch) == 401
         assert await receive(client, "live", epoch + 1) == 403
         assert await receive(client, "live", epoch) == 200
+
+
+async def test_the_runner_reviewer_asks_for_the_runner_audience_once_per_ttl_on_its_own_lane(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An idle runner renews its receive every 30 s: each renewal within
+    ``REVIEW_TTL`` is answered from the cache, and a review never waits behind the
+    shared lane's calls (after a restart every runner's first call is reviewed)."""
+    now = [1000.0]
+    monkeypatch.setattr(kube_auth, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    release = threading.Event()
+    # Every thread of the shared lane busy: a review there would wait until released.
+    blocked = asyncio.gather(
+        *(kube_threads.call(release.wait) for _ in range(kube_threads.THREADS))
+    )
+    try:
+        async with serving_reviews() as (apiserver, api):
+            reviewer = runner_reviewer(api)
+            for elapsed in (0.0, 30.0, 60.0, REVIEW_TTL - 1, REVIEW_TTL + 1):
+                now[0] = 1000.0 + elapsed
+                assert await asyncio.wait_for(reviewer.authenticate("good"), 5) is not None
+    finally:
+        release.set()
+        await blocked
+    assert [r["spec"] for r in apiserver.token_reviews] == 2 * [
+        {"token": "good", "audiences": [pods.RUNNER_AUDIENCE]}
+    ]

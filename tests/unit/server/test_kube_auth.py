@@ -2,69 +2,30 @@
 
 The fake serves the two review APIs from this test's event loop, so a review
 that blocked the loop could never be answered: the test finishing shows the
-reviews run off the loop.
+reviews run off the loop (on the authenticator's ``kube_threads`` lane).
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from kubernetes import client as k8s
 
+from helmr import kube_threads
 from helmr.server import User
 from helmr.server.kube_auth import KubeAuthenticator
+from tests.unit.review_apiserver import FakeApiserver, serving_reviews
 
 ALICE = User("alice", "u-1", ("devs",), {"scopes": ("helmr",)})
 
 
-class FakeApiserver:
-    def __init__(self) -> None:
-        self.token_reviews: list[dict[str, Any]] = []
-        self.access_reviews: list[dict[str, Any]] = []
-
-    async def token_review(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.token_reviews.append(body)
-        status: dict[str, Any] = {"authenticated": False}
-        if body["spec"]["token"] == "good":
-            status = {
-                "authenticated": True,
-                "user": {
-                    "username": "alice",
-                    "uid": "u-1",
-                    "groups": ["devs"],
-                    "extra": {"scopes": ["helmr"]},
-                },
-            }
-        return web.json_response({**body, "status": status})
-
-    async def access_review(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.access_reviews.append(body)
-        spec, attrs = body["spec"], body["spec"]["resourceAttributes"]
-        allowed = spec["user"] == "alice" and attrs == {
-            "group": "helmr.dev",
-            "resource": "sessions",
-            "namespace": "team-a",
-            "verb": "get",
-        }
-        return web.json_response({**body, "status": {"allowed": allowed}})
-
-
 @pytest.fixture
 async def apiserver() -> AsyncIterator[tuple[FakeApiserver, k8s.ApiClient]]:
-    fake = FakeApiserver()
-    app = web.Application()
-    app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", fake.token_review)
-    app.router.add_post("/apis/authorization.k8s.io/v1/subjectaccessreviews", fake.access_review)
-    async with TestServer(app) as server:
-        config = k8s.Configuration(host=str(server.make_url("")).rstrip("/"))
-        with k8s.ApiClient(config) as api_client:
-            yield fake, api_client
+    async with serving_reviews() as served:
+        yield served
 
 
 async def test_token_review(apiserver: tuple[FakeApiserver, k8s.ApiClient]) -> None:
@@ -111,3 +72,21 @@ async def test_positive_answers_are_cached_denials_are_not(
     await uncached.authenticate("good")
     await uncached.authenticate("good")
     assert len(fake.token_reviews) == 6
+
+
+async def test_reviews_run_on_the_lane_given_never_behind_another(
+    apiserver: tuple[FakeApiserver, k8s.ApiClient],
+) -> None:
+    _, api_client = apiserver
+    own = kube_threads.Lane(1, "test-reviews")
+    auth = KubeAuthenticator(api_client, lane=own)
+    release = threading.Event()
+    # Every thread of the shared lane busy: a review there would wait until released.
+    blocked = [kube_threads.call(release.wait) for _ in range(kube_threads.THREADS)]
+    waiting = asyncio.gather(*blocked)
+    try:
+        assert await asyncio.wait_for(auth.authenticate("good"), 5) == ALICE
+        assert await asyncio.wait_for(auth.authorize(ALICE, "team-a", "get"), 5) is True
+    finally:
+        release.set()
+        await waiting
