@@ -25,7 +25,7 @@ from typing import Any
 from helmr import kube_threads
 from helmr.control import Control, SessionView
 from helmr.operator.at_once import each_at_once
-from helmr.operator.kube import Kube
+from helmr.operator.kube import Kube, namespace_terminating
 from helmr.operator.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.metrics import OperatorMetrics
 from helmr.operator.volumes import (
@@ -179,23 +179,29 @@ class Disks:
             message = str((status["error"] or {}).get("message") or "snapshot failed")
             # Deleted first, so the next attempt starts over and a given-up save leaves nothing.
             await self.kube.delete_snapshot(namespace, save_name(name, version))
-            save = await self.control.save_failed(namespace, name, version, message)
-            self.metrics.saves.labels("failed").inc()
-            if save.status != "pending":
-                self.save_ended(save)  # given up
-                await self._covered_ended(save)
-            # Backoff: 2, 4, 8... seconds (at most a minute) before the Workspace's
-            # next attempt (of this save, or of a newer one covering it).
-            delay = min(2.0**save.attempts, 60.0)
-            self._retry_at[(namespace, name)] = asyncio.get_running_loop().time() + delay
-            log.warning(
-                "workspace %s/%s: save %d attempt %d failed: %s",
-                namespace,
-                name,
-                version,
-                save.attempts,
-                message,
-            )
+            await self._attempt_failed(save, message)
+
+    async def _attempt_failed(self, save: SaveRow, message: str) -> None:
+        """One attempt at ``save`` failed: it is taken again after a backoff, or
+        given up after ``ControlConfig.max_save_attempts``."""
+        namespace, name, version = save.namespace, save.workspace, save.version
+        save = await self.control.save_failed(namespace, name, version, message)
+        self.metrics.saves.labels("failed").inc()
+        if save.status != "pending":
+            self.save_ended(save)  # given up
+            await self._covered_ended(save)
+        # Backoff: 2, 4, 8... seconds (at most a minute) before the Workspace's
+        # next attempt (of this save, or of a newer one covering it).
+        delay = min(2.0**save.attempts, 60.0)
+        self._retry_at[(namespace, name)] = asyncio.get_running_loop().time() + delay
+        log.warning(
+            "workspace %s/%s: save %d attempt %d failed: %s",
+            namespace,
+            name,
+            version,
+            save.attempts,
+            message,
+        )
 
     async def _covered_ended(self, save: SaveRow) -> None:
         """The saves ``save`` covered ended with it (committed if it is ready)."""
@@ -233,7 +239,14 @@ class Disks:
             turn_id=save.turn_id,
             snapshot_class=computer.volume_snapshot_class_name,
         )
-        await self.kube.create_snapshot(save.namespace, build_save_spec(spec))
+        try:
+            await self.kube.create_snapshot(save.namespace, build_save_spec(spec))
+        except Exception as exc:
+            if not namespace_terminating(exc):
+                raise
+            # Its namespace is going, and the Workspace with it: an attempt that
+            # failed (given up after the last), not a step to retry at every pass.
+            await self._attempt_failed(save, "its namespace is being deleted")
 
     async def _prune(self, namespace: str, name: str, keep: int) -> None:
         for save in await self.control.saves_to_prune(namespace, name, keep):

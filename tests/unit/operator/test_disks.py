@@ -9,14 +9,14 @@ from typing import Any, TypeVar
 
 import pytest
 
-from helmr.control import Control
+from helmr.control import Control, ControlConfig
 from helmr.operator.computer import ADVANCED_AT_ONCE, Disks, RestoreFailed
 from helmr.operator.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource
 from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness
 
-from .stub_kube import StubKube
+from .stub_kube import StubKube, terminating
 
 R = TypeVar("R", bound=Resource[Any, Any])
 NS = "team"
@@ -164,6 +164,32 @@ async def test_a_failed_attempt_counts_once_and_is_retried_after_a_backoff(
     disks._retry_at.clear()  # the backoff elapsed
     await disks.reconcile()
     assert kube.created_snapshots == ["ws-save-1", "ws-save-1"]
+
+
+class TerminatingKube(DiskKube):
+    """Its namespace is being deleted: the apiserver refuses every new snapshot."""
+
+    async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
+        raise terminating(namespace)
+
+
+async def test_a_save_in_a_namespace_being_deleted_fails_its_attempts_and_is_given_up(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube = _with_actor(TerminatingKube())
+    disks = Disks(h.control, kube, OperatorMetrics())
+    ended: list[SaveRow] = []
+    disks.save_ended = ended.append
+    await _session_with_a_completed_turn(h.control, disks, kube)
+    for _ in range(ControlConfig().max_save_attempts):
+        disks._retry_at.clear()  # each backoff elapsed
+        await disks.reconcile()
+    assert await h.control.pending_saves() == []
+    [save] = ended
+    assert (save.status, save.attempts) == ("failed", ControlConfig().max_save_attempts)
+    assert save.error == "its namespace is being deleted"
+    # Each attempt is a line that says so, not a step failing with its traceback.
+    assert not [r for r in caplog.records if r.exc_info]
 
 
 async def _complete_another(control: Control, session_id: str) -> None:
