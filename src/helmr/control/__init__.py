@@ -28,7 +28,7 @@ their data: docs/architecture.md.
 from helmr.control.config import ControlConfig
 from helmr.control.control import Control
 from helmr.control.record import REPORTED_KINDS
-from helmr.control.views import ProcessOutcome, ProcessStop, SessionCounts
+from helmr.control.views import ProcessOutcome, ProcessStop, SessionCounts, SessionName
 from helmr.protocol.api import (
     HoldView,
     MessageView,
@@ -53,6 +53,7 @@ __all__ = [
     "SendResult",
     "SessionCounts",
     "SessionLimits",
+    "SessionName",
     "SessionView",
     "StopReceipt",
     "StorageLimits",

@@ -31,7 +31,13 @@ from helmr.control import (
 )
 from helmr.control.config import ControlConfig
 from helmr.control.transaction import Fence, reads, writes, writes_configured
-from helmr.control.views import load_session, load_turn, session_counts
+from helmr.control.views import (
+    load_session,
+    load_session_name,
+    load_turn,
+    session_counts,
+    session_names_not_ended,
+)
 from helmr.errors import InvalidInput, ReceiveTimeout
 from helmr.events import EventPage
 from helmr.protocol.api import MessageView, TurnView
@@ -53,6 +59,8 @@ class Control:
 
     open_session = writes(sessions.open_session)
     get_session = reads(load_session)
+    get_session_name = reads(load_session_name)
+    session_names_not_ended = reads(session_names_not_ended)
     enqueue = writes(turns.enqueue)
     enqueue_answering_session = writes(turns.enqueue_answering_session)
     get_turn = reads(load_turn)

@@ -8,7 +8,7 @@ own: no route returns them.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -185,6 +185,28 @@ class SessionCounts(_View):
     """Per ``SessionStatus``."""
     held: dict[str, int]
     """Per ``HoldReason``."""
+
+
+class SessionName(NamedTuple):
+    """Where a Session's resource is: set when it opens, never changed. A tuple:
+    the API keeps one for each open Session (helmr.server.session_names)."""
+
+    namespace: str
+    name: str
+
+
+def load_session_name(rt: ReadTx, session_id: str) -> SessionName:
+    """The Session's namespace and name (NotFound if there is none)."""
+    namespace, name = sessions.name(rt, session_id)
+    return SessionName(namespace=namespace, name=name)
+
+
+def session_names_not_ended(rt: ReadTx, limit: int) -> dict[str, SessionName]:
+    """Per id, where the newest ``limit`` Sessions open or closing are."""
+    return {
+        session_id: SessionName(namespace=namespace, name=name)
+        for session_id, namespace, name in sessions.names_not_ended(rt, limit)
+    }
 
 
 def session_counts(rt: ReadTx) -> SessionCounts:

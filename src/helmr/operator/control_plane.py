@@ -29,7 +29,7 @@ from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier, runner
 from helmr.operator.settings import Settings
 from helmr.operator.status_sync import StatusSync
 from helmr.operator.supervisor import Supervisor
-from helmr.server import build_app, listen
+from helmr.server import SessionNames, build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
@@ -99,15 +99,13 @@ class ControlPlane:
             traces=self.traces,
             interval=settings.status_interval,
         )
+        # Loaded before the API listens: a restart is asked at once by every runner.
+        self.session_names = SessionNames(self.api_control)
         self.app = build_app(
             self.api_control,
             _authenticator(settings, api),
             # Runner pods' projected tokens, whatever authenticates the public API.
-            RunnerPodVerifier(
-                runner_reviewer(api),
-                self.runner_pods,
-                self.api_control.get_session,
-            ),
+            RunnerPodVerifier(runner_reviewer(api), self.runner_pods, self.session_names),
             mirror=self.mirror,
             workspaces=self.supervisor.disks,
             max_body=settings.max_request_bytes,
@@ -116,6 +114,7 @@ class ControlPlane:
             refresh_metrics=self._count_sessions,
             runner_connected=self._runner_connected,
             traces=self.traces,
+            session_names=self.session_names,
         )
         self._runner = web.AppRunner(self.app, access_log=None)
         self._tasks: list[asyncio.Task[None]] = []
@@ -132,6 +131,7 @@ class ControlPlane:
         return plane
 
     async def _serve(self) -> None:
+        await self.session_names.load()
         await self._runner.setup()
         for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
             await listen(self._runner, self.settings.listen_host, port)

@@ -29,9 +29,9 @@ from typing import Protocol
 from kubernetes.client import ApiClient
 
 from helmr import kube_threads
+from helmr.control import SessionName
 from helmr.errors import NotFound, Unauthenticated
 from helmr.operator import pods
-from helmr.protocol.api import SessionView
 from helmr.server.auth import User
 from helmr.server.kube_auth import KubeAuthenticator
 
@@ -121,11 +121,12 @@ class RunnerPodVerifier:
         self,
         reviewer: TokenReviewer,
         runner_pods: RunnerPods,
-        session_of: Callable[[str], Awaitable[SessionView]],
+        names: Callable[[str], Awaitable[SessionName]],
     ) -> None:
+        """``names``: where each Session is (``helmr.server.SessionNames``)."""
         self._reviewer = reviewer
         self._runner_pods = runner_pods
-        self._session_of = session_of
+        self._names = names
 
     async def verify(self, session_id: str, epoch: int, token: str) -> bool:
         user = await self._reviewer.authenticate(token)
@@ -138,7 +139,7 @@ class RunnerPodVerifier:
         if created is not None:
             return pod.uid == created
         try:
-            session = await self._session_of(session_id)
+            session = await self._names(session_id)
         except NotFound:
             return False
         if pod != BoundPod(

@@ -20,12 +20,14 @@ from helmr.server.auth import (
 )
 from helmr.server.listen import listen
 from helmr.server.public import Mirror
+from helmr.server.session_names import SessionNames
 
 __all__ = [
     "Authenticator",
     "Grant",
     "Mirror",
     "RunnerTokenVerifier",
+    "SessionNames",
     "StaticAuthenticator",
     "StaticRunnerTokens",
     "User",

@@ -8,9 +8,10 @@ routes: the token must be the identity of exactly the path's session and of
 the process epoch the call claims (``Helmr-Process-Epoch``), so a runner can
 neither act for another session nor pass for another epoch of its own.
 
-A session's namespace never changes, so the guard remembers it: a session route
-whose handler does not take the session (the enqueue, the hot one) is
-authorised without reading the session again. A route that takes it reads it.
+A session's namespace never changes, so the guard asks the API's kept names
+(:mod:`helmr.server.session_names`): a session route whose handler does not
+take the session (the enqueue, the hot one) is authorised without reading the
+session. A route that takes it reads it.
 """
 
 from __future__ import annotations
@@ -26,10 +27,7 @@ from helmr.protocol.api_requests import RunnerHeaders
 from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
 from helmr.server.inputs import headers_of, parse
 from helmr.server.routing import RouteSpec
-
-NAMESPACES_KEPT = 16_384
-"""Sessions whose namespace the guard remembers (the earliest remembered is
-forgotten first): about 150 bytes each."""
+from helmr.server.session_names import SessionNames
 
 
 class AccessGuard:
@@ -40,11 +38,12 @@ class AccessGuard:
         authenticator: Authenticator,
         runner_tokens: RunnerTokenVerifier,
         session_of: Callable[[str], Awaitable[SessionView]],
+        names: SessionNames,
     ) -> None:
         self._authenticator = authenticator
         self._runner_tokens = runner_tokens
         self._session_of = session_of
-        self._namespaces: dict[str, str] = {}
+        self._names = names
 
     async def __call__(
         self, request: web.Request, spec: RouteSpec, path: BaseModel | None, wants_subject: bool
@@ -74,10 +73,11 @@ class AccessGuard:
         namespace: str | None = getattr(path, "namespace", None)
         if namespace is None:
             assert session_id is not None
-            namespace = None if wants_subject else self._namespaces.get(session_id)
-            if namespace is None:
+            if wants_subject:
                 session = await self._session_of(session_id)
-                namespace = self._remember(session)
+                namespace = session.namespace
+            else:
+                namespace = (await self._names(session_id)).namespace
         assert spec.verb is not None
         if not await self._authenticator.authorize(user, namespace, spec.verb, spec.resource):
             raise Forbidden(
@@ -87,9 +87,3 @@ class AccessGuard:
                 verb=spec.verb,
             )
         return session
-
-    def _remember(self, session: SessionView) -> str:
-        if session.id not in self._namespaces and len(self._namespaces) >= NAMESPACES_KEPT:
-            del self._namespaces[next(iter(self._namespaces))]
-        self._namespaces[session.id] = session.namespace
-        return session.namespace

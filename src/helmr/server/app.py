@@ -20,6 +20,7 @@ from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
 from helmr.server.runner_api import RunnerApi, RunnerConnected, ignore_connection
+from helmr.server.session_names import SessionNames
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
 from helmr.server.traces import TurnTraceFacts
@@ -51,6 +52,7 @@ def build_app(
     ready: Callable[[], Awaitable[bool]] = _always_ready,
     leading: Callable[[], bool] = _always_leading,
     traces: TurnTraceFacts | None = None,
+    session_names: SessionNames | None = None,
 ) -> web.Application:
     """The Helmr API over ``control``.
 
@@ -64,6 +66,8 @@ def build_app(
     each runner's ``receive``, ``ready`` answers /readyz (with ``leading``: whether
     this replica leads) and ``traces`` hears of
     admissions and settlements (the Turns' traces, when tracing is on).
+    ``session_names`` are where the Sessions are, kept (shared with a runner
+    token verifier that needs them; made here if not given).
     """
     metrics = Metrics(tuple(collectors), refresh_metrics)
     streams = Streams()
@@ -82,5 +86,6 @@ def build_app(
     )
     app.on_shutdown.append(streams.close_all)
     app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)
-    register(app, ops, AccessGuard(authenticator, runner_tokens, control.get_session))
+    names = SessionNames(control) if session_names is None else session_names
+    register(app, ops, AccessGuard(authenticator, runner_tokens, control.get_session, names))
     return app

@@ -71,6 +71,26 @@ def require_counted(rt: ReadTx, session_id: str) -> tuple[SessionRow, int]:
     return _load(rt, row), int(row["queued_turns"])
 
 
+def name(rt: ReadTx, session_id: str) -> tuple[str, str]:
+    """The Session's namespace and name (NotFound if there is none)."""
+    row = rt.conn.execute(
+        "SELECT namespace, name FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    if row is None:
+        raise _not_found(session_id)
+    return row["namespace"], row["name"]
+
+
+def names_not_ended(rt: ReadTx, limit: int) -> list[tuple[str, str, str]]:
+    """(id, namespace, name) of the newest ``limit`` Sessions open or closing."""
+    rows = rt.conn.execute(
+        "SELECT id, namespace, name FROM sessions WHERE status IN ('open', 'closing')"
+        " ORDER BY created_at DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [(row["id"], row["namespace"], row["name"]) for row in rows]
+
+
 def _load(rt: ReadTx, row: Any) -> SessionRow:
     hold = holds.get(rt, row["hold_id"]) if row["hold_id"] is not None else None
     return SessionRow.load(row, hold)

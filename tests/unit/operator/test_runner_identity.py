@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,7 +29,7 @@ from helmr.operator.runner_identity import (
 )
 from helmr.protocol import EPOCH_HEADER, routes
 from helmr.protocol.api import SessionView
-from helmr.server import kube_auth
+from helmr.server import SessionNames, kube_auth
 from helmr.server.auth import User
 from tests.compose import static_app
 from tests.unit.control.harness import Harness
@@ -69,7 +70,7 @@ def reviews() -> Reviews:
 
 
 def verifier(h: Harness, reviews: Reviews, runner_pods: RunnerPods) -> RunnerPodVerifier:
-    return RunnerPodVerifier(reviews, runner_pods, h.control.get_session)
+    return RunnerPodVerifier(reviews, runner_pods, SessionNames(h.control))
 
 
 def pod_of(session: SessionView, epoch: int) -> str:
@@ -138,6 +139,25 @@ async def test_after_a_restart_the_pod_is_known_by_its_name_namespace_and_accoun
     assert not await check.verify(a.id, 3, "a2")
     assert await check.verify(a.id, 2, "a2")
     assert runner_pods.uid(a.id, 2) == "uid-a2"
+
+
+async def test_after_a_restart_with_the_names_loaded_a_token_check_reads_no_session(
+    h: Harness, reviews: Reviews
+) -> None:
+    """5,000 runners reconnect at once after a restart: their checks are answered
+    from the names the control plane loaded in one read before it listened."""
+    a = await h.session()
+    reviews.bind("a2", pod_of(a, 2), "uid-a2")
+    reviews.bind("elsewhere", pod_of(a, 2), "uid-x", namespace="other-team")
+    names = SessionNames(h.control)
+    await names.load()
+    transactions: Counter[str] = Counter()
+    h.store.observe = lambda kind, lane, seconds: transactions.update((kind,))
+    check = RunnerPodVerifier(reviews, RunnerPods(), names)
+
+    assert not await check.verify(a.id, 2, "elsewhere")
+    assert await check.verify(a.id, 2, "a2")
+    assert transactions == {}
 
 
 async def test_a_forgotten_pod_is_checked_by_name_again_and_older_epochs_never_replace_newer(
