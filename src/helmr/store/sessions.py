@@ -103,7 +103,7 @@ def _not_found(session_id: str) -> NotFound:
 def by_idempotency_key(rt: ReadTx, namespace: str, idempotency_key: str) -> SessionRow | None:
     return _one(
         rt,
-        "SELECT id FROM sessions WHERE namespace = ? AND idempotency_key = ?",
+        "SELECT * FROM sessions WHERE namespace = ? AND idempotency_key = ?",
         (namespace, idempotency_key),
     )
 
@@ -112,7 +112,7 @@ def workspace_owner(rt: ReadTx, namespace: str, workspace: str) -> SessionRow | 
     """The Session that holds the Workspace now (not ended, or its process not gone)."""
     return _one(
         rt,
-        "SELECT id FROM sessions WHERE namespace = ? AND workspace = ?"
+        "SELECT * FROM sessions WHERE namespace = ? AND workspace = ?"
         " AND (status IN ('open', 'closing') OR process_live = 1)",
         (namespace, workspace),
     )
@@ -142,7 +142,7 @@ def without_limits(rt: ReadTx) -> list[SessionRow]:
     """Open or closing Sessions whose limits are not resolved yet."""
     return _many(
         rt,
-        "SELECT id FROM sessions WHERE status IN ('open', 'closing')"
+        "SELECT * FROM sessions WHERE status IN ('open', 'closing')"
         " AND limits_resolved_at IS NULL ORDER BY created_at",
     )
 
@@ -152,7 +152,7 @@ def needing_runner(rt: ReadTx, now: datetime) -> list[SessionRow]:
     after a failed preparation."""
     return _many(
         rt,
-        "SELECT s.id FROM sessions s WHERE s.status IN ('open', 'closing')"
+        "SELECT s.* FROM sessions s WHERE s.status IN ('open', 'closing')"
         " AND s.hold_id IS NULL AND s.process_live = 0"
         " AND (s.retry_at IS NULL OR s.retry_at <= ?)"
         " AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status = 'queued')"
@@ -165,7 +165,7 @@ def past_preparation_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
     """Live processes still not running at their preparation deadline."""
     return _many(
         rt,
-        "SELECT id FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
+        "SELECT * FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
         " AND prepare_deadline_at <= ? ORDER BY prepare_deadline_at",
         (dump_time(now),),
     )
@@ -175,7 +175,7 @@ def idle_past_run_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
     """Live processes past their Run's deadline that hold no Turn (so nothing to settle)."""
     return _many(
         rt,
-        "SELECT id FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
+        "SELECT * FROM sessions WHERE process_live = 1 AND stop_reason IS NULL"
         " AND active_turn_id IS NULL AND run_deadline_at <= ? ORDER BY run_deadline_at",
         (dump_time(now),),
     )
@@ -192,13 +192,13 @@ def idle_with_ttl(rt: ReadTx) -> list[tuple[SessionRow, datetime]]:
     """Open, unheld Sessions with an idle expiry and no work, each with when it
     became idle: its last Turn's end, else its creation."""
     rows = rt.conn.execute(
-        "SELECT s.id, coalesce((SELECT max(t.ended_at) FROM turns t WHERE t.session_id = s.id),"
+        "SELECT s.*, coalesce((SELECT max(t.ended_at) FROM turns t WHERE t.session_id = s.id),"
         " s.created_at) AS idle_since FROM sessions s WHERE s.status = 'open'"
         " AND s.idle_ttl_s IS NOT NULL AND s.hold_id IS NULL AND s.active_turn_id IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id"
         " AND t.status IN ('queued', 'running'))"
     ).fetchall()
-    return [(require(rt, row["id"]), _since(row["idle_since"])) for row in rows]
+    return [(_listed(rt, row), _since(row["idle_since"])) for row in rows]
 
 
 def _since(text: str) -> datetime:
@@ -209,14 +209,14 @@ def _since(text: str) -> datetime:
 
 def live(rt: ReadTx) -> list[SessionRow]:
     """Sessions with a live runner process."""
-    return _many(rt, "SELECT id FROM sessions WHERE process_live = 1 ORDER BY created_at")
+    return _many(rt, "SELECT * FROM sessions WHERE process_live = 1 ORDER BY created_at")
 
 
 def stopping(rt: ReadTx) -> list[SessionRow]:
     """Sessions whose live process has been asked to stop."""
     return _many(
         rt,
-        "SELECT id FROM sessions WHERE process_live = 1 AND stop_reason IS NOT NULL"
+        "SELECT * FROM sessions WHERE process_live = 1 AND stop_reason IS NOT NULL"
         " ORDER BY created_at",
     )
 
@@ -230,13 +230,11 @@ and not asked to stop for another reason."""
 
 def past_stop_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:
     """Sessions whose live process has not let go of an interrupted Turn in time."""
-    return [
-        require(rt, row["id"])
-        for row in rt.conn.execute(
-            f"SELECT id {_AWAITING_RELEASE} AND stop_deadline_at <= ? ORDER BY stop_deadline_at",
-            (dump_time(now),),
-        ).fetchall()
-    ]
+    return _many(
+        rt,
+        f"SELECT * {_AWAITING_RELEASE} AND stop_deadline_at <= ? ORDER BY stop_deadline_at",
+        (dump_time(now),),
+    )
 
 
 def next_stop_deadline(rt: ReadTx) -> datetime | None:
@@ -256,8 +254,16 @@ def counts(rt: ReadTx) -> list[tuple[SessionStatus, HoldReason | None, int]]:
 
 def _one(rt: ReadTx, sql: str, args: tuple[object, ...]) -> SessionRow | None:
     row = rt.conn.execute(sql, args).fetchone()
-    return None if row is None else require(rt, row["id"])
+    return None if row is None else _listed(rt, row)
 
 
 def _many(rt: ReadTx, sql: str, args: tuple[object, ...] = ()) -> list[SessionRow]:
-    return [require(rt, row["id"]) for row in rt.conn.execute(sql, args).fetchall()]
+    return [_listed(rt, row) for row in rt.conn.execute(sql, args).fetchall()]
+
+
+def _listed(rt: ReadTx, row: Any) -> SessionRow:
+    """A Session a list selected whole (``*``). Where rows are locked (a write on
+    PostgreSQL), it is locked and read again: another writer may have changed it
+    since the list was read. Elsewhere it is the listed row, not a statement
+    more per Session: a restart reads 5,000 live processes."""
+    return require(rt, row["id"]) if rt.locks_rows else _load(rt, row)

@@ -46,6 +46,12 @@ class ReadTx:
         the row stays locked until commit (see :meth:`Tx.lock`)."""
         return ""
 
+    @property
+    def locks_rows(self) -> bool:
+        """Whether a Session's row read here is locked first: then a row another
+        statement listed is read again, under its lock, as it is now."""
+        return False
+
 
 class Tx(ReadTx):
     def __init__(self, conn: DbConnection, dialect: Dialect, now: datetime) -> None:
@@ -58,6 +64,10 @@ class Tx(ReadTx):
             return ""
         self._locked.add(session_id)
         return self.dialect.row_lock
+
+    @property
+    def locks_rows(self) -> bool:
+        return self.dialect.row_lock != ""
 
     def touch(self, session_id: str) -> None:
         """Wakes the Session's waiters once this transaction commits."""

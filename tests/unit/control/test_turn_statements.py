@@ -8,11 +8,11 @@ Counted on SQLite, whose statements are the store's own and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from helmr.control import processes, sessions, turns
 from helmr.control.config import ControlConfig
@@ -21,6 +21,7 @@ from helmr.protocol.api import TurnView
 from helmr.store import Tx
 from helmr.store.dialect import SQLITE
 from helmr.store.schema import connect, migrate
+from tests.unit.counting import CountingConnection
 
 T = TypeVar("T")
 
@@ -37,20 +38,10 @@ the receive with nothing queued is answered by the read-only look. A Session rea
 same statement."""
 
 
-class _Counting:
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.statements: list[str] = []
-
-    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
-        self.statements.append(sql)
-        return self.conn.execute(sql, parameters)
-
-
 def test_a_no_op_turn_takes_at_most_its_budget_of_statements(tmp_path: Path) -> None:
     conn = connect(str(tmp_path / "helmr.db"), synchronous="NORMAL", read_only=False)
     migrate(conn)
-    counted = _Counting(conn)
+    counted = CountingConnection(conn)
     spent: dict[str, int] = {}
 
     def run(name: str, fn: Callable[[Tx], T]) -> T:
