@@ -10,15 +10,26 @@ did the same at the cost of ~0.15 s of imports in every runner's cold start
 A failure is a ``ConnectionError`` (a connection refused, or one that closed or
 answered something that is not HTTP) or another ``OSError``; the connection it
 happened on, or was cancelled on (a timeout), is closed, never reused.
+
+Every connection has TCP keepalive on (:data:`KEEPALIVE_IDLE` and the rest): a
+long poll on a control plane whose node went away without closing it (nothing
+answers, nothing is sent) fails within 25 s, however long the poll may wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+KEEPALIVE_IDLE = 10
+"""Seconds a connection is silent before the kernel probes the server."""
+KEEPALIVE_INTERVAL = 5
+KEEPALIVE_PROBES = 3
+"""Probes unanswered, ``KEEPALIVE_INTERVAL`` s apart, before the connection fails."""
 
 
 class HttpClient:
@@ -62,7 +73,9 @@ class HttpClient:
             import ssl as tls  # only for an https URL: it costs a plain runner nothing
 
             ssl = tls.create_default_context()
-        return await asyncio.open_connection(self._host, self._port, ssl=ssl)
+        reader, writer = await asyncio.open_connection(self._host, self._port, ssl=ssl)
+        _keep_alive(writer.get_extra_info("socket"))
+        return reader, writer
 
     def _head(self, path: str, length: int, headers: Mapping[str, str]) -> bytes:
         lines = [
@@ -88,6 +101,13 @@ class HttpClient:
         else:
             writer.close()
         return status, reply
+
+
+def _keep_alive(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
 
 
 async def _read_reply(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
