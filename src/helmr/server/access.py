@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from pydantic import BaseModel
 
+from helmr.control import SessionName
 from helmr.errors import Forbidden, Unauthenticated
 from helmr.protocol.api import SessionView
 from helmr.protocol.api_requests import RunnerHeaders
@@ -76,6 +77,7 @@ class AccessGuard:
             if wants_subject:
                 session = await self._session_of(session_id)
                 namespace = session.namespace
+                self._names.remember(session.id, SessionName(namespace, session.name))
             else:
                 namespace = (await self._names(session_id)).namespace
         assert spec.verb is not None

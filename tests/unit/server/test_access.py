@@ -78,3 +78,16 @@ async def test_a_restarted_api_with_its_names_loaded_reads_no_session_to_authori
             assert transactions == {"write": 1}
             turns = f"/v1/sessions/{session}/turns"
             await api.call("POST", turns, token=OUTSIDER, status=403, json={"input": 3})
+
+
+async def test_a_session_read_by_a_route_that_takes_it_is_kept_for_the_enqueue(
+    counted: tuple[Api, Counter[str]],
+) -> None:
+    api, transactions = counted
+    session = await api.start()
+    transactions.clear()
+    await api.call("GET", f"/v1/sessions/{session}")
+    assert transactions == {"read": 1}
+    transactions.clear()
+    await api.enqueue(session, "one")
+    assert transactions == {"write": 1}
