@@ -59,15 +59,15 @@ class Tx(ReadTx):
         self.touched: set[str] = set()
         self._locked: set[str] = set()
 
-    def locking(self, session_id: str) -> str:
-        if not self.dialect.row_lock:
-            return ""
-        self._locked.add(session_id)
-        return self.dialect.row_lock
-
     @property
     def locks_rows(self) -> bool:
         return self.dialect.row_lock != ""
+
+    def locking(self, session_id: str) -> str:
+        if not self.locks_rows:
+            return ""
+        self._locked.add(session_id)
+        return self.dialect.row_lock
 
     def touch(self, session_id: str) -> None:
         """Wakes the Session's waiters once this transaction commits."""
@@ -76,7 +76,7 @@ class Tx(ReadTx):
     def lock(self, session_id: str) -> None:
         """Holds the Session's row until commit, so no other replica's write to the
         Session interleaves with this one (a no-op where writes are serial)."""
-        if self.dialect.row_lock and session_id not in self._locked:
+        if self.locks_rows and session_id not in self._locked:
             self.conn.execute(
                 f"SELECT 1 FROM sessions WHERE id = ?{self.locking(session_id)}", (session_id,)
             )
