@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -42,7 +43,7 @@ from typing import Any
 import aiohttp
 from _apiserver_writes import SETTLE_SECONDS, helmr_writes, write_rows
 from _common import Table, bench_namespace, new_api_client, prepare
-from _fleet import RECEIVE_WAIT, Fleet, Runner, enqueue, load, ready_after_restart
+from _fleet import RECEIVE_WAIT, Fleet, Runner, enqueue, load
 from _history import seed_history
 from _kwok import SELECTOR, TOLERATIONS, fake_node
 from _stores import each_row
@@ -55,6 +56,7 @@ from tests.cluster.sessions import create_actor, service_account_token
 from helmr.client import Client
 from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.pods import RUNNER_AUDIENCE, RUNNER_SERVICE_ACCOUNT
+from helmr.protocol.api_routes import session_turns
 
 DEFAULT_KUBECONFIG = "/var/lib/helmr-cluster/kubeconfig"
 STARTS_AT_ONCE = 16
@@ -195,6 +197,9 @@ async def measure(
     op = conftest.Operator.for_cluster(
         kubeconfig,
         work,
+        # As the chart serves it: the runners' reconnection after a restart queues on
+        # a socket of its own, not before the public API's clients.
+        own_runner_port=True,
         **location,
         HELMR_API_TURN_RESOURCES=str(args.api_turn_resources).lower(),
         HELMR_RUNNER_NODE_SELECTOR=json.dumps(SELECTOR),
@@ -238,7 +243,7 @@ class Figures:
     """apiserver writes in the run, by verb and resource."""
     idle: Counter[str]
     """The same over as long a window right after, with no Turns."""
-    restart: tuple[float, float]
+    restart: Restart
 
     def line(self) -> str:
         """The figures in one line (the table comes once the namespace is gone)."""
@@ -246,17 +251,14 @@ class Figures:
         p50, p99 = (latencies[int(q * (len(latencies) - 1))] * 1000 for q in (0.5, 0.99))
         writes = sum(self.writes.values()) / max(self.turns, 1)
         return (
-            f"RSS {self.rss_mib:.0f} MiB; restart -> admits {self.restart[0]:.2f} s,"
-            f" done {self.restart[1]:.2f} s; {self.turns / self.seconds:.0f} Turns/s;"
+            f"RSS {self.rss_mib:.0f} MiB; restart -> {self.restart};"
+            f" {self.turns / self.seconds:.0f} Turns/s;"
             f" p50 / p99 {p50:.0f} / {p99:.0f} ms; {writes:.2f} writes per Turn in the run"
         )
 
     def report(self, table: Table, clients: int) -> None:
         table.rows.append(("control-plane RSS", f"{self.rss_mib:.0f} MiB", "", "", ""))
-        table.rows.append(("restart -> API admits a turn", f"{self.restart[0]:.2f} s", "", "", ""))
-        table.rows.append(
-            ("restart -> that turn completed", f"{self.restart[1]:.2f} s", "", "", "")
-        )
+        self.restart.report(table)
         rate = self.turns / self.seconds
         table.rows.append((f"no-op turns/s ({clients} clients)", f"{rate:.0f}", "", "", ""))
         table.latency("enqueue -> turn.running", self.latencies)
@@ -285,7 +287,7 @@ async def connected_fleet(
     timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
     async with (
         aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
-        Fleet(http, op.url).running() as fleet,
+        Fleet(http, op.runner_url).running() as fleet,
     ):
         tokens = asyncio.Semaphore(STARTS_AT_ONCE)
 
@@ -333,11 +335,7 @@ async def _load_and_restart(
         assert op.process is not None
         rss = _rss_mib(op.process.pid)
 
-        def restart() -> None:
-            op.kill()
-            op.start()
-
-        restarted = await ready_after_restart(http, op, fleet, restart)
+        restarted = await _restarted(op, fleet)
         print(await _restart_profile(http, op), flush=True)
     return Figures(
         rss_mib=rss,
@@ -348,6 +346,76 @@ async def _load_and_restart(
         idle=idle - after,
         restart=restarted,
     )
+
+
+PROBE = Path(__file__).with_name("_restart_probe.py")
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """Seconds from the SIGKILL until the new process listened (its log's
+    ``API listening``), until it first answered the probe (a 5xx counts), until its
+    API admitted the probe's Turn, and until that Turn completed."""
+
+    listening: float
+    answered: float
+    admitted: float
+    done: float
+
+    def __str__(self) -> str:
+        return (
+            f"listening {self.listening:.2f} s, answers {self.answered:.2f} s,"
+            f" admits {self.admitted:.2f} s, done {self.done:.2f} s"
+        )
+
+    def report(self, table: Table) -> None:
+        for what, seconds in (
+            ("restart -> the API listens", self.listening),
+            ("restart -> API admits a turn", self.admitted),
+            ("restart -> that turn completed", self.done),
+        ):
+            table.rows.append((what, f"{seconds:.2f} s", "", "", ""))
+
+
+async def _restarted(op: conftest.Operator, fleet: Fleet) -> Restart:
+    """SIGKILL, and a new process at once. The Turn that shows the API admits again
+    is asked for by a probe in a process of its own (``_restart_probe.py`` says why),
+    from the moment of the kill, not after some readiness check of the benchmark's."""
+    killed = time.time()
+    op.kill()
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(PROBE),
+        op.url + session_turns(fleet.sessions[0]),
+        op.token,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    op.spawn()
+    out, _ = await probe.communicate()
+    if probe.returncode != 0:
+        raise SystemExit(f"the restart probe failed ({probe.returncode}); see {op.log}")
+    answer = json.loads(out)
+    await asyncio.wait_for(fleet.waiter(answer["turn"]), 120)
+    done = time.time()
+    return Restart(
+        listening=_logged_at(op.log, "API listening", after=killed) - killed,
+        answered=answer["first_answer"] - killed,
+        admitted=answer["admitted"] - killed,
+        done=done - killed,
+    )
+
+
+def _logged_at(log: Path, message: str, *, after: float) -> float:
+    """When the operator first logged ``message`` after ``after`` (text lines:
+    ``%Y-%m-%d %H:%M:%S,mmm`` local time first)."""
+    for line in log.read_text(errors="replace").splitlines():
+        if message not in line:
+            continue
+        stamp, _, millis = line[:23].partition(",")
+        at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+        if at > after:
+            return at
+    return float("nan")
 
 
 RESTART_PROFILED = (

@@ -193,21 +193,30 @@ class Operator:
     token: str
     env: dict[str, str]
     log: Path
+    runner_url: str
+    """Where runner pods reach its runner API."""
     process: subprocess.Popen[bytes] | None = None
     modules: tuple[str, ...] = ("helmr.operator",)
     """The modules ``kopf run`` loads (a benchmark adds a probe of its own)."""
 
     @classmethod
-    def for_cluster(cls, kubeconfig: str, data: Path, **settings: str) -> Operator:
+    def for_cluster(
+        cls, kubeconfig: str, data: Path, *, own_runner_port: bool = False, **settings: str
+    ) -> Operator:
         """An operator (not started) against ``kubeconfig`` that keeps its store in
-        ``data``, on a free port, with a static token; ``settings`` add env vars."""
+        ``data``, on a free port, with a static token; ``settings`` add env vars.
+        ``own_runner_port``: the runner API on a port of its own, as the chart
+        serves it, rather than beside the public API."""
         port = _free_port()
+        runner_port = _free_port() if own_runner_port else port
+        runner_url = f"http://{_node_ip()}:{runner_port}"
         token = uuid.uuid4().hex
         env = dict(os.environ) | {
             "KUBECONFIG": kubeconfig,
             "HELMR_STORE_PATH": str(data / "helmr.db"),
             "HELMR_API_PORT": str(port),
-            "HELMR_RUNNER_URL": f"http://{_node_ip()}:{port}",
+            "HELMR_RUNNER_PORT": str(runner_port),
+            "HELMR_RUNNER_URL": runner_url,
             "HELMR_AUTH": f"static:{token}",
         }
         return cls(
@@ -215,10 +224,26 @@ class Operator:
             token=token,
             env=env | settings,
             log=data / "operator.log",
+            runner_url=runner_url,
         )
 
     def start(self, namespaces: str = f"{RUN_PREFIX}*") -> None:
-        """Starts it watching ``namespaces`` (kopf's ``--namespace`` pattern)."""
+        """Starts it watching ``namespaces`` (kopf's ``--namespace`` pattern), and
+        returns once it answers ``/healthz``."""
+        self.spawn(namespaces)
+        assert self.process is not None
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.url}/healthz", timeout=1)
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"operator did not start; see {self.log}") from None
+                time.sleep(0.2)
+
+    def spawn(self, namespaces: str = f"{RUN_PREFIX}*") -> None:
+        """Starts its process, without waiting for it to serve."""
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [
@@ -235,15 +260,6 @@ class Operator:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.url}/healthz", timeout=1)
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"operator did not start; see {self.log}") from None
-                time.sleep(0.2)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup runs, as when a node dies under the control plane."""
