@@ -327,7 +327,8 @@ async def _load_and_restart(
     async with connected_fleet(op, core, namespace, pods) as (http, fleet):
         await asyncio.sleep(SETTLE_SECONDS)
         before = await asyncio.to_thread(helmr_writes, kubeconfig)
-        turns, seconds, latencies = await load(http, op, fleet, args.clients, args.seconds)
+        async with _profiled(op, args.profile, args.seconds):
+            turns, seconds, latencies = await load(http, op, fleet, args.clients, args.seconds)
         await asyncio.sleep(SETTLE_SECONDS)
         after = await asyncio.to_thread(helmr_writes, kubeconfig)
         await asyncio.sleep(seconds + SETTLE_SECONDS)  # the idle window
@@ -349,6 +350,35 @@ async def _load_and_restart(
 
 
 PROBE = Path(__file__).with_name("_restart_probe.py")
+PROFILE_RATE = 50
+
+
+@asynccontextmanager
+async def _profiled(
+    op: conftest.Operator, into: Path | None, seconds: float
+) -> AsyncIterator[None]:
+    """With ``into``, py-spy samples every thread of the control plane, idle ones
+    too (``--idle``: where the store's threads wait for PostgreSQL shows), for
+    ``seconds`` from now, into ``into`` as collapsed stacks (one line per stack, its
+    count last; ``--gil`` is left off, so waiting threads count)."""
+    if into is None:
+        yield
+        return
+    assert op.process is not None
+    # Beside this Python (a virtualenv's bin), else on PATH.
+    beside = Path(sys.executable).with_name("py-spy")
+    spy = await asyncio.create_subprocess_exec(
+        str(beside) if beside.exists() else "py-spy",
+        *("record", "--format", "raw", "--idle", "--threads", "--nonblocking"),
+        *("--rate", str(PROFILE_RATE), "--duration", str(int(seconds))),
+        *("--pid", str(op.process.pid), "--output", str(into)),
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        await spy.wait()
+        print(f"  profile of the load: {into} (py-spy exit {spy.returncode})", flush=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -243,6 +243,12 @@ def main() -> None:
     writes.add_argument("--build", action="store_true", help="build the runner image first")
     kwok = modes.add_parser("kwok", help="the real control plane, runner pods on a kwok node")
     load_arguments(kwok, 10_000)
+    kwok.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy (pip install py-spy) samples the control plane over the load into"
+        " this file (collapsed stacks, every thread, idle ones included)",
+    )
     args = parser.parse_args()
     if args.mode == "fleet":
         asyncio.run(fleet_bench(args))
