@@ -4,7 +4,9 @@ for it: a review that blocked the loop could never be answered."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,16 +15,27 @@ from aiohttp.test_utils import TestServer
 from kubernetes import client as k8s
 
 
+def jwt(claims: dict[str, Any]) -> str:
+    """A token shaped as a JWT with ``claims`` (unsigned: the fake apiserver vouches)."""
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.signature"
+
+
 class FakeApiserver:
     def __init__(self) -> None:
         self.token_reviews: list[dict[str, Any]] = []
         self.access_reviews: list[dict[str, Any]] = []
+        self.good_tokens = {"good"}
+        """The tokens it authenticates (as alice)."""
 
     async def token_review(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.token_reviews.append(body)
         status: dict[str, Any] = {"authenticated": False}
-        if body["spec"]["token"] == "good":
+        if body["spec"]["token"] in self.good_tokens:
             status = {
                 "authenticated": True,
                 "user": {

@@ -15,9 +15,9 @@ pod, and maps the pod to the session and process epoch it was created for:
 
 So no Secret is needed, and a token is good for one session and one epoch:
 ``Control`` then fences a pod whose epoch is no longer the session's (409
-``stale_epoch``). TokenReview answers are cached by the reviewer
-(``KubeAuthenticator``, :data:`REVIEW_TTL`), so a runner's calls do not each cost
-an apiserver round trip.
+``stale_epoch``). TokenReview answers are cached by the reviewer until the token
+expires (``KubeAuthenticator``, :data:`REVIEW_TTL`), so a runner's calls do not
+each cost an apiserver round trip.
 """
 
 from __future__ import annotations
@@ -40,23 +40,29 @@ POD_UID = "authentication.kubernetes.io/pod-uid"
 """The user extra of a pod-bound service-account token, as TokenReview reports it."""
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
-REVIEW_TTL = 120.0
-"""Seconds a runner token's review is trusted, as long as the apiserver's own
-webhook token authenticator caches one by default. With reviews cached for 10 s
-(the public API's), every renewal of an idle runner's ``receive`` cost a
-TokenReview: 172 a second measured with 5,000 idle Sessions renewing every 30 s.
-A pod deleted within the two minutes cannot act on its cached review: its
-process epoch is fenced (409 ``stale_epoch``) once its loss is recorded."""
+REVIEW_TTL = float(pods.TOKEN_SECONDS)
+"""Seconds a runner token's review is trusted at most, and never past the token's
+own expiry (its JWT ``exp``): a pod's token is reviewed about once for its
+lifetime (the kubelet mints a new one when 80% of it has passed). With a
+two-minute cache, 5,000 runners cost the apiserver 42 reviews a second for tokens
+it had already vouched for; in a profile of the control plane at 5,000 Sessions on
+kwok, under load, the 8 threads of reviews spent 89% of their time waiting for the
+apiserver's answers (docs/sizing.md, H). What a review vouches for that can change
+before the token expires is its pod's existence: a pod deleted meanwhile cannot
+act on a cached review, because its process epoch is fenced (409 ``stale_epoch``)
+once its loss is recorded."""
 
 
 def runner_reviewer(api: ApiClient) -> KubeAuthenticator:
     """The apiserver's reviews of runner tokens: for the runners' audience, cached
-    for :data:`REVIEW_TTL`, on threads of their own (``kube_threads.RUNNER_REVIEWS``)."""
+    for :data:`REVIEW_TTL` and until the token expires, on threads of their own
+    (``kube_threads.RUNNER_REVIEWS``)."""
     return KubeAuthenticator(
         api,
         audiences=(pods.RUNNER_AUDIENCE,),
         cache_ttl=REVIEW_TTL,
         lane=kube_threads.RUNNER_REVIEWS,
+        until_expiry=True,
     )
 
 

@@ -5,12 +5,16 @@ The Kubernetes client is synchronous, so every review runs in a worker thread
 which must never block on the apiserver. Positive answers are cached briefly, as the
 apiserver's own webhook authenticator does, so that a busy client does not
 cost two reviews per request; denials are never cached, so a new RoleBinding
-takes effect at once.
+takes effect at once. A token's review may also be trusted only until the token
+expires (``until_expiry``: its JWT ``exp``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import json
 import time
 from collections.abc import Hashable, Sequence
 
@@ -34,13 +38,30 @@ class _TTLCache:
             return None
         return hit[1]
 
-    def put(self, key: Hashable, value: object) -> None:
-        if self._ttl <= 0:
+    def put(self, key: Hashable, value: object, lasts: float | None = None) -> None:
+        """Keeps ``value`` for the cache's ttl, or for ``lasts`` seconds if that is shorter."""
+        ttl = self._ttl if lasts is None else min(self._ttl, lasts)
+        if ttl <= 0:
             return
         now = time.monotonic()
         if len(self._entries) > 10_000:  # bound memory under many distinct tokens
             self._entries = {k: v for k, v in self._entries.items() if v[0] >= now}
-        self._entries[key] = (now + self._ttl, value)
+        self._entries[key] = (now + ttl, value)
+
+
+def token_expiry(token: str) -> float | None:
+    """When a JWT says it expires (its ``exp`` claim, seconds since the epoch), read
+    without checking its signature: the apiserver's review is what vouches for the
+    token. None for a token that is not a JWT with a numeric ``exp``."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        expiry = claims["exp"]
+    except (IndexError, KeyError, TypeError, ValueError, binascii.Error):
+        return None
+    if isinstance(expiry, bool) or not isinstance(expiry, int | float):
+        return None
+    return float(expiry)
 
 
 class KubeAuthenticator:
@@ -53,7 +74,11 @@ class KubeAuthenticator:
         audiences: Sequence[str] = (),
         cache_ttl: float = 10.0,
         lane: kube_threads.Lane = kube_threads.CALLS,
+        until_expiry: bool = False,
     ) -> None:
+        """``until_expiry``: a token's review is kept at most until the token expires
+        (:func:`token_expiry`), and not at all when its expiry cannot be read."""
+        self._until_expiry = until_expiry
         self._authn = k8s.AuthenticationV1Api(api_client)
         self._authz = k8s.AuthorizationV1Api(api_client)
         self._audiences = list(audiences) or None
@@ -69,8 +94,15 @@ class KubeAuthenticator:
             return cached
         user = await self._lane.call(self._review_token, token)
         if user is not None:
-            self._users.put(key, user)
+            self._users.put(key, user, self._lasts(token))
         return user
+
+    def _lasts(self, token: str) -> float | None:
+        """How long the token's review may be kept at most: None, the cache's ttl."""
+        if not self._until_expiry:
+            return None
+        expiry = token_expiry(token)
+        return 0.0 if expiry is None else expiry - time.time()
 
     async def authorize(
         self, user: User, namespace: str, verb: Verb, resource: str = SESSIONS

@@ -33,7 +33,7 @@ from helmr.server import SessionNames, kube_auth
 from helmr.server.auth import User
 from tests.compose import static_app
 from tests.unit.control.harness import Harness
-from tests.unit.review_apiserver import serving_reviews
+from tests.unit.review_apiserver import jwt, serving_reviews
 
 
 class Reviews:
@@ -202,14 +202,19 @@ async def test_the_runner_api_checks_the_token_against_the_calls_epoch_header(
         assert await receive(client, "live", epoch) == 200
 
 
-async def test_the_runner_reviewer_asks_for_the_runner_audience_once_per_ttl_on_its_own_lane(
+async def test_the_runner_reviewer_asks_for_the_runner_audience_once_per_token_on_its_own_lane(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """An idle runner renews its receive every 30 s: each renewal within
-    ``REVIEW_TTL`` is answered from the cache, and a review never waits behind the
-    shared lane's calls (after a restart every runner's first call is reviewed)."""
+    """A runner's calls with one token are answered from the cache until the token
+    expires (its lifetime is ``REVIEW_TTL``): each pod's token is reviewed once, and
+    a review never waits behind the shared lane's calls (after a restart every
+    runner's first call is reviewed)."""
     now = [1000.0]
-    monkeypatch.setattr(kube_auth, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    clock = SimpleNamespace(monotonic=lambda: now[0], time=lambda: 1_700_000_000 + now[0])
+    monkeypatch.setattr(kube_auth, "time", clock)
+    # As the kubelet mints it: valid for TOKEN_SECONDS from now.
+    token = jwt({"exp": clock.time() + pods.TOKEN_SECONDS, "aud": [pods.RUNNER_AUDIENCE]})
+    assert pods.TOKEN_SECONDS == REVIEW_TTL
     release = threading.Event()
     # Every thread of the shared lane busy: a review there would wait until released.
     blocked = asyncio.gather(
@@ -217,13 +222,16 @@ async def test_the_runner_reviewer_asks_for_the_runner_audience_once_per_ttl_on_
     )
     try:
         async with serving_reviews() as (apiserver, api):
+            apiserver.good_tokens.add(token)
             reviewer = runner_reviewer(api)
-            for elapsed in (0.0, 30.0, 60.0, REVIEW_TTL - 1, REVIEW_TTL + 1):
+            # Renewals of an idle receive; past its expiry (600 s) the token is reviewed
+            # again (which the real apiserver would refuse).
+            for elapsed in (0.0, 120.0, 121.0, 479.0, REVIEW_TTL - 1, REVIEW_TTL + 1):
                 now[0] = 1000.0 + elapsed
-                assert await asyncio.wait_for(reviewer.authenticate("good"), 5) is not None
+                assert await asyncio.wait_for(reviewer.authenticate(token), 5) is not None
     finally:
         release.set()
         await blocked
     assert [r["spec"] for r in apiserver.token_reviews] == 2 * [
-        {"token": "good", "audiences": [pods.RUNNER_AUDIENCE]}
+        {"token": token, "audiences": [pods.RUNNER_AUDIENCE]}
     ]
