@@ -6,6 +6,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.unit.api import (
     ADMIN,
     Api,
@@ -43,6 +45,11 @@ async def test_document_names_parameters_bodies_and_errors(api: Api) -> None:
     assert "text/event-stream" in stream["responses"]["200"]["content"]
 
 
+# Its work is bounded by the example count, not by time: a separate fuzzer
+# process (seconds to import) sends a few hundred requests, 8 to 11 s alone on
+# 2 cores and three times that beside other test runs; 30 s is the budget of
+# one in-process test, so it gets more, still far below a hang's 600.
+@pytest.mark.timeout(120)
 async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> None:
     """Fuzzes every operation (bounded) against the live app on loopback.
 

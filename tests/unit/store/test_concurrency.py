@@ -13,6 +13,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -95,6 +96,10 @@ session_counts = st.integers(1, 4)
 page_limits = st.lists(st.integers(1, 60), min_size=1, max_size=8)
 
 
+# Bounded by the examples' work (six runs of thousands of appends), not by
+# time: it shares 2 cores with whatever else runs, so it gets more than the
+# 30 s of one in-process test, still far below a hang's 600.
+@pytest.mark.timeout(120)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans=_plans(500), session_count=session_counts, limits=page_limits)
 def test_concurrent_appends_are_paged_without_skips_or_repeats_on_sqlite(
@@ -106,6 +111,7 @@ def test_concurrent_appends_are_paged_without_skips_or_repeats_on_sqlite(
 
 # Fewer and shorter: each append is a round trip to a server, and appends to one
 # Session wait on its row lock.
+@pytest.mark.timeout(120)
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans=_plans(80), session_count=session_counts, limits=page_limits)
 def test_concurrent_appends_are_paged_without_skips_or_repeats_on_postgresql(
