@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from helmr.client import Client, SessionRef
+from helmr.resources import GROUP, SESSIONS, VERSION
 
 from .sessions import all_events, create_actor, event_data, eventually
 
@@ -49,9 +50,20 @@ async def test_a_full_disk_pauses_queued_turns_until_resumed_and_freeing_it_reso
     assert paused["state"] == "paused"
     assert paused["capacityBytes"] == SIZE
     assert 0.9 * SIZE <= paused["usedBytes"] < 0.98 * SIZE
-    held = (await session.retrieve()).hold
+    state = await session.retrieve()
+    held = state.hold
     assert held is not None
     assert (held.reason, held.hold_id) == ("storage_pressure", paused["holdId"])
+    # kubectl sees why: a nearly full disk, not the recovery gap's lost work.
+    condition = await eventually(
+        lambda: _held_condition(api_client, namespace, state.name),
+        timeout=60,
+        what="the Session's Held condition",
+    )
+    assert condition["reason"] == "StoragePressure"
+    assert "the Computer disk is nearly full" in condition["message"]
+    assert "lost" not in condition["message"]
+    assert f"spec.resume.holdId: {held.hold_id}" in condition["message"]
 
     # Queued work waits while the Session is paused.
     cleaner = await session.enqueue({"remove": ["big.bin"], "size": ["big.bin"]})
@@ -74,6 +86,18 @@ async def test_a_full_disk_pauses_queued_turns_until_resumed_and_freeing_it_reso
     assert len(pressure) == 2  # once per transition, however often the runner reported
     [resume] = [e for e in events if e.kind == "session.resume"]
     assert pressure[0].sequence < resume.sequence < pressure[1].sequence
+
+
+def _held_condition(
+    api_client: client.ApiClient, namespace: str, name: str
+) -> dict[str, Any] | None:
+    """The Session resource's ``Held`` condition, once it is True."""
+    cr: dict[str, Any] = client.CustomObjectsApi(api_client).get_namespaced_custom_object(  # type: ignore[assignment]
+        GROUP, VERSION, namespace, SESSIONS, name
+    )
+    conditions = (cr.get("status") or {}).get("conditions") or []
+    held = [c for c in conditions if c["type"] == "Held" and c["status"] == "True"]
+    return held[0] if held else None
 
 
 async def _twice(session: SessionRef) -> list[dict[str, Any]] | None:

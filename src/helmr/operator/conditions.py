@@ -15,16 +15,26 @@ from typing import Literal
 
 from helmr.control import SessionView, TurnView
 from helmr.resources import Condition
+from helmr.states import HoldReason
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 # A condition's message is a sentence for `kubectl describe`; a Turn's full error is in its status.
 MESSAGE_MAX = 1024
 
-_HOLD_REASONS = {
-    "interrupt": "Interrupted",
-    "process_failures": "ProcessFailures",
-    "recovery_gap": "RecoveryGap",
+# Each hold reason's condition reason and why it holds, in the `Held` message.
+_HOLD_REASONS: dict[HoldReason, tuple[str, str]] = {
+    "interrupt": ("Interrupted", "an interrupt was accepted"),
+    "process_failures": ("ProcessFailures", "three consecutive process failures"),
+    "recovery_gap": (
+        "RecoveryGap",
+        "completed work was lost with the Computer and needs acknowledgement",
+    ),
+    "storage_pressure": (
+        "StoragePressure",
+        "the Computer disk is nearly full (past pauseAt), so queued Turns wait;"
+        " resuming lets them run so the agent can free space",
+    ),
 }
 _CLOSE_REASONS = {"close": "Drained", "cancel": "Cancelled", "idle": "IdleClosed"}
 
@@ -152,19 +162,12 @@ def _held(view: SessionView) -> Observation:
     hold = view.hold
     if hold is None:
         return Observation("Held", "False", "NotHeld", "no hold is in force")
-    if hold.reason == "interrupt":
-        why = "an interrupt was accepted"
-    elif hold.reason == "process_failures":
-        why = "three consecutive process failures"
-    else:
-        why = "completed work was lost with the Computer and needs acknowledgement"
+    reason, why = _HOLD_REASONS[hold.reason]
     stopping = "" if hold.converged else "; the interrupted Turn is still stopping"
     message = (
         f"hold {hold.hold_id}: {why}{stopping}. Resume with spec.resume.holdId: {hold.hold_id}"
     )
-    return Observation(
-        "Held", "True", _HOLD_REASONS.get(hold.reason, camel(hold.reason)), message, hold.created_at
-    )
+    return Observation("Held", "True", reason, message, hold.created_at)
 
 
 def _closed(view: SessionView) -> Observation:

@@ -3,8 +3,12 @@ lastTransitionTime that moves only when a condition's status does."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import get_args
 
+from helmr.control import HoldView
 from helmr.operator.conditions import (
     Observation,
     camel,
@@ -12,7 +16,7 @@ from helmr.operator.conditions import (
     settle,
     turn_observations,
 )
-from helmr.states import ErrorInfo
+from helmr.states import ErrorInfo, HoldReason
 from tests.unit.control.harness import Harness
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -84,6 +88,45 @@ async def test_session_conditions_follow_its_life(h: Harness) -> None:
     assert (closed["Closed"].status, closed["Closed"].reason) == ("True", "Cancelled")
     assert (closed["Ready"].status, closed["Ready"].reason) == ("False", "Closed")
     assert (await h.control.get_turn(session.id, turn.id)).status == "interrupted"
+
+
+async def _held_by(h: Harness, reason: HoldReason) -> Observation:
+    session = await h.session()
+    hold = HoldView(
+        hold_id="hold-1",
+        reason=reason,
+        scope="session",
+        turn_id=None,
+        created_at=T0,
+        converged=True,
+    )
+    return by_type(session_observations(session.model_copy(update={"hold": hold}), None))["Held"]
+
+
+async def test_each_hold_reason_reads_as_its_own_reason_and_message(h: Harness) -> None:
+    held = {reason: await _held_by(h, reason) for reason in get_args(HoldReason)}
+    assert {reason: o.reason for reason, o in held.items()} == {
+        "interrupt": "Interrupted",
+        "process_failures": "ProcessFailures",
+        "recovery_gap": "RecoveryGap",
+        "storage_pressure": "StoragePressure",
+    }
+    assert len({o.message for o in held.values()}) == len(held)
+    for observed in held.values():
+        assert "Resume with spec.resume.holdId: hold-1" in observed.message
+    assert "needs acknowledgement" in held["recovery_gap"].message
+    # The disk is only nearly full: nothing was lost.
+    pressure = held["storage_pressure"].message
+    assert "nearly full" in pressure
+    assert "lost" not in pressure
+    assert "free space" in pressure
+
+
+def test_the_docs_list_every_held_reason() -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "resources.md").read_text()
+    [row] = [line for line in docs.splitlines() if line.startswith("| `Session` | `Held` |")]
+    listed = set(re.findall(r"`([A-Z][A-Za-z]+)`", row.split("|")[4]))
+    assert listed == {"Interrupted", "ProcessFailures", "RecoveryGap", "StoragePressure", "NotHeld"}
 
 
 async def test_a_failed_session_says_why(h: Harness) -> None:
