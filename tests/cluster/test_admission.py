@@ -189,6 +189,76 @@ def test_minimal_manifests_are_admitted_and_defaulted(objects: Objects) -> None:
     assert stored_turn["spec"] == {"sessionRef": {"name": "review-42"}, "input": None}
 
 
+ZONE = "topology.kubernetes.io/zone"
+RUNNERS = {"matchLabels": {"helmr.dev/component": "runner"}}
+FULL_POD: Manifest = {
+    "imagePullSecrets": [{"name": "registry-a"}, {"name": "registry.b"}],
+    "runtimeClassName": "gvisor",
+    "priorityClassName": "agents-low",
+    "nodeSelector": {"pool": "agents", "example.com/gpu": "none"},
+    "tolerations": [
+        {"key": "pool", "operator": "Equal", "value": "agents", "effect": "NoSchedule"},
+        {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+    ],
+    "affinity": {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["a", "b"]}]},
+                    {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["4"]}]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {"matchExpressions": [{"key": "spot", "operator": "Exists"}]},
+                }
+            ],
+        },
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {"app": "cache"}},
+                        "namespaceSelector": {},
+                        "topologyKey": ZONE,
+                    },
+                }
+            ]
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {"key": "tier", "operator": "NotIn", "values": ["agents"]}
+                        ]
+                    },
+                    "namespaces": ["databases"],
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        },
+    },
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": RUNNERS,
+            "minDomains": 2,
+            "matchLabelKeys": ["helmr.dev/session"],
+            "nodeAffinityPolicy": "Honor",
+            "nodeTaintsPolicy": "Ignore",
+        }
+    ],
+    "labels": {"team": "reviews", "example.com/cost-center": "r-42"},
+    "annotations": {"example.com/owner": "reviews team <reviews@example.com>"},
+}
+"""Every runner pod setting an Actor may hold, each used once."""
+
+
 def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
     full_actor = actor(
         imagePullPolicy="Never",
@@ -214,6 +284,7 @@ def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
             "usageIntervalSeconds": 30,
         },
         env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY", "value": ""}],
+        pod=FULL_POD,
     )
     assert objects.create(full_actor)["spec"] == full_actor["spec"]
 
@@ -245,7 +316,7 @@ INVALID: list[tuple[str, Manifest, str]] = [
     ("actor-without-image", without(actor(), "spec", "image"), "spec.image"),
     ("actor-image-with-space", actor(image="helmr runner"), "spec.image"),
     ("actor-entrypoint-without-attr", actor(entrypoint="reviewer.app"), "spec.entrypoint"),
-    ("actor-pull-policy-always", actor(imagePullPolicy="Always"), "spec.imagePullPolicy"),
+    ("actor-pull-policy-unknown", actor(imagePullPolicy="Sometimes"), "spec.imagePullPolicy"),
     ("actor-idle-timeout-zero", actor(idleTimeoutSeconds=0), "spec.idleTimeoutSeconds"),
     ("actor-queue-limit-too-high", actor(queueLimit=10_001), "spec.queueLimit"),
     ("actor-retry-zero", actor(retry={"maxAttempts": 0}), "spec.retry.maxAttempts"),
@@ -279,6 +350,116 @@ INVALID: list[tuple[str, Manifest, str]] = [
         "spec.maxTurnDurationSeconds must not exceed spec.maxDurationSeconds",
     ),
     ("actor-name-with-dot", renamed(actor(), "reviewer.v2"), "metadata.name"),
+    (
+        "actor-pod-system-priority",
+        actor(pod={"priorityClassName": "system-cluster-critical"}),
+        "spec.pod.priorityClassName",
+    ),
+    (
+        "actor-pod-pull-secret-not-a-name",
+        actor(pod={"imagePullSecrets": [{"name": "Registry_A"}]}),
+        "spec.pod.imagePullSecrets[0].name",
+    ),
+    (
+        "actor-pod-pull-secret-twice",
+        actor(pod={"imagePullSecrets": [{"name": "a"}, {"name": "a"}]}),
+        "spec.pod.imagePullSecrets[1]",
+    ),
+    (
+        "actor-pod-runtime-class-not-a-name",
+        actor(pod={"runtimeClassName": "gVisor"}),
+        "spec.pod.runtimeClassName",
+    ),
+    (
+        "actor-pod-helmr-annotation",
+        actor(pod={"annotations": {"helmr.dev/session": "other"}}),
+        "spec.pod.annotations",
+    ),
+    (
+        "actor-pod-helmr-label",
+        actor(pod={"labels": {"helmr.dev/component": "control-plane"}}),
+        "spec.pod.labels",
+    ),
+    (
+        "actor-pod-apparmor-unconfined",
+        actor(
+            pod={
+                "annotations": {
+                    "container.apparmor.security.beta.kubernetes.io/runner": "unconfined"
+                }
+            }
+        ),
+        "spec.pod.annotations",
+    ),
+    (
+        "actor-pod-label-key-not-a-key",
+        actor(pod={"labels": {"team name": "reviews"}}),
+        "spec.pod.labels",
+    ),
+    (
+        "actor-pod-label-value-too-long",
+        actor(pod={"labels": {"team": "x" * 64}}),
+        "spec.pod.labels.team",
+    ),
+    (
+        "actor-pod-node-selector-key-not-a-key",
+        actor(pod={"nodeSelector": {"/pool": "agents"}}),
+        "spec.pod.nodeSelector",
+    ),
+    (
+        "actor-pod-too-many-labels",
+        actor(pod={"labels": {f"l{i}": "v" for i in range(33)}}),
+        "spec.pod.labels",
+    ),
+    (
+        "actor-pod-toleration-exists-with-value",
+        actor(pod={"tolerations": [{"key": "pool", "operator": "Exists", "value": "agents"}]}),
+        "spec.pod.tolerations[0].value",
+    ),
+    (
+        "actor-pod-toleration-seconds-without-no-execute",
+        actor(pod={"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]}),
+        "spec.pod.tolerations[0].tolerationSeconds",
+    ),
+    (
+        "actor-pod-node-affinity-in-without-values",
+        actor(
+            pod={
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "zone", "operator": "In"}]}
+                            ]
+                        }
+                    }
+                }
+            }
+        ),
+        "spec.pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].values",
+    ),
+    (
+        "actor-pod-spread-without-topology-key",
+        actor(pod={"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "Never"}]}),
+        "spec.pod.topologySpreadConstraints[0].topologyKey",
+    ),
+    (
+        "actor-pod-spread-min-domains-scheduling-anyway",
+        actor(
+            pod={
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "zone",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "minDomains": 2,
+                    }
+                ]
+            }
+        ),
+        "spec.pod.topologySpreadConstraints[0].minDomains",
+    ),
     ("session-without-actor-ref", without(session(), "spec", "actorRef"), "spec.actorRef"),
     ("session-actor-ref-not-a-name", session(actorRef={"name": "Reviewer"}), "spec.actorRef.name"),
     ("session-workspace-not-a-label", session(workspace="repo.a"), "spec.workspace"),
@@ -322,6 +503,36 @@ def test_unknown_field_is_refused_under_strict_validation(objects: Objects) -> N
     status, message = refusal(lambda: objects.create(manifest, field_validation="Strict"))
     assert status == 400, message
     assert "spec.actor" in message
+
+
+# What would loosen the restricted profile or the runner's identity has no field.
+NOT_RUNNER_POD_SETTINGS: list[tuple[str, Manifest]] = [
+    ("hostNetwork", {"hostNetwork": True}),
+    ("hostPID", {"hostPID": True}),
+    ("hostIPC", {"hostIPC": True}),
+    ("serviceAccountName", {"serviceAccountName": "default"}),
+    ("automountServiceAccountToken", {"automountServiceAccountToken": True}),
+    ("securityContext", {"securityContext": {"runAsUser": 0}}),
+    ("containers", {"containers": [{"securityContext": {"privileged": True}}]}),
+    ("volumes", {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
+    ("nodeName", {"nodeName": "helmr-node"}),
+]
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [case[1] for case in NOT_RUNNER_POD_SETTINGS],
+    ids=[c[0] for c in NOT_RUNNER_POD_SETTINGS],
+)
+def test_pod_settings_outside_the_subset_are_refused_naming_the_field(
+    objects: Objects, pod: Manifest
+) -> None:
+    (field,) = pod
+    status, message = refusal(lambda: objects.create(actor(pod=pod), field_validation="Strict"))
+    assert status == 400, message
+    assert f'unknown field "spec.pod.{field}"' in message
+    # Without strict validation (the API's default) the field is pruned, never applied.
+    assert objects.create(actor(pod=pod))["spec"]["pod"] == {}
 
 
 # --- refused on change: immutable fields -------------------------------------------------

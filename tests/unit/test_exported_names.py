@@ -94,6 +94,7 @@ EXPECTED = {
         "ResourceRequirements",
         "ResumeRequest",
         "RetrySpec",
+        "RunnerPodSettings",
         "Session",
         "SessionPhase",
         "SessionRef",

@@ -23,7 +23,7 @@ from helmr.operator.labels import (
 )
 from helmr.operator.volumes import DiskUsageSpec
 from helmr.protocol import contract
-from helmr.resources import API_VERSION, Actor
+from helmr.resources import API_VERSION, Actor, RunnerPodSettings
 
 TOKEN_DIR = "/var/run/helmr"
 TOKEN_PATH = "token"
@@ -58,9 +58,11 @@ class RunnerSpec:
     log_format: LogFormat = "text"
     """The runner's log lines: the control plane's own format (``HELMR_LOG_FORMAT``)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    """The nodes runner pods may run on (``HELMR_RUNNER_NODE_SELECTOR``)."""
+    """The nodes runner pods may run on (``HELMR_RUNNER_NODE_SELECTOR``); its keys win
+    over the Actor's ``spec.pod.nodeSelector``."""
     tolerations: Sequence[Mapping[str, Any]] = ()
-    """Taints runner pods tolerate (``HELMR_RUNNER_TOLERATIONS``), as Kubernetes writes them."""
+    """Taints runner pods tolerate (``HELMR_RUNNER_TOLERATIONS``), as Kubernetes writes
+    them; the Actor's ``spec.pod.tolerations`` follow."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:
@@ -119,6 +121,23 @@ def _disk_usage_env(usage: DiskUsageSpec) -> list[dict[str, str]]:
     ]
 
 
+def _pod_settings(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, Any]:
+    """The pod spec fields of the Actor's ``spec.pod`` merged with the operator's
+    placement; only the fields set, as Kubernetes omits the others.
+
+    The chart's ``runner.*`` are the platform's policy: a nodeSelector key both
+    set keeps the chart's value, and the chart's tolerations come first.
+    """
+    # Labels and annotations are the pod's metadata, not its spec.
+    wire = settings.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude={"labels", "annotations"}
+    )
+    node_selector = wire.pop("nodeSelector", {}) | dict(spec.node_selector)
+    tolerations = [dict(t) for t in spec.tolerations] + wire.pop("tolerations", [])
+    placement = {"nodeSelector": node_selector, "tolerations": tolerations}
+    return wire | {name: value for name, value in placement.items() if value}
+
+
 def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     actor = spec.actor.spec
     env = [
@@ -136,7 +155,14 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     if spec.disk_usage is not None:
         env += _disk_usage_env(spec.disk_usage)
     env += [{"name": e.name, "value": e.value} for e in actor.env or []]
-    labels = runner_labels(spec.session_name, spec.session_id) | {LABEL_EPOCH: str(spec.epoch)}
+    settings = actor.pod or RunnerPodSettings()
+    # Helmr's labels last: its selectors (this Session's pods, runners at all) stay true.
+    labels = (
+        (settings.labels or {})
+        | runner_labels(spec.session_name, spec.session_id)
+        | {LABEL_EPOCH: str(spec.epoch)}
+    )
+    annotations = {"annotations": dict(settings.annotations)} if settings.annotations else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -144,6 +170,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
             "name": pod_name(spec.session_name, spec.epoch),
             "namespace": spec.namespace,
             "labels": labels,
+            **annotations,
             "ownerReferences": [_owner(spec)],
         },
         "spec": {
@@ -155,10 +182,10 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
             # The process is stopped on deadlines and interrupts; a handler that
             # ignores cancellation must not hold the session for long.
             "terminationGracePeriodSeconds": 2,
-            # Where the operator puts agent code: dedicated nodes, say (runner.nodeSelector,
-            # runner.tolerations in the chart). Absent when unset, as Kubernetes omits them.
-            **({"nodeSelector": dict(spec.node_selector)} if spec.node_selector else {}),
-            **({"tolerations": [dict(t) for t in spec.tolerations]} if spec.tolerations else {}),
+            # Where and how the agent code runs: dedicated nodes, say (runner.nodeSelector,
+            # runner.tolerations in the chart), a sandbox RuntimeClass, pull Secrets (the
+            # Actor's spec.pod). Never the fields that follow: they keep it restricted.
+            **_pod_settings(spec, settings),
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": 65532,

@@ -33,6 +33,7 @@ from helmr.resources.base import (
     WireModel,
 )
 from helmr.resources.fields import Condition
+from helmr.resources.runner_pod import RunnerPodSettings
 from helmr.resources.session import (
     ActorRef,
     ClosedHow,
@@ -90,6 +91,7 @@ __all__ = [
     "ResourceRequirements",
     "ResumeRequest",
     "RetrySpec",
+    "RunnerPodSettings",
     "Session",
     "SessionPhase",
     "SessionRef",

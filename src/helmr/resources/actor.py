@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field
 
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsSubdomain, Quantity
+from helmr.resources.runner_pod import RunnerPodSettings
 
 # ``module:attr`` as in Python entry points: dotted identifiers on both sides.
 _DOTTED_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
@@ -205,9 +206,12 @@ class ActorSpec(WireModel):
             " the runner imports the module and uses the `actor(...)` object at that attribute."
         ),
     )
-    image_pull_policy: Literal["IfNotPresent", "Never"] = Field(
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = Field(
         default="IfNotPresent",
-        description="When the kubelet pulls the runner image: `IfNotPresent` or `Never`.",
+        description=(
+            "When the kubelet pulls the runner image: `IfNotPresent`, `Always` (every runner"
+            " pod checks the registry, so a moved tag is picked up) or `Never`."
+        ),
     )
     resources: ResourceRequirements | None = Field(
         default=None, description="Compute resources of the runner container."
@@ -268,6 +272,14 @@ class ActorSpec(WireModel):
         max_length=64,
         description="Environment variables of the runner container, at most one per `name`.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    pod: RunnerPodSettings | None = Field(
+        default=None,
+        description=(
+            "Settings of this Actor's runner pods (pull Secrets, RuntimeClass, priority,"
+            " placement, labels, annotations), merged with the chart's `runner.*` defaults."
+            " Nothing here can loosen the restricted profile or the runner's identity."
+        ),
     )
 
 

@@ -28,6 +28,8 @@ _KEPT = frozenset(
         "pattern",
         "minItems",
         "maxItems",
+        "minProperties",
+        "maxProperties",
         "nullable",
         "required",
         "x-kubernetes-preserve-unknown-fields",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from helmr.operator import pods
@@ -76,13 +77,14 @@ def test_workspace_settings_override_the_actors() -> None:
     assert WorkspaceSpec().resolve(actor) == actor
 
 
-def _runner_spec(**fields: Any) -> pods.RunnerSpec:
+def _runner_spec(actor_spec: Mapping[str, Any] | None = None, **fields: Any) -> pods.RunnerSpec:
+    """The RunnerSpec of an echo Actor (with ``actor_spec`` added to its spec)."""
     actor = Actor.from_manifest(
         {
             "apiVersion": "helmr.dev/v1alpha1",
             "kind": "Actor",
             "metadata": {"name": "echo", "namespace": "team"},
-            "spec": {"image": "runner:dev", "entrypoint": "echo.echo:echo"},
+            "spec": {"image": "runner:dev", "entrypoint": "echo.echo:echo", **(actor_spec or {})},
         }
     )
     return pods.RunnerSpec(

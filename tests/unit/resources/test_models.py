@@ -178,7 +178,7 @@ def test_invalid_manifest_names_the_field() -> None:
     "spec",
     [
         {"image": "runner:dev", "entrypoint": "no_colon"},
-        {"image": "runner:dev", "entrypoint": "pkg:attr", "imagePullPolicy": "Always"},
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "imagePullPolicy": "Sometimes"},
         {"image": "runner dev", "entrypoint": "pkg:attr"},
         {"image": "runner:dev", "entrypoint": "pkg:attr", "queueLimit": 0},
         {"image": "runner:dev", "entrypoint": "pkg:attr", "computer": {"size": "-1Gi"}},
@@ -188,6 +188,45 @@ def test_invalid_manifest_names_the_field() -> None:
 def test_python_checks_what_the_schema_checks(spec: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         ActorSpec.model_validate(spec)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        {"labels": {"team name": "reviews"}},
+        {"labels": {"example.com/": "x"}},
+        {"labels": {"team": "x" * 64}},
+        {"annotations": {"n" * 64: "x"}},
+        {"nodeSelector": {"-pool": "agents"}},
+        {"imagePullSecrets": [{"name": "Registry"}]},
+        {"runtimeClassName": "g_visor"},
+        {"tolerations": [{"key": "k", "effect": "Sometimes"}]},
+        {
+            "topologySpreadConstraints": [
+                {"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}
+            ]
+        },
+    ],
+)
+def test_python_checks_the_runner_pod_settings_as_the_schema_does(pod: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ActorSpec.model_validate({"image": "runner:dev", "entrypoint": "pkg:attr", "pod": pod})
+
+
+def test_runner_pod_settings_read_back_as_written() -> None:
+    pod = {
+        "imagePullSecrets": [{"name": "registry"}],
+        "runtimeClassName": "gvisor",
+        "nodeSelector": {"example.com/pool": "agents"},
+        "tolerations": [{"operator": "Exists"}],
+        "labels": {"team": "reviews", "empty": ""},
+        "annotations": {"example.com/owner": "reviews team"},
+    }
+    spec = ActorSpec.model_validate(
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "imagePullPolicy": "Always", "pod": pod}
+    )
+    assert spec.image_pull_policy == "Always"
+    assert spec.to_wire()["pod"] == pod
 
 
 def test_python_names_are_accepted_too() -> None:

@@ -71,6 +71,25 @@ def test_crds_restrict_label_carrying_names() -> None:
     assert "properties" not in _root(Turn)["properties"]["metadata"]
 
 
+def test_runner_pod_settings_are_a_deliberate_subset() -> None:
+    # A pod setting added here is a security decision: what loosens the restricted
+    # profile or the runner's identity (hostNetwork, securityContext, volumes,
+    # serviceAccountName, ...) must never become one.
+    pod = _root(Actor)["properties"]["spec"]["properties"]["pod"]
+    assert set(pod["properties"]) == {
+        "imagePullSecrets",
+        "runtimeClassName",
+        "priorityClassName",
+        "nodeSelector",
+        "tolerations",
+        "affinity",
+        "topologySpreadConstraints",
+        "labels",
+        "annotations",
+    }
+    assert pod["properties"]["labels"]["maxProperties"] == 32
+
+
 class _Inner(WireModel):
     """Inner docstring."""
 
@@ -135,6 +154,16 @@ def test_map_field_keeps_its_value_schema() -> None:
         "type": "object",
         "additionalProperties": {"type": "string"},
     }
+
+
+def test_map_field_keeps_its_bounds() -> None:
+    class WithBoundedMap(WireModel):
+        """A model."""
+
+        labels: dict[str, str] = Field(min_length=1, max_length=8, description="Labels.")
+
+    labels = structural_schema(WithBoundedMap)["properties"]["labels"]
+    assert (labels["minProperties"], labels["maxProperties"]) == (1, 8)
 
 
 def test_literal_becomes_enum() -> None:

@@ -1,0 +1,174 @@
+"""An Actor's runner pod settings (`spec.pod`) on real pods (issue 30, item 1).
+
+- A private registry's pull Secret and `imagePullPolicy: Always` reach the
+  runner pod's spec, and the kubelet does try to pull: from an address on this
+  machine where no registry listens, so the pull fails (no traffic leaves the
+  machine) and the Session's preparation fails with the kubelet's reason.
+- A RuntimeClass named by an Actor is the runner pod's, and a Session runs a
+  Turn to completion under it (handler `runc`, the one this cluster's
+  containerd registers: the plumbing a gVisor or Kata class uses).
+- The placement, labels and annotations an Actor sets are the pod's, merged
+  with Helmr's own labels, and the pod stays restricted (the namespaces here
+  enforce the restricted Pod Security Standard).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from helmr.client import Client, Session, SessionRef
+from helmr.operator.labels import LABEL_COMPONENT, LABEL_SESSION_ID, RUNNER
+
+from .conftest import RUN_PREFIX
+from .pods import PodHistory
+from .sessions import all_events, create_actor, event_data, eventually, start_session
+
+UNREACHABLE_REGISTRY = "127.0.0.1:1"
+"""A registry address on this machine where nothing listens: a pull fails at once."""
+UNREACHABLE_IMAGE = f"{UNREACHABLE_REGISTRY}/helmr/runner:dev"
+PULL_SECRET = "private-registry"
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+
+
+def _pull_secret(name: str) -> client.V1Secret:
+    auth = base64.b64encode(b"robot:not-a-real-password").decode()
+    config = {"auths": {UNREACHABLE_REGISTRY: {"auth": auth}}}
+    return client.V1Secret(
+        metadata=client.V1ObjectMeta(name=name),
+        type="kubernetes.io/dockerconfigjson",
+        string_data={".dockerconfigjson": json.dumps(config)},
+    )
+
+
+def _waiting_reason(pod: client.V1Pod) -> str | None:
+    statuses = pod.status.container_statuses or []
+    waiting = statuses[0].state.waiting if statuses else None
+    return str(waiting.reason) if waiting is not None else None
+
+
+async def test_a_pull_secret_and_always_reach_the_pod_and_the_pull_is_tried(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    pod_history: PodHistory,
+) -> None:
+    core.create_namespaced_secret(namespace, _pull_secret(PULL_SECRET))
+    actor = create_actor(
+        api_client,
+        namespace,
+        UNREACHABLE_IMAGE,
+        "private",
+        imagePullPolicy="Always",
+        retry={"maxAttempts": 1, "backoffSeconds": 0},
+        pod={"imagePullSecrets": [{"name": PULL_SECRET}]},
+    )
+    session = await start_session(helmr, namespace, actor)
+    await session.enqueue("never runs")
+
+    def failed_pull() -> client.V1Pod | None:
+        pulled = [p for p in pod_history.present.values() if _waiting_reason(p) in PULL_FAILURES]
+        return pulled[0] if pulled else None
+
+    pod = await eventually(failed_pull, timeout=120, what="the runner pod's pull to fail")
+    assert [s.name for s in pod.spec.image_pull_secrets] == [PULL_SECRET]
+    [container] = pod.spec.containers
+    assert (container.image, container.image_pull_policy) == (UNREACHABLE_IMAGE, "Always")
+
+    # The kubelet's reason is the Session's: one attempt, then it fails.
+    ended = await eventually(
+        lambda: _failed(session), timeout=120, what="the session to fail its preparation"
+    )
+    assert ended.failure_reason.startswith("preparation_exhausted: "), ended.failure_reason
+    assert any(reason in ended.failure_reason for reason in PULL_FAILURES), ended.failure_reason
+    [attempt] = [
+        d
+        for d in event_data(await all_events(session), "session.process_failed")
+        if d["reason"] == "preparation_failed"
+    ]
+    assert UNREACHABLE_IMAGE in attempt["detail"]
+
+
+async def _failed(session: SessionRef) -> Session | None:
+    got = await session.retrieve()
+    return got if got.status == "failed" else None
+
+
+@pytest.fixture
+def runtime_class(api_client: client.ApiClient, namespace: str) -> Iterator[str]:
+    """A RuntimeClass of this test (they are cluster-wide) with the handler `runc`."""
+    nodes = client.NodeV1Api(api_client)
+    name = f"{namespace}-runc"
+    assert name.startswith(RUN_PREFIX)
+    nodes.create_runtime_class(
+        client.V1RuntimeClass(metadata=client.V1ObjectMeta(name=name), handler="runc")
+    )
+    yield name
+    nodes.delete_runtime_class(name)
+
+
+async def test_a_session_runs_under_the_runtime_class_its_actor_names(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+    runtime_class: str,
+    pod_history: PodHistory,
+) -> None:
+    pod_settings = {
+        "runtimeClassName": runtime_class,
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "example.com/agents", "operator": "Exists"}],
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/arch", "operator": "Exists"}
+                            ]
+                        },
+                    }
+                ]
+            }
+        },
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {LABEL_COMPONENT: RUNNER}},
+            }
+        ],
+        "labels": {"team": "reviews"},
+        "annotations": {"example.com/owner": "reviews team"},
+    }
+    actor = create_actor(api_client, namespace, runner_image, "sandboxed", pod=pod_settings)
+    session = await start_session(helmr, namespace, actor)
+
+    turn = await session.enqueue("under a runtime class")
+    done = await turn.wait(timeout=120)
+
+    assert done.status == "completed", done
+    assert done.result == {"echo": "under a runtime class"}
+    [name] = pod_history.added
+    pod = core.read_namespaced_pod(name, namespace)
+    assert pod.spec.runtime_class_name == runtime_class
+    assert pod.spec.node_selector == {"kubernetes.io/os": "linux"}
+    assert [t.key for t in pod.spec.tolerations if t.key == "example.com/agents"]
+    assert pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+    assert pod.spec.topology_spread_constraints[0].topology_key == "kubernetes.io/hostname"
+    assert pod.metadata.labels["team"] == "reviews"
+    assert pod.metadata.labels[LABEL_SESSION_ID] == session.id
+    assert pod.metadata.annotations["example.com/owner"] == "reviews team"
+    # Still restricted and without API credentials: the settings added, never loosened.
+    assert pod.spec.automount_service_account_token is False
+    assert pod.spec.security_context.run_as_non_root is True
+    assert pod.spec.host_network in (None, False)
