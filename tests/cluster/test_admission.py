@@ -441,7 +441,11 @@ INVALID: list[tuple[str, Manifest, str]] = [
     ),
     (
         "actor-pod-spread-without-topology-key",
-        actor(pod={"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "Never"}]}),
+        actor(
+            pod={
+                "topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+            }
+        ),
         "spec.pod.topologySpreadConstraints[0].topologyKey",
     ),
     (
