@@ -54,8 +54,8 @@ from tests.cluster import conftest
 from tests.cluster.sessions import create_actor, service_account_token
 
 from helmr.client import Client
-from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
-from helmr.operator.pods import RUNNER_AUDIENCE, RUNNER_SERVICE_ACCOUNT
+from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
+from helmr.operator.runners.pods import RUNNER_AUDIENCE, RUNNER_SERVICE_ACCOUNT
 from helmr.protocol.api_routes import session_turns
 
 DEFAULT_KUBECONFIG = "/var/lib/helmr-cluster/kubeconfig"

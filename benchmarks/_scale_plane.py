@@ -31,10 +31,10 @@ from _plane_counts import install as install_counts
 from aiohttp import web
 from tests.compose import open_plane, serving, static_app
 
-from helmr.operator.kube import Kube
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror
-from helmr.operator.status_sync import StatusSync
+from helmr.kube.client import Kube
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Resource
 from helmr.server import Grant, User
 

@@ -84,8 +84,8 @@ from tests.cluster import conftest
 from tests.cluster.sessions import all_events, create_actor, eventually
 
 from helmr.client import Client, SessionRef, TurnRef
-from helmr.operator.pods import pod_name
-from helmr.operator.volumes import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.operator.runners.pods import pod_name
 from helmr.resources import GROUP, VERSION, WORKSPACES
 from helmr.resources.workspace import claim_name, save_name
 

@@ -61,7 +61,7 @@ from kubernetes import client
 from tests.cluster import conftest
 from tests.cluster.sessions import create_actor
 
-from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
+from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 
 HERE = Path(__file__).resolve().parent
 

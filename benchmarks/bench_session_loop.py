@@ -92,7 +92,7 @@ from tests.cluster.sessions import (
 )
 
 from helmr.client import Client, Event, SessionRef
-from helmr.operator import pods
+from helmr.operator.runners import pods
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 
 CM_LABEL = "bench=configmap"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kubernetes import client, config, watch
 
-from helmr.operator.labels import LABEL_COMPONENT, RUNNER
+from helmr.kube.labels import LABEL_COMPONENT, RUNNER
 
 RUNNER_SELECTOR = f"{LABEL_COMPONENT}={RUNNER}"
 

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client
 
 from helmr.client import Client, Event, SessionRef
-from helmr.operator import pods
+from helmr.operator.runners import pods
 from helmr.resources import ACTORS, API_VERSION, GROUP, VERSION
 
 ECHO_ENTRYPOINT = "echo.echo:echo"
@@ -154,7 +154,7 @@ async def operator_watches(api_client: client.ApiClient, namespace: str, actor: 
     """Waits until the operator watches ``namespace``: it wrote the Actor's Accepted
     condition. The test operator finds namespaces by a name pattern, which kopf
     follows with a watch per namespace, started once kopf has seen the namespace
-    (helmr.operator.kopf_namespaces: before it, a namespace created right after
+    (helmr.operator.kopf.namespaces: before it, a namespace created right after
     the operator's start could wait minutes). A test that applies objects for the
     operator to admit waits for this first, so it measures Helmr, not that."""
     custom = client.CustomObjectsApi(api_client)

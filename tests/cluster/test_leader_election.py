@@ -1,5 +1,5 @@
 """Leader election between control-plane replicas against the real apiserver: one
-Lease, two candidates (helmr.operator.leadership over helmr.operator.lease).
+Lease, two candidates (helmr.operator.leadership.leader over helmr.operator.leadership.lease).
 
 A leader cut off from the apiserver (its Lease calls fail, as in a network
 partition; the apiserver itself is real) stops renewing: it steps down after the
@@ -20,8 +20,8 @@ import pytest
 from kubernetes import client
 
 from helmr.control import Control
-from helmr.operator.leadership import Leadership
-from helmr.operator.lease import KubeLease, LeaderElector, LeaseRecord, LeaseTiming
+from helmr.operator.leadership.leader import Leadership
+from helmr.operator.leadership.lease import KubeLease, LeaderElector, LeaseRecord, LeaseTiming
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term

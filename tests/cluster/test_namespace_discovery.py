@@ -1,5 +1,5 @@
 """A namespace created while kopf starts watching namespaces is served
-(helmr.operator.kopf_namespaces).
+(helmr.operator.kopf.namespaces).
 
 kopf lists the namespaces once at its start and again when its watch of them
 begins; a namespace created between the two is in no listing kopf read before,

@@ -27,7 +27,7 @@ import aiohttp
 from kubernetes import client
 
 from helmr.client import Client, Event, SessionRef, TurnRef
-from helmr.operator import pods
+from helmr.operator.runners import pods
 from helmr.protocol import EPOCH_HEADER, MessageOutcome, routes
 from helmr.resources import API_VERSION, GROUP, TURNS, VERSION
 

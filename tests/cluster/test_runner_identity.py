@@ -28,7 +28,7 @@ import yaml
 from kubernetes import client
 
 from helmr.client import Client
-from helmr.operator import pods
+from helmr.operator.runners import pods
 from helmr.protocol import EPOCH_HEADER, routes
 from tests.unit.helm import find_helm
 

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client
 
 from helmr.client import Client, Session, SessionRef
-from helmr.operator.labels import LABEL_COMPONENT, LABEL_SESSION_ID, RUNNER
+from helmr.kube.labels import LABEL_COMPONENT, LABEL_SESSION_ID, RUNNER
 
 from .conftest import RUN_PREFIX
 from .pods import PodHistory

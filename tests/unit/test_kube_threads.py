@@ -1,4 +1,4 @@
-"""Kubernetes calls have threads of their own (helmr.kube_threads): as many run at
+"""Kubernetes calls have threads of their own (helmr.kube.threads): as many run at
 once as there are threads, and none waits behind the event loop's default executor."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import contextvars
 import threading
 
-from helmr import kube_threads
+from helmr.kube import threads as kube_threads
 
 _CALLER = contextvars.ContextVar("caller", default="")
 

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from prometheus_client.registry import Collector
 
-from helmr.operator.leadership import Leadership
-from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.leadership.leader import Leadership
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.server.metrics import Metrics
 from helmr.store import Store
 from tests.unit.helm import find_promtool

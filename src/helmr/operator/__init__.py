@@ -4,4 +4,4 @@ Run it with ``kopf run -m helmr.operator --standalone --all-namespaces``;
 importing this package registers the handlers.
 """
 
-from helmr.operator import handlers as handlers
+from helmr.operator.kopf import handlers as handlers

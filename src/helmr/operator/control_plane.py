@@ -15,20 +15,20 @@ from typing import Any
 from aiohttp import web
 from kubernetes.client import ApiClient
 
-from helmr import kube_threads
 from helmr.control import Control, ControlConfig, SessionView
-from helmr.operator import turn_traces
-from helmr.operator.actor_acceptance import ActorRecheck
+from helmr.kube import threads as kube_threads
+from helmr.kube.client import Kube, load_config
 from helmr.operator.heap_trim import trim_heap_periodically
-from helmr.operator.kube import Kube, load_config
-from helmr.operator.leadership import Leadership, elector
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror
-from helmr.operator.pod_reports import PodReports
-from helmr.operator.runner_identity import RunnerPods, RunnerPodVerifier, runner_reviewer
+from helmr.operator.leadership.leader import Leadership, elector
+from helmr.operator.mirror.actor_acceptance import ActorRecheck
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runner_reviewer
+from helmr.operator.runners.pod_reports import PodReports
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.status_sync import StatusSync
-from helmr.operator.supervisor import Supervisor
+from helmr.operator.telemetry import turn_traces
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.server import SessionNames, build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
@@ -70,7 +70,7 @@ class ControlPlane:
         self.control = Control(store.background(), config, fence=self.leadership.fence)
         self.api_control = Control(store, config)
         self.kube = Kube(api)
-        # Fed by kopf's watch of Actors (helmr.operator.handlers.actor_seen).
+        # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
         self.actor_recheck = ActorRecheck(self.kube)
         self.runner_pods = RunnerPods()
         # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
@@ -80,14 +80,15 @@ class ControlPlane:
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )
-        # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set (helmr.operator.turn_traces).
+        # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set
+        # (helmr.operator.telemetry.turn_traces).
         self.traces = turn_traces.from_environ(os.environ)
         self.supervisor = Supervisor(
             self.control, self.kube, self.runner_pods, settings, self.metrics
         )
         if self.traces is not None:
             self.supervisor.disks.save_ended = self.traces.save_ended
-        # Fed by kopf's watch of runner pods (helmr.operator.handlers.runner_pod_event).
+        # Fed by kopf's watch of runner pods (helmr.operator.kopf.handlers.runner_pod_event).
         self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=kube_threads.THREADS)
         self.status_sync = StatusSync(
             self.control,
@@ -140,7 +141,7 @@ class ControlPlane:
         self._spawn(trim_heap_periodically())
 
     async def _lead(self) -> None:
-        """The leader's work, while this replica leads (helmr.operator.leadership)."""
+        """The leader's work, while this replica leads (helmr.operator.leadership.leader)."""
         async with asyncio.TaskGroup() as work:
             work.create_task(self.supervisor.run())
             work.create_task(self.status_sync.run())

@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     (for people running ``kopf run`` by hand); runner pods log the same way."""
     leader_lease: str = ""
     """``namespace/name`` of the ``coordination.k8s.io`` Lease the replicas elect
-    their leader by (helmr.operator.leadership). Empty: no election, this process
+    their leader by (helmr.operator.leadership.leader). Empty: no election, this process
     leads (one replica only)."""
     leader_lease_seconds: float = 15.0
     """The Lease's duration: a leader lost is replaced within it (plus a retry)."""

@@ -9,7 +9,7 @@ strict field validation (kubectl's default) naming the field. What is here
 is what a platform needs to place and pull a runner: pull Secrets, a
 RuntimeClass (gVisor, Kata), a priority class, placement, labels and
 annotations. The operator merges these with the chart's ``runner.*``
-defaults (``helmr.operator.pods``).
+defaults (``helmr.operator.runners.pods``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ into a ``User`` and decides per namespace and verb (the real one is
 ``kube_auth.KubeAuthenticator``). Runner routes carry the runner process's
 identity, checked by a ``RunnerTokenVerifier`` against the path's session and
 the call's process epoch: in a cluster the operator's
-``runner_identity.RunnerPodVerifier`` (the pod's projected service-account
+``runners.identity.RunnerPodVerifier`` (the pod's projected service-account
 token, reviewed by the apiserver).
 """
 

@@ -1,7 +1,7 @@
 """Authenticating public API calls against Kubernetes: TokenReview + SubjectAccessReview.
 
 The Kubernetes client is synchronous, so every review runs in a worker thread
-(on a :mod:`helmr.kube_threads` lane): the operator and the API share one event loop,
+(on a :mod:`helmr.kube.threads` lane): the operator and the API share one event loop,
 which must never block on the apiserver. Positive answers are cached briefly, as the
 apiserver's own webhook authenticator does, so that a busy client does not
 cost two reviews per request; denials are never cached, so a new RoleBinding
@@ -20,7 +20,7 @@ from collections.abc import Hashable, Sequence
 
 from kubernetes import client as k8s
 
-from helmr import kube_threads
+from helmr.kube import threads as kube_threads
 from helmr.server.auth import SESSIONS, User, Verb
 
 GROUP = "helmr.dev"

@@ -1,7 +1,7 @@
 """What the API tells a Turn's trace that no timeline event records: when a request
 to admit it arrived, and when its runner asked to settle it.
 
-The operator's ``helmr.operator.turn_traces`` listens when tracing is on; by
+The operator's ``helmr.operator.telemetry.turn_traces`` listens when tracing is on; by
 default nothing does. Both are told with the time the request arrived.
 """
 

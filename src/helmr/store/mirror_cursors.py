@@ -1,6 +1,6 @@
 """How far the status mirror has followed each Session's timeline.
 
-The status mirror (helmr.operator.status_sync) saves, after a pass, the last
+The status mirror (helmr.operator.mirror.status_sync) saves, after a pass, the last
 event sequence whose facts it has written to the Session's resources; after a
 restart it goes on from there rather than rereading every timeline from its
 first event (work that grew with the whole history, not with what changed).

@@ -35,7 +35,7 @@ from kubernetes import client
 
 from helmr.client import Client, Event, SessionRef, TurnRef
 from helmr.errors import Unavailable
-from helmr.operator.mirror import turn_cr_name
+from helmr.operator.mirror.custom_resources import turn_cr_name
 from helmr.protocol import api_routes
 from helmr.resources import GROUP, TURNS, VERSION
 from helmr.store.postgres import CONNECT_WAIT

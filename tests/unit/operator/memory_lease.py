@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helmr.operator.lease import LeaseConflict, LeaseRecord, LeaseTiming
+from helmr.operator.leadership.lease import LeaseConflict, LeaseRecord, LeaseTiming
 
 TIMING = LeaseTiming(duration=15, renew_deadline=10, retry=0.01)
 

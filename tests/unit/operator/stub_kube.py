@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from helmr.operator.kube import Kube, PodRef
+from helmr.kube.client import Kube, PodRef
 from helmr.resources import API_VERSION, Actor, Resource, Session, Status, Workspace
 
 

@@ -1,4 +1,4 @@
-"""The periodic recheck of Actors' Accepted condition (helmr.operator.actor_acceptance):
+"""The periodic recheck of Actors' Accepted condition (helmr.operator.mirror.actor_acceptance):
 the leader's task that replaced a kopf timer (whose finalizer blocked deleting
 Actors while no operator ran). Only ``imagePullPolicy: Never`` Actors are checked
 again; one Actor failing leaves the others checked; a failing pass never ends it."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helmr.operator.actor_acceptance import ActorRecheck, NodeImages
+from helmr.operator.mirror.actor_acceptance import ActorRecheck, NodeImages
 from helmr.resources import Actor, ActorStatus, Resource
 
 from .stub_kube import StubKube

@@ -3,7 +3,7 @@ imagePullPolicy Never whether a node lists the image, or why that is unknown."""
 
 from __future__ import annotations
 
-from helmr.operator.actor_status import NODE_IMAGES_SHOWN, accepted, image_names
+from helmr.operator.mirror.actor_status import NODE_IMAGES_SHOWN, accepted, image_names
 from helmr.resources import ActorSpec
 
 IMAGE = "helmr.local/runner:dev"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.runner_identity import RunnerPods
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.supervisor import STARTED_AT_ONCE, Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.supervisor import STARTED_AT_ONCE, Supervisor
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import ClusterKube

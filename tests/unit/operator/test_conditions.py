@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 from helmr.control import HoldView
-from helmr.operator.conditions import (
+from helmr.operator.mirror.conditions import (
     Observation,
     camel,
     session_observations,

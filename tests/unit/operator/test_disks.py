@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import pytest
 
 from helmr.control import Control, ControlConfig
-from helmr.operator.computer import ADVANCED_AT_ONCE, Disks, RestoreFailed
-from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.disks.workspaces import ADVANCED_AT_ONCE, Disks, RestoreFailed
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource
 from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness

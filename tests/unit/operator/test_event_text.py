@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from helmr.events import Event
-from helmr.operator.event_text import KubeEvent, kube_event
+from helmr.operator.mirror.event_text import KubeEvent, kube_event
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
 

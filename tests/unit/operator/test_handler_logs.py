@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import kopf
 import pytest
 
-from helmr.operator import handlers
-from helmr.operator.handler_logs import KOPF_OBJECTS, RoutineSuccesses
+from helmr.operator.kopf import handlers
+from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Namespaces kopf learns of by listing are served (helmr.operator.kopf_namespaces)."""
+"""Namespaces kopf learns of by listing are served (helmr.operator.kopf.namespaces)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from kopf._cogs.structs import references
 from kopf._core.reactor import observation
 
-from helmr.operator import handlers  # noqa: F401  # importing it installs the fix
-from helmr.operator.kopf_namespaces import KOPF_HANDLER, observe_namespace
+from helmr.operator.kopf import handlers  # noqa: F401  # importing it installs the fix
+from helmr.operator.kopf.namespaces import KOPF_HANDLER, observe_namespace
 
 PATTERNS = ["team-*"]
 
@@ -20,7 +20,7 @@ def listed(name: str) -> Any:
 
 
 async def test_kopf_itself_still_ignores_listed_namespaces() -> None:
-    """If this fails, kopf reads listings itself: drop helmr.operator.kopf_namespaces."""
+    """If this fails, kopf reads listings itself: drop helmr.operator.kopf.namespaces."""
     insights = references.Insights()
     await KOPF_HANDLER(raw_event=listed("team-a"), namespaces=PATTERNS, insights=insights)
     assert insights.namespaces == set()
@@ -58,7 +58,7 @@ async def test_a_deleted_namespace_is_dropped_as_before() -> None:
 
 
 async def test_a_namespace_served_from_a_listing_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="helmr.operator.kopf_namespaces")
+    caplog.set_level("INFO", logger="helmr.operator.kopf.namespaces")
     await observe_namespace(
         raw_event=listed("team-a"), namespaces=PATTERNS, insights=references.Insights()
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import kopf
 
-from helmr.operator import kopf_settings
+from helmr.operator.kopf import settings as kopf_settings
 
 
 def test_the_listing_is_paged_and_idle_workers_let_go_sooner_than_by_default() -> None:

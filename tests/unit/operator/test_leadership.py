@@ -1,4 +1,4 @@
-"""The leader's work runs only while this replica leads (helmr.operator.leadership):
+"""The leader's work runs only while this replica leads (helmr.operator.leadership.leader):
 started once elected with its term claimed in the store, cancelled and fenced
 once deposed, and the Lease released when the process stops."""
 
@@ -13,9 +13,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from helmr.control import Control
-from helmr.operator.leadership import Leadership
-from helmr.operator.lease import LeaderElector
-from helmr.operator.mirror import CustomResourceMirror
+from helmr.operator.leadership.leader import Leadership
+from helmr.operator.leadership.lease import LeaderElector
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.server import StaticRunnerTokens, build_app
 from helmr.server.auth import StaticAuthenticator
 from helmr.store import Store

@@ -1,4 +1,4 @@
-"""Leader election over a Lease (helmr.operator.lease), against an in-memory
+"""Leader election over a Lease (helmr.operator.leadership.lease), against an in-memory
 Lease with the apiserver's optimistic concurrency (resourceVersion) and a clock
 the test moves."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from helmr.operator.lease import LeaderElector, LeaseTiming
+from helmr.operator.leadership.lease import LeaderElector, LeaseTiming
 from tests.unit.operator.memory_lease import TIMING, Clock, MemoryLease
 
 

@@ -1,4 +1,4 @@
-"""A Session whose history the store lost (``helmr.operator.lost_history``), over a
+"""A Session whose history the store lost (``helmr.operator.mirror.lost_history``), over a
 stub Kube and a real store: issue 9 item 8, "a Session whose CR shows it existed
 but whose history the store no longer has ends failed ... and new Turns for it
 are refused with the same reason"; spec/000 "Helmr never replays a completed,
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from helmr.operator.lost_history import (
+from helmr.operator.mirror.lost_history import (
     HISTORY_LOST,
     HistoryLost,
     admitted,

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from helmr.operator import status_sync
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
-from helmr.operator.status_sync import StatusSync
+from helmr.operator.mirror import status_sync
+from helmr.operator.mirror.custom_resources import CustomResourceMirror, turn_cr_name
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from tests.unit.control.harness import Harness
 from tests.unit.operator.test_status_writes import SlowKube
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from helmr.operator.computer import Disks
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
-from helmr.operator.status_sync import StatusSync
+from helmr.operator.disks.workspaces import Disks
+from helmr.operator.mirror.custom_resources import CustomResourceMirror, turn_cr_name
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from tests.unit.control.harness import Harness
 from tests.unit.operator.test_status_writes import (
     KUBECTL_TURN,

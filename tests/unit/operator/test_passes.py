@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
-from helmr.operator.runner_identity import RunnerPods
+from helmr.operator.mirror.custom_resources import CustomResourceMirror, turn_cr_name
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.status_sync import StatusSync
-from helmr.operator.supervisor import Supervisor
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import TurnStatus
 from helmr.states import ERROR_MESSAGE_MAX, ErrorInfo
 from tests.compose import Clock

@@ -4,7 +4,7 @@ models cost seconds and hundreds of MiB at a few thousand Sessions."""
 
 from __future__ import annotations
 
-from helmr.operator.kube import PodRef, pod_refs
+from helmr.kube.client import PodRef, pod_refs
 
 
 def test_a_metadata_list_gives_each_pods_name_labels_and_deletion() -> None:

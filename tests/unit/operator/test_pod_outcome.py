@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from helmr.operator.pod_reports import pod_outcome
+from helmr.operator.runners.pod_reports import pod_outcome
 
 
 def pod(phase: str | None, exit_code: int | None = None, **metadata: Any) -> dict[str, Any]:

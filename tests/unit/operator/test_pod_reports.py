@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from helmr.operator.labels import LABEL_EPOCH, LABEL_SESSION_ID
-from helmr.operator.pod_reports import PodReport, PodReports
+from helmr.kube.labels import LABEL_EPOCH, LABEL_SESSION_ID
+from helmr.operator.runners.pod_reports import PodReport, PodReports
 
 
 def pod(name: str, phase: str = "Running", state: dict[str, Any] | None = None) -> dict[str, Any]:

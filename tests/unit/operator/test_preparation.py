@@ -14,11 +14,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.preparation import container_started, failed_preparation, pending_detail
-from helmr.operator.runner_identity import RunnerPods
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.preparation import container_started, failed_preparation, pending_detail
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.supervisor import Supervisor
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import API_VERSION
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from helmr.control import SessionView
-from helmr.operator import pods
-from helmr.operator.kube import PodRef
-from helmr.operator.labels import LABEL_EPOCH, LABEL_SESSION_ID
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.runner_identity import RunnerPods
+from helmr.kube.client import PodRef
+from helmr.kube.labels import LABEL_EPOCH, LABEL_SESSION_ID
+from helmr.operator.runners import pods
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.supervisor import Supervisor
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from helmr import kube_threads
 from helmr.errors import Unauthenticated
-from helmr.operator import pods
-from helmr.operator.runner_identity import (
+from helmr.kube import threads as kube_threads
+from helmr.operator.runners import pods
+from helmr.operator.runners.identity import (
     POD_NAME,
     POD_UID,
     REVIEW_TTL,

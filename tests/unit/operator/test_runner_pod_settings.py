@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helmr.operator import pods
+from helmr.operator.runners import pods
 from tests.unit.operator.test_volumes import _runner_spec as runner_spec
 
 TOLERATION = {"key": "helmr.dev/agents", "operator": "Exists", "effect": "NoSchedule"}

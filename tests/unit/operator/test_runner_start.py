@@ -9,11 +9,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from helmr.operator.kube import PodRef
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.runner_identity import RunnerPods
+from helmr.kube.client import PodRef
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.supervisor import Supervisor
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import ClusterKube
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from helmr.operator.session_controls import NotYet, Refused, apply_spec
+from helmr.operator.kopf.session_controls import NotYet, Refused, apply_spec
 from helmr.resources import SessionSpec
 from tests.unit.control.harness import Harness
 

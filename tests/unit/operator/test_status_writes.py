@@ -13,15 +13,15 @@ import kopf
 import pytest
 
 from helmr.control import SessionView
-from helmr.operator import handlers
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import (
+from helmr.operator.kopf import handlers
+from helmr.operator.mirror.custom_resources import (
     CustomResourceMirror,
     session_manifest,
     session_status,
     turn_cr_name,
 )
-from helmr.operator.status_sync import StatusSync
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import API_VERSION, Resource, Session, TurnStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
@@ -87,7 +87,7 @@ async def admit_kubectl_turn(
         control=h.control,
         mirror=mirror,
         supervisor=SimpleNamespace(wake=lambda: None),
-        traces=None,  # tracing off (helmr.operator.turn_traces)
+        traces=None,  # tracing off (helmr.operator.telemetry.turn_traces)
     )
     body = {
         "apiVersion": API_VERSION,

@@ -13,13 +13,13 @@ import json
 from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView
-from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror, turn_cr_name
-from helmr.operator.runner_identity import RunnerPods
+from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
+from helmr.operator.mirror.custom_resources import CustomResourceMirror, turn_cr_name
+from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.status_sync import StatusSync
-from helmr.operator.supervisor import Supervisor
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import TurnStatus
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness

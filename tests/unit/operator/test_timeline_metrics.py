@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import JsonValue
 
 from helmr.events import Event, EventKind
-from helmr.operator.metrics import OperatorMetrics
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
 

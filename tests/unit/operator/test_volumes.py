@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from helmr.operator import pods
-from helmr.operator.volumes import (
+from helmr.operator.disks.manifests import (
     DiskSpec,
     SaveSpec,
     WorkspaceRef,
@@ -14,6 +13,7 @@ from helmr.operator.volumes import (
     build_save_spec,
     disk_usage_spec,
 )
+from helmr.operator.runners import pods
 from helmr.protocol import contract
 from helmr.resources import Actor, ComputerSpec, WorkspaceSpec
 from helmr.runner.disk_usage import DiskUsage

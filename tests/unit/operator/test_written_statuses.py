@@ -8,7 +8,7 @@ import gc
 import tracemalloc
 from typing import Any
 
-from helmr.operator.mirror import CustomResourceMirror
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import SessionStatus
 from tests.unit.control.harness import Harness

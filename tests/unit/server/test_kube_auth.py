@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client as k8s
 
-from helmr import kube_threads
+from helmr.kube import threads as kube_threads
 from helmr.server import User, kube_auth
 from helmr.server.kube_auth import KubeAuthenticator, token_expiry
 from tests.unit.review_apiserver import FakeApiserver, jwt, serving_reviews

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmr.events import Event, EventKind
-from helmr.operator.conditions import interrupted, words
+from helmr.operator.mirror.conditions import interrupted, words
 
 _CLOSED_HOW = {"close": "after its queued Turns finished", "cancel": "by cancel", "idle": "idle"}
 

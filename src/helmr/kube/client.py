@@ -1,7 +1,7 @@
 """A thin async face over the Kubernetes client: only the calls Helmr makes.
 
 The official client is synchronous; every call runs on a thread of
-:mod:`helmr.kube_threads` so the control plane's one event loop never blocks on
+:mod:`helmr.kube.threads` so the control plane's one event loop never blocks on
 the apiserver.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, TypeVar, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from helmr import kube_threads
-from helmr.operator.volumes import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.kube import threads as kube_threads
+from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
 R = TypeVar("R", bound=Resource[Any, Any])

@@ -22,13 +22,12 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from helmr import kube_threads
 from helmr.control import Control, SessionView
+from helmr.kube import threads as kube_threads
+from helmr.kube.client import Kube, namespace_terminating
+from helmr.kube.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.at_once import each_at_once
-from helmr.operator.kube import Kube, namespace_terminating
-from helmr.operator.labels import LABEL_DISK, LABEL_WORKSPACE
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.volumes import (
+from helmr.operator.disks.manifests import (
     DiskSpec,
     PreparedDisk,
     SaveSpec,
@@ -38,6 +37,7 @@ from helmr.operator.volumes import (
     build_workspace,
     disk_usage_spec,
 )
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
 from helmr.resources.workspace import claim_name, save_name

@@ -28,10 +28,10 @@ from typing import Protocol
 
 from kubernetes.client import ApiClient
 
-from helmr import kube_threads
 from helmr.control import SessionName
 from helmr.errors import NotFound, Unauthenticated
-from helmr.operator import pods
+from helmr.kube import threads as kube_threads
+from helmr.operator.runners import pods
 from helmr.server.auth import User
 from helmr.server.kube_auth import KubeAuthenticator
 

@@ -1,4 +1,4 @@
-"""Writes Actors' ``Accepted`` condition (:mod:`helmr.operator.actor_status`
+"""Writes Actors' ``Accepted`` condition (:mod:`helmr.operator.mirror.actor_status`
 decides it): when an Actor is created or its spec changes (kopf's handlers),
 and every minute again for the Actors whose condition can change with no edit
 of theirs.
@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 
 from kubernetes.client.exceptions import ApiException
 
-from helmr.operator.actor_status import accepted
-from helmr.operator.conditions import settle
-from helmr.operator.kube import Kube
+from helmr.kube.client import Kube
+from helmr.operator.mirror.actor_status import accepted
+from helmr.operator.mirror.conditions import settle
 from helmr.resources import Actor, ActorStatus
 
 RECHECK_SECONDS = 60.0

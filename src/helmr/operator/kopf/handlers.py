@@ -13,20 +13,20 @@ import kopf
 from helmr import logs
 from helmr.control import SessionView
 from helmr.errors import NotFound, SessionNotOpen
-from helmr.operator import kopf_settings
-from helmr.operator.actor_acceptance import check
-from helmr.operator.control_plane import ControlPlane
-from helmr.operator.handler_logs import KOPF_OBJECTS, RoutineSuccesses
-from helmr.operator.kopf_namespaces import install as read_listed_namespaces
-from helmr.operator.labels import (
+from helmr.kube.labels import (
     LABEL_COMPONENT,
     LABEL_SESSION_ID,
     LABEL_TURN_ID,
     RUNNER,
 )
-from helmr.operator.lost_history import HistoryLost, admitted, fail_session, refuse_turn
-from helmr.operator.pod_reports import PodReport
-from helmr.operator.session_controls import NotYet, Refused, apply_spec
+from helmr.operator.control_plane import ControlPlane
+from helmr.operator.kopf import settings as kopf_settings
+from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
+from helmr.operator.kopf.namespaces import install as read_listed_namespaces
+from helmr.operator.kopf.session_controls import NotYet, Refused, apply_spec
+from helmr.operator.mirror.actor_acceptance import check
+from helmr.operator.mirror.lost_history import HistoryLost, admitted, fail_session, refuse_turn
+from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.settings import Settings
 from helmr.resources import (
     ACTORS,
@@ -42,7 +42,7 @@ from helmr.resources import (
 
 log = logging.getLogger(__name__)
 
-# Before kopf's observers start (helmr.operator.kopf_namespaces says why).
+# Before kopf's observers start (helmr.operator.kopf.namespaces says why).
 read_listed_namespaces()
 
 
@@ -242,7 +242,7 @@ async def turn_admit(
         plane.traces.admitted(turn, requested, asked_at=asked)
     plane.mirror.turn_names[turn.id] = (namespace, name)
     # Not a status patch from ``turn``: by the time it landed, the status sync
-    # could have written the Turn running or completed (see helmr.operator.mirror).
+    # could have written the Turn running or completed (see helmr.operator.mirror.custom_resources).
     plane.mirror.request(session_id, turn.id)
     plane.supervisor.wake()
 
@@ -251,7 +251,7 @@ async def turn_admit(
 @kopf.on.create(GROUP, VERSION, ACTORS)
 @kopf.on.update(GROUP, VERSION, ACTORS, field="spec")
 async def actor_accepted(body: kopf.Body, memo: Any, **_: Any) -> None:
-    """Writes the Actor's ``Accepted`` condition (helmr.operator.actor_acceptance)."""
+    """Writes the Actor's ``Accepted`` condition (helmr.operator.mirror.actor_acceptance)."""
     await check(_plane(memo).kube, Actor.from_manifest(body))
 
 
@@ -268,7 +268,7 @@ async def runner_pod_event(
 ) -> None:
     """What a runner pod says (prepared, failed to prepare, ended, gone) goes to
     Control through the supervisor (``Supervisor.pod_reported``), read out of the
-    pod here so kopf lets go of it at once (helmr.operator.pod_reports says why)."""
+    pod here so kopf lets go of it at once (helmr.operator.runners.pod_reports says why)."""
     plane = _plane(memo)
     report = PodReport.read(type, _namespaced(namespace), body)
     if report.deleted:  # its token is refused from now on

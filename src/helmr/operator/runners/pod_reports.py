@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from helmr.operator.labels import LABEL_EPOCH, LABEL_SESSION_ID
-from helmr.operator.preparation import container_started, failed_preparation
+from helmr.kube.labels import LABEL_EPOCH, LABEL_SESSION_ID
+from helmr.operator.runners.preparation import container_started, failed_preparation
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class PodReport:
     started: bool
     """Its container is running, or ran and ended."""
     failure: str | None
-    """Why its preparation cannot succeed (helmr.operator.preparation), or None."""
+    """Why its preparation cannot succeed (helmr.operator.runners.preparation), or None."""
     outcome: str
     """``running``, ``exited`` or ``lost`` (:func:`pod_outcome`)."""
     exit_code: int | None

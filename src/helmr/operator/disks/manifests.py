@@ -13,20 +13,17 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from helmr.control import StorageLimits
-from helmr.operator.labels import (
+from helmr.kube.labels import (
     LABEL_DISK,
     LABEL_SAVE_VERSION,
     LABEL_SESSION_ID,
     LABEL_TURN_ID,
     LABEL_WORKSPACE,
 )
+from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION
 from helmr.resources import API_VERSION, ComputerSpec, Workspace, WorkspaceSpec
 from helmr.resources.base import ObjectMeta
 from helmr.resources.workspace import claim_name, save_name
-
-SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
-SNAPSHOT_VERSION = "v1"
-SNAPSHOTS = "volumesnapshots"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ pinned by the objects that outlive the restart): the whole list in one response
 (5,000 runner pods, about 20 KB of JSON each), and each worker keeping its
 object's last event for 5 s after handling it. With 1,000 Sessions, RSS after a
 restart went from 228 to 166 MiB with the runner pods' handler returning at once
-too (helmr.operator.pod_reports): ``benchmarks/bench_operator_memory.py``.
+too (helmr.operator.runners.pod_reports): ``benchmarks/bench_operator_memory.py``.
 """
 
 from __future__ import annotations

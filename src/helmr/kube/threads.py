@@ -55,7 +55,7 @@ THREADS = 16
 RUNNER_REVIEW_THREADS = 8
 """Runner tokens' TokenReviews under way at once (each runner's first call)."""
 LEASE_CONNECTIONS = 1
-"""The leader Lease's renewals (helmr.operator.lease), which stay on the loop's
+"""The leader Lease's renewals (helmr.operator.leadership.lease), which stay on the loop's
 default executor so that they never wait behind these calls."""
 
 CALLS = Lane(THREADS, "helmr-kube")

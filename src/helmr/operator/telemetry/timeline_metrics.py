@@ -24,7 +24,7 @@ from helmr.events import Event, EventKind
 from helmr.states import HoldReason
 
 if TYPE_CHECKING:  # OperatorMetrics makes its TimelineMetrics
-    from helmr.operator.metrics import OperatorMetrics
+    from helmr.operator.telemetry.metrics import OperatorMetrics
 
 _ENDINGS = {
     EventKind.TURN_COMPLETED: "completed",

@@ -4,7 +4,7 @@ A Turn's life crosses processes and time (the API admits it, a runner pod runs
 it, the snapshot controller saves its disk), so no span is held open: each is
 emitted with explicit start and end times when the fact that ends it is
 known, and the trace id and span ids are derived from the Turn's id
-(``helmr.operator.otel``), so spans emitted apart, even by different
+(``helmr.operator.telemetry.otel``), so spans emitted apart, even by different
 processes, form one trace without storing a trace context anywhere.
 
 Spans (the root's children, all named ``turn.<step>``)::
@@ -30,7 +30,7 @@ base dependencies) and its cold start pays for nothing.
 The facts come from the Session timelines the status mirror follows
 (:meth:`TurnTraces.observe`, like the timeline metrics), and from the three
 facts no event records: an admission's request time and a settlement's
-(``helmr.server.traces``) and a save's end (``helmr.operator.computer``). Spans are
+(``helmr.server.traces``) and a save's end (``helmr.operator.disks.workspaces``). Spans are
 emitted only for events newer than this process; older events still teach
 what they say (a Turn queued before a restart has its queue wait traced).
 """
@@ -78,7 +78,7 @@ class TurnSpan:
 
 
 class SpanSink(Protocol):
-    """Where spans go (``helmr.operator.otel``: OpenTelemetry's exporters)."""
+    """Where spans go (``helmr.operator.telemetry.otel``: OpenTelemetry's exporters)."""
 
     def emit(self, span: TurnSpan) -> None: ...
 
@@ -254,7 +254,7 @@ def from_environ(environ: Mapping[str, str]) -> TurnTraces | None:
     if environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return None
     try:
-        from helmr.operator.otel import otlp_traces
+        from helmr.operator.telemetry.otel import otlp_traces
     except ImportError as e:
         log.error("OTEL_EXPORTER_OTLP_ENDPOINT is set but %s: install helmr[tracing]", e)
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from helmr.operator.conditions import Observation
+from helmr.operator.mirror.conditions import Observation
 from helmr.resources import ActorSpec
 from helmr.resources.actor import ENTRYPOINT_PATTERN
 

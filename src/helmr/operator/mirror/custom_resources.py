@@ -12,9 +12,9 @@ CRs are the live face users `kubectl get`. This module:
   a view of its own (the Turn admitted a moment ago, still ``queued``) could
   land it after the status sync's newer one, and nothing would write the
   status again. The others ask for a status with :meth:`request`;
-- writes their ``status.conditions`` (:mod:`helmr.operator.conditions`);
+- writes their ``status.conditions`` (:mod:`helmr.operator.mirror.conditions`);
 - records Kubernetes Events on the CRs for lifecycle changes
-  (:mod:`helmr.operator.event_text`).
+  (:mod:`helmr.operator.mirror.event_text`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from datetime import UTC, datetime
 
 from helmr.control import SessionView, TurnView
 from helmr.events import Event
-from helmr.operator.conditions import session_observations, settle, turn_observations
-from helmr.operator.event_text import kube_event
-from helmr.operator.kube import Kube
-from helmr.operator.labels import LABEL_SESSION_ID, LABEL_TURN_ID
-from helmr.operator.limits import limits_status
+from helmr.kube.client import Kube
+from helmr.kube.labels import LABEL_SESSION_ID, LABEL_TURN_ID
+from helmr.operator.mirror.conditions import session_observations, settle, turn_observations
+from helmr.operator.mirror.event_text import kube_event
+from helmr.operator.runners.limits import limits_status
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import (
     ActorRef,

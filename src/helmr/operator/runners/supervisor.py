@@ -25,17 +25,17 @@ from kubernetes.client.exceptions import ApiException
 from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.errors import NotFound
-from helmr.operator import pods
+from helmr.kube.client import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
+from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.at_once import each_at_once
-from helmr.operator.computer import Disks, RestoreFailed
-from helmr.operator.kube import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
-from helmr.operator.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
-from helmr.operator.limits import effective_limits
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.pod_reports import PodReport
-from helmr.operator.preparation import container_started, pending_detail
-from helmr.operator.runner_identity import RunnerPods
+from helmr.operator.disks.workspaces import Disks, RestoreFailed
+from helmr.operator.runners import pods
+from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.limits import effective_limits
+from helmr.operator.runners.pod_reports import PodReport
+from helmr.operator.runners.preparation import container_started, pending_detail
 from helmr.operator.settings import Settings
+from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
 from helmr.store import utc_now
 

@@ -81,7 +81,7 @@ class KubeLease:
         self._timeout = timeout
 
     async def get(self) -> LeaseRecord | None:
-        # The loop's default executor, not helmr.kube_threads: a renewal must not
+        # The loop's default executor, not helmr.kube.threads: a renewal must not
         # wait behind the status mirror's and the supervisor's calls.
         try:
             lease = await asyncio.to_thread(

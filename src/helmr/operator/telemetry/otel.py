@@ -1,7 +1,7 @@
 """Turn spans into OpenTelemetry: the SDK and the OTLP exporter, imported only here.
 
 Imported only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set
-(:func:`helmr.operator.turn_traces.from_environ`),
+(:func:`helmr.operator.telemetry.turn_traces.from_environ`),
 so the control plane without tracing, and the runner always, never load the
 SDK. Its ``tracing`` extra installs it (the operator image has it).
 
@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
 from helmr import __version__
-from helmr.operator.turn_traces import TurnSpan, TurnTraces
+from helmr.operator.telemetry.turn_traces import TurnSpan, TurnTraces
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def _nanoseconds(at: datetime) -> int:
 
 
 class OtelSink:
-    """:class:`~helmr.operator.turn_traces.SpanSink` over a TracerProvider of its own
+    """:class:`~helmr.operator.telemetry.turn_traces.SpanSink` over a TracerProvider of its own
     (not the global one: its id generator is the Turns')."""
 
     def __init__(self, processor: SpanProcessor, resource: Resource | None = None) -> None:

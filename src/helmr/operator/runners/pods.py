@@ -4,7 +4,7 @@ A runner pod runs untrusted agent code, so it gets no Kubernetes credentials
 (no API token mounted, a service account without RBAC), meets the `restricted`
 Pod Security Standard and talks only to the control plane's runner API. Its
 identity there is a projected service-account token for the Helmr audience,
-bound to the pod (``runner_identity``): no Secret carries it.
+bound to the pod (``runners.identity``): no Secret carries it.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from helmr.logs import ENV_LOG_FORMAT, LogFormat
-from helmr.operator.labels import (
+from helmr.kube.labels import (
     LABEL_COMPONENT,
     LABEL_EPOCH,
     LABEL_SESSION,
     LABEL_SESSION_ID,
     RUNNER,
 )
-from helmr.operator.volumes import DiskUsageSpec
+from helmr.logs import ENV_LOG_FORMAT, LogFormat
+from helmr.operator.disks.manifests import DiskUsageSpec
 from helmr.protocol import contract
 from helmr.resources import API_VERSION, Actor, RunnerPodSettings
 

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from helmr import kube_threads
 from helmr.control import Control, SessionView
 from helmr.errors import NotFound
-from helmr.operator.conditions import Observation, settle
-from helmr.operator.kube import Kube
+from helmr.kube import threads as kube_threads
+from helmr.kube.client import Kube
+from helmr.operator.mirror.conditions import Observation, settle
 from helmr.resources import (
     GROUP,
     TERMINAL_TURN_PHASES,

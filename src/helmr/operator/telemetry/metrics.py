@@ -3,7 +3,7 @@
 Every label takes values from a bounded vocabulary (statuses, reasons and
 outcomes the code names, never user input). Most of these are observed in one
 place, the timeline the status mirror follows
-(:mod:`helmr.operator.timeline_metrics`); the Session counts are read from the
+(:mod:`helmr.operator.telemetry.timeline_metrics`); the Session counts are read from the
 store at each scrape (:meth:`OperatorMetrics.count_sessions`).
 """
 
@@ -13,8 +13,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
 from helmr.control import SessionCounts
-from helmr.operator.storage_metrics import StoragePressureMetrics
-from helmr.operator.timeline_metrics import TimelineMetrics
+from helmr.operator.telemetry.disk_pressure import StoragePressureMetrics
+from helmr.operator.telemetry.timeline_metrics import TimelineMetrics
 from helmr.states import HoldReason, SessionStatus, values
 
 # Histogram buckets (seconds), each spanning what its quantity plausibly takes.

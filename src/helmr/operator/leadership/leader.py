@@ -1,10 +1,10 @@
 """Which control-plane replica leads, and the leader's work while it does.
 
 Every replica serves the REST and runner APIs over the shared store. One at a
-time, the holder of a ``coordination.k8s.io`` Lease (:mod:`helmr.operator.lease`),
+time, the holder of a ``coordination.k8s.io`` Lease (:mod:`helmr.operator.leadership.lease`),
 runs the leader's work: the supervisor, the status mirror, history expiry and
 kopf's handlers (kopf starts watching only once this replica leads:
-:func:`helmr.operator.handlers.operator_startup`).
+:func:`helmr.operator.kopf.handlers.operator_startup`).
 
 On taking the Lease the new leader claims its term in the store
 (:mod:`helmr.store.leadership`); each store write of the leader's work checks
@@ -32,7 +32,7 @@ from kubernetes.client import ApiClient
 from prometheus_client import Gauge
 
 from helmr.control.transaction import Fence
-from helmr.operator.lease import KubeLease, LeaderElector, LeaseTiming
+from helmr.operator.leadership.lease import KubeLease, LeaderElector, LeaseTiming
 from helmr.operator.settings import Settings
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms

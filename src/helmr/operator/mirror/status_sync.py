@@ -23,12 +23,12 @@ from kubernetes.client.exceptions import ApiException
 from helmr import logs
 from helmr.control import Control, SessionView, TurnView
 from helmr.events import Event, EventKind, EventPage
-from helmr.operator import pods
+from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
 from helmr.operator.at_once import each_at_once
-from helmr.operator.kube import NAMESPACE_TERMINATING, namespace_terminating
-from helmr.operator.metrics import OperatorMetrics
-from helmr.operator.mirror import CustomResourceMirror
-from helmr.operator.turn_traces import TurnTraces
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
+from helmr.operator.runners import pods
+from helmr.operator.telemetry.metrics import OperatorMetrics
+from helmr.operator.telemetry.turn_traces import TurnTraces
 from helmr.states import ENDED_SESSION_STATUSES
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ _TERMINAL = {
     EventKind.TURN_CANCELLED,
 }
 # Kinds that may be worth a Kubernetes Event on the CR (`kubectl describe`;
-# helmr.operator.event_text says which and how); output and message facts
+# helmr.operator.mirror.event_text says which and how); output and message facts
 # stay in the timeline only.
 _K8S_EVENT_KINDS = _TERMINAL | {
     EventKind.SESSION_INTERRUPT,
@@ -79,7 +79,7 @@ class StatusSync:
         the supervisor for a pass; each of ``hooks`` mirrors
         something more of a changed Session; ``turn_events`` off records no
         Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
-        tracing is on, takes in every event too (helmr.operator.turn_traces);
+        tracing is on, takes in every event too (helmr.operator.telemetry.turn_traces);
         ``interval`` is the least time between two passes, in seconds."""
         self.control = control
         self.mirror = mirror

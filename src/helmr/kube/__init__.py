@@ -1,0 +1,1 @@
+"""Kubernetes: the client, its threads and the label keys Helmr uses."""

@@ -1,0 +1,1 @@
+"""The Computer disk: each Workspace's claims, saves and restores."""

@@ -1,0 +1,1 @@
+"""kopf adapters: the only importer of kopf; each handler adapts one Kubernetes fact to one call."""

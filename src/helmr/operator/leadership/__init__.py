@@ -1,0 +1,1 @@
+"""Which control-plane replica leads: the Lease and the leader's work."""

@@ -1,0 +1,1 @@
+"""Runner processes: their pods, what the pods report, their identity and limits."""
