@@ -27,7 +27,7 @@ from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runne
 from helmr.operator.runners.pod_reports import PodReports
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
-from helmr.operator.telemetry import turn_traces
+from helmr.operator.telemetry import tracing
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.server import SessionNames, build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
@@ -80,9 +80,8 @@ class ControlPlane:
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )
-        # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set
-        # (helmr.operator.telemetry.turn_traces).
-        self.traces = turn_traces.from_environ(os.environ)
+        # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+        self.traces = tracing.from_environ(os.environ)
         self.supervisor = Supervisor(
             self.control, self.kube, self.runner_pods, settings, self.metrics
         )

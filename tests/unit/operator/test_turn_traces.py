@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from helmr.operator.telemetry.otel import OtelSink, span_id, trace_id
-from helmr.operator.telemetry.turn_traces import TurnTraces, from_environ
+from helmr.operator.telemetry.tracing import from_environ
+from helmr.operator.telemetry.turn_traces import TurnTraces
 from helmr.server import StaticAuthenticator, StaticRunnerTokens, build_app
 from tests.compose import open_plane
 from tests.unit.api import GRANTS, NAMESPACE, Api, RecordingMirror
@@ -167,7 +168,7 @@ def test_without_an_endpoint_nothing_of_opentelemetry_is_imported() -> None:
     # A fresh interpreter: this one has imported the SDK for the tests above.
     check = (
         "import sys, helmr.operator.control_plane, helmr.runner.entrypoint\n"
-        "from helmr.operator.telemetry.turn_traces import from_environ\n"
+        "from helmr.operator.telemetry.tracing import from_environ\n"
         "assert from_environ({}) is None\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('opentelemetry'))\n"
         "assert not loaded, loaded\n"

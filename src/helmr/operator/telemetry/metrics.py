@@ -18,10 +18,6 @@ from helmr.operator.telemetry.timeline_metrics import TimelineMetrics
 from helmr.states import HoldReason, SessionStatus, values
 
 # Histogram buckets (seconds), each spanning what its quantity plausibly takes.
-_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
-_DISPATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600, 14400)
-_COLD_START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300)
 _STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
@@ -37,58 +33,6 @@ class OperatorMetrics:
             "helmr_runner_processes_ended",
             "Runner processes that ended, by outcome (stopped, failed, lost).",
             ["outcome"],
-            registry=None,
-        )
-        self.turns_finished = Counter(
-            "helmr_turns_finished",
-            "Turns that reached a terminal status, by status and reason (the interrupt's or "
-            "cancel's reason; none for completed and failed Turns).",
-            ["status", "reason"],
-            registry=None,
-        )
-        self.queue_wait = Histogram(
-            "helmr_turn_queue_wait_seconds",
-            "From a Turn's admission (turn.queued) to it running (turn.running).",
-            buckets=_WAIT_BUCKETS,
-            registry=None,
-        )
-        self.dispatch = Histogram(
-            "helmr_turn_dispatch_seconds",
-            "From the moment a Turn and an idle runner both exist (the later of the Turn's "
-            "admission, the runner connecting, its previous Turn ending, a hold released) "
-            "to the Turn running.",
-            buckets=_DISPATCH_BUCKETS,
-            registry=None,
-        )
-        self.turn_duration = Histogram(
-            "helmr_turn_duration_seconds",
-            "From a Turn running to its terminal status, by that status.",
-            ["status"],
-            buckets=_TURN_BUCKETS,
-            registry=None,
-        )
-        self.process_failures = Counter(
-            "helmr_process_failures",
-            "Runner process failures (session.process_failed), by reason.",
-            ["reason"],
-            registry=None,
-        )
-        self.holds_opened = Counter(
-            "helmr_holds_opened",
-            "Holds put on Sessions, by reason (interrupt, process_failures, recovery_gap).",
-            ["reason"],
-            registry=None,
-        )
-        self.holds_released = Counter(
-            "helmr_holds_released",
-            "Holds released (resumed, or their Session ended), by the hold's reason.",
-            ["reason"],
-            registry=None,
-        )
-        self.cold_start = Histogram(
-            "helmr_runner_cold_start_seconds",
-            "From a runner pod created to its runner's first receive (the runner connected).",
-            buckets=_COLD_START_BUCKETS,
             registry=None,
         )
         self.sessions = Gauge(
@@ -144,7 +88,7 @@ class OperatorMetrics:
             registry=None,
         )
 
-        self.timeline = TimelineMetrics(self)
+        self.timeline = TimelineMetrics()
 
     def store_transaction(self, kind: str, lane: str, seconds: float) -> None:
         """The store's observer (``Store.observe``)."""
@@ -163,14 +107,6 @@ class OperatorMetrics:
         return [
             self.processes_started,
             self.processes_ended,
-            self.turns_finished,
-            self.queue_wait,
-            self.dispatch,
-            self.turn_duration,
-            self.process_failures,
-            self.holds_opened,
-            self.holds_released,
-            self.cold_start,
             self.sessions,
             self.sessions_held,
             self.store_transactions,
@@ -178,6 +114,7 @@ class OperatorMetrics:
             self.saves,
             self.save_duration,
             self.disks_created,
+            *self.timeline.collectors,
             *self.storage_pressure.collectors,
             self.restores_failed,
         ]

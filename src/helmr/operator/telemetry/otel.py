@@ -1,7 +1,7 @@
 """Turn spans into OpenTelemetry: the SDK and the OTLP exporter, imported only here.
 
 Imported only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set
-(:func:`helmr.operator.telemetry.turn_traces.from_environ`),
+(:func:`helmr.operator.telemetry.tracing.from_environ`),
 so the control plane without tracing, and the runner always, never load the
 SDK. Its ``tracing`` extra installs it (the operator image has it).
 

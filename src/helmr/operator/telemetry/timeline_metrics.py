@@ -18,13 +18,18 @@ event, a Session's runner and hold until the Session ends (:meth:`session_ended`
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.registry import Collector
 
 from helmr.events import Event, EventKind
 from helmr.states import HoldReason
 
-if TYPE_CHECKING:  # OperatorMetrics makes its TimelineMetrics
-    from helmr.operator.telemetry.metrics import OperatorMetrics
+# Histogram buckets (seconds), each spanning what its quantity plausibly takes.
+_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+_DISPATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600, 14400)
+_COLD_START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300)
 
 _ENDINGS = {
     EventKind.TURN_COMPLETED: "completed",
@@ -51,8 +56,60 @@ def _data(event: Event, key: str) -> object:
 
 
 class TimelineMetrics:
-    def __init__(self, metrics: OperatorMetrics) -> None:
-        self.metrics = metrics
+    def __init__(self) -> None:
+        # registry=None: the API server's /metrics registry collects these.
+        self.turns_finished = Counter(
+            "helmr_turns_finished",
+            "Turns that reached a terminal status, by status and reason (the interrupt's or "
+            "cancel's reason; none for completed and failed Turns).",
+            ["status", "reason"],
+            registry=None,
+        )
+        self.queue_wait = Histogram(
+            "helmr_turn_queue_wait_seconds",
+            "From a Turn's admission (turn.queued) to it running (turn.running).",
+            buckets=_WAIT_BUCKETS,
+            registry=None,
+        )
+        self.dispatch = Histogram(
+            "helmr_turn_dispatch_seconds",
+            "From the moment a Turn and an idle runner both exist (the later of the Turn's "
+            "admission, the runner connecting, its previous Turn ending, a hold released) "
+            "to the Turn running.",
+            buckets=_DISPATCH_BUCKETS,
+            registry=None,
+        )
+        self.turn_duration = Histogram(
+            "helmr_turn_duration_seconds",
+            "From a Turn running to its terminal status, by that status.",
+            ["status"],
+            buckets=_TURN_BUCKETS,
+            registry=None,
+        )
+        self.process_failures = Counter(
+            "helmr_process_failures",
+            "Runner process failures (session.process_failed), by reason.",
+            ["reason"],
+            registry=None,
+        )
+        self.holds_opened = Counter(
+            "helmr_holds_opened",
+            "Holds put on Sessions, by reason (interrupt, process_failures, recovery_gap).",
+            ["reason"],
+            registry=None,
+        )
+        self.holds_released = Counter(
+            "helmr_holds_released",
+            "Holds released (resumed, or their Session ended), by the hold's reason.",
+            ["reason"],
+            registry=None,
+        )
+        self.cold_start = Histogram(
+            "helmr_runner_cold_start_seconds",
+            "From a runner pod created to its runner's first receive (the runner connected).",
+            buckets=_COLD_START_BUCKETS,
+            registry=None,
+        )
         # Turn id -> when it was queued, and when it started running.
         self._queued_at: dict[str, datetime] = {}
         self._running_at: dict[str, datetime] = {}
@@ -76,7 +133,7 @@ class TimelineMetrics:
         self._idle_since[session_id] = (epoch, at)
         pod = self._pods.pop(session_id, None)
         if pod is not None and pod[0] == epoch:
-            self.metrics.cold_start.observe((at - pod[1]).total_seconds())
+            self.cold_start.observe((at - pod[1]).total_seconds())
 
     def session_ended(self, session_id: str) -> None:
         """Forgets the Session; a hold it ended with is released with it."""
@@ -96,7 +153,7 @@ class TimelineMetrics:
         elif event.kind == EventKind.SESSION_RESUME:
             self._resumed(event, count)
         if event.kind == EventKind.SESSION_PROCESS_FAILED and count:
-            self.metrics.process_failures.labels(str(_data(event, "reason"))).inc()
+            self.process_failures.labels(str(_data(event, "reason"))).inc()
         hold_id = _data(event, "holdId")
         if event.kind in _HOLDING and isinstance(hold_id, str):
             if _data(event, "state") == _STORAGE_RESOLVED:
@@ -113,7 +170,7 @@ class TimelineMetrics:
         self._release(session_id, None, count=count)
         self._holds[session_id] = (hold_id, reason, count)
         if count:
-            self.metrics.holds_opened.labels(reason).inc()
+            self.holds_opened.labels(reason).inc()
 
     def _release(self, session_id: str, hold_id: str | None, *, count: bool) -> None:
         """Releases the Session's hold (``hold_id``, or whichever it has); counted if
@@ -123,7 +180,7 @@ class TimelineMetrics:
             return
         del self._holds[session_id]
         if count and held[2]:
-            self.metrics.holds_released.labels(held[1]).inc()
+            self.holds_released.labels(held[1]).inc()
 
     def _running(self, event: Event, count: bool) -> None:
         assert event.turn_id is not None
@@ -133,9 +190,9 @@ class TimelineMetrics:
         idle = self._idle_since.pop(event.session_id, None)
         if queued is None or not count:
             return
-        self.metrics.queue_wait.observe((started - queued).total_seconds())
+        self.queue_wait.observe((started - queued).total_seconds())
         if idle is not None and idle[0] == event.process_epoch:
-            self.metrics.dispatch.observe((started - max(queued, idle[1])).total_seconds())
+            self.dispatch.observe((started - max(queued, idle[1])).total_seconds())
 
     def _ended(self, event: Event, status: str, count: bool) -> None:
         assert event.turn_id is not None
@@ -147,11 +204,9 @@ class TimelineMetrics:
         if not count:
             return
         reason = _data(event, "reason")
-        self.metrics.turns_finished.labels(status, str(reason or NO_REASON)).inc()
+        self.turns_finished.labels(status, str(reason or NO_REASON)).inc()
         if started is not None:
-            self.metrics.turn_duration.labels(status).observe(
-                (event.created_at - started).total_seconds()
-            )
+            self.turn_duration.labels(status).observe((event.created_at - started).total_seconds())
 
     def _resumed(self, event: Event, count: bool) -> None:
         hold_id = _data(event, "holdId")
@@ -160,3 +215,16 @@ class TimelineMetrics:
         if idle is not None:
             # A held runner gets no Turn: its wait for one starts again now.
             self._idle_since[event.session_id] = (idle[0], event.created_at)
+
+    @property
+    def collectors(self) -> list[Collector]:
+        return [
+            self.turns_finished,
+            self.queue_wait,
+            self.dispatch,
+            self.turn_duration,
+            self.process_failures,
+            self.holds_opened,
+            self.holds_released,
+            self.cold_start,
+        ]

@@ -37,7 +37,6 @@ what they say (a Turn queued before a restart has its queue wait traced).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,12 +46,7 @@ from helmr.events import Event, EventKind
 from helmr.protocol.api import TurnView
 from helmr.store.rows import SaveRow
 
-log = logging.getLogger(__name__)
-
 ROOT = "turn"
-
-ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-"""Either one set turns tracing on (the SDK reads them, and the other OTEL_* variables)."""
 
 _ENDINGS = {
     EventKind.TURN_COMPLETED: "completed",
@@ -244,18 +238,3 @@ def _error(data: Mapping[str, object]) -> str:
     if isinstance(error, dict):
         return f"{error.get('code') or 'failed'}: {error.get('message', '')}".rstrip(": ")
     return "failed"
-
-
-def from_environ(environ: Mapping[str, str]) -> TurnTraces | None:
-    """Turn traces exported by OTLP when an endpoint is set, else None. Only then is
-    OpenTelemetry imported; without the ``tracing`` extra, tracing stays off (logged)."""
-    if not any(environ.get(name) for name in ENDPOINTS):
-        return None
-    if environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
-        return None
-    try:
-        from helmr.operator.telemetry.otel import otlp_traces
-    except ImportError as e:
-        log.error("OTEL_EXPORTER_OTLP_ENDPOINT is set but %s: install helmr[tracing]", e)
-        return None
-    return otlp_traces()
