@@ -6,7 +6,8 @@
   machine) and the Session's preparation fails with the kubelet's reason.
 - A RuntimeClass named by an Actor is the runner pod's, and a Session runs a
   Turn to completion under it (handler `runc`, the one this cluster's
-  containerd registers: the plumbing a gVisor or Kata class uses).
+  containerd registers: the plumbing a gVisor or Kata class uses); one that
+  does not exist fails the preparation naming it.
 - The placement, labels and annotations an Actor sets are the pod's, merged
   with Helmr's own labels, and the pod stays restricted (the namespaces here
   enforce the restricted Pod Security Standard).
@@ -92,6 +93,30 @@ async def test_a_pull_secret_and_always_reach_the_pod_and_the_pull_is_tried(
         if d["reason"] == "preparation_failed"
     ]
     assert UNREACHABLE_IMAGE in attempt["detail"]
+
+
+async def test_a_runtime_class_that_does_not_exist_fails_the_preparation_naming_it(
+    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+) -> None:
+    # The apiserver refuses the pod (the RuntimeClass admission plugin): a failed
+    # preparation at once, not a pod pending until the preparation deadline.
+    missing = f"{namespace}-missing"
+    actor = create_actor(
+        api_client,
+        namespace,
+        runner_image,
+        "misplaced",
+        retry={"maxAttempts": 1, "backoffSeconds": 0},
+        pod={"runtimeClassName": missing},
+    )
+    session = await start_session(helmr, namespace, actor)
+    await session.enqueue("never runs")
+
+    ended = await eventually(
+        lambda: _failed(session), timeout=60, what="the session to fail its preparation"
+    )
+    assert ended.failure_reason.startswith("preparation_exhausted: runner pod not created")
+    assert missing in ended.failure_reason
 
 
 async def _failed(session: SessionRef) -> Session | None:
