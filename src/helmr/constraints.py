@@ -33,3 +33,9 @@ class Constraint:
         from pydantic import Field  # only where pydantic validates: never in the runner
 
         return handler(Annotated[source, Field(**self.field)])
+
+
+NO_NUL = r"^[^\x00]*$"
+"""The pattern of text the store keeps as a column or looks up by (keys, ids,
+reasons): no NUL character, which PostgreSQL's text cannot hold. JSON payloads
+may hold NUL: the store keeps it escaped in their JSON text."""

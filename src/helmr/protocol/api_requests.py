@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from helmr.constraints import NO_NUL
 from helmr.protocol.contract import EPOCH_HEADER
 from helmr.resources.fields import DnsLabel, Key
 
@@ -42,7 +43,7 @@ Cursor = Annotated[
     BeforeValidator(_digits),
 ]
 PageLimit = Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(_digits)]
-Id = Annotated[str, Field(min_length=1, max_length=128)]
+Id = Annotated[str, Field(min_length=1, max_length=128, pattern=NO_NUL)]
 # Names that become Kubernetes object names (namespace, actor, workspace) are a
 # DnsLabel, an application's own keys (idempotency, session) a Key: the rules the
 # CRDs enforce too.

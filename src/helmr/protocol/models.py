@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from helmr.constraints import Constraint
+from helmr.constraints import NO_NUL, Constraint
 from helmr.states import NO_RESULT, ErrorInfo
 
 
@@ -106,7 +106,7 @@ class OutputRequest(_Request):
     """
 
     value: Any
-    idempotency_key: Annotated[str, Constraint(min_length=1, max_length=256)]
+    idempotency_key: Annotated[str, Constraint(min_length=1, max_length=256, pattern=NO_NUL)]
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ class StopsRequest(_Request):
     """``POST stops``: long-poll for a stop of the turns this process holds."""
 
     turn_ids: Annotated[
-        list[str],
+        list[Annotated[str, Constraint(pattern=NO_NUL)]],
         Constraint(
             min_length=1, max_length=16, description="The turns this process holds unsettled."
         ),
@@ -212,7 +212,7 @@ class MessageOutcomeRequest(_Request):
     """Body of every message outcome (``MessageOutcome`` is the path's last segment);
     ``reason`` explains ``rejected`` and ``unknown``."""
 
-    reason: str | None = None
+    reason: Annotated[str, Constraint(pattern=NO_NUL)] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, WithJsonSchema
 
+from helmr.constraints import NO_NUL
 from helmr.resources.base import JsonDict, WireModel
 
 # A DNS-1123 label: how Kubernetes names most things, and what fits in a label value.
@@ -31,8 +32,9 @@ QUANTITY_PATTERN = (
 )
 Quantity = Annotated[str, Field(min_length=1, max_length=64, pattern=QUANTITY_PATTERN)]
 
-# A free-form key chosen by an application (idempotency keys, Session keys).
-Key = Annotated[str, Field(min_length=1, max_length=256)]
+# A free-form key chosen by an application (idempotency keys, Session keys); the
+# store keeps it as text, which cannot hold NUL.
+Key = Annotated[str, Field(min_length=1, max_length=256, pattern=NO_NUL)]
 
 # Application-defined JSON: kept verbatim by the apiserver, JSON null included.
 Json = Annotated[

@@ -3,13 +3,15 @@ plain dataclasses of the runner protocol (``helmr.protocol.models``), which
 pydantic validates just the same through a ``TypeAdapter``.
 
 Every way a request can be malformed ends here as a 4xx ``HelmrError``:
-415 for a body that is not JSON, 400 for JSON that does not parse or does not
-fit the model, 413 (raised by aiohttp while reading) for an oversize body.
+415 for a body that is not JSON, 400 for JSON that does not parse, holds a
+string that is not Unicode text or does not fit the model, 413 (raised by
+aiohttp while reading) for an oversize body.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -81,4 +83,59 @@ async def json_body(request: web.Request) -> dict[str, Any]:
         raise InvalidInput(f"the body is not valid UTF-8 JSON: {e}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the body must be a JSON object")
+    if _SURROGATE_ESCAPE.search(raw):
+        _refuse_lone_surrogates(data)
     return data
+
+
+# Raw UTF-8 cannot encode a surrogate (decoding refuses it): only a \uD800 to
+# \uDFFF escape makes one, so a body without such an escape is not walked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds half a UTF-16 pair: the JSON parser joins whole
+    pairs, so what is left is not Unicode and UTF-8 cannot encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _refuse_lone_surrogates(data: dict[str, Any]) -> None:
+    """400 naming where a string (or key) of the body is not Unicode text, which
+    no store, log or JSON reader could take. Walked without recursion: the body
+    may be nested as deep as the parser allows."""
+    pending: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if _lone_surrogate(value):
+                _refuse(path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if _lone_surrogate(key):
+                    _refuse((*path, key))
+                pending.append(((*path, key), item))
+        elif isinstance(value, list):
+            pending.extend(((*path, index), item) for index, item in enumerate(value))
+
+
+def _refuse(path: tuple[str | int, ...]) -> None:
+    # A key holding the surrogate is named escaped, so the reply is valid Unicode.
+    names = [
+        p if isinstance(p, int) else p.encode("utf-8", "backslashreplace").decode() for p in path
+    ]
+    where = "".join(f"[{n}]" if isinstance(n, int) else f".{n}" for n in names).lstrip(".")
+    raise InvalidInput(
+        f"fix the request body: {where}: a string holds half a UTF-16 surrogate pair,"
+        " which is not Unicode text; escape characters outside the BMP as whole pairs",
+        errors=[
+            {
+                "loc": ["body", *(str(n) for n in names)],
+                "msg": "a lone UTF-16 surrogate is not Unicode text",
+                "type": "lone_surrogate",
+            }
+        ],
+    )

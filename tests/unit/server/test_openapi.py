@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tests.unit.api import (
 )
 
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
+ROOT = Path(__file__).parents[3]
 
 
 async def test_every_route_is_documented_and_every_documented_route_is_served(api: Api) -> None:
@@ -45,12 +47,9 @@ async def test_document_names_parameters_bodies_and_errors(api: Api) -> None:
     assert "text/event-stream" in stream["responses"]["200"]["content"]
 
 
-# Its work is bounded by the example count, not by time: a separate fuzzer
-# process (seconds to import) sends a few hundred requests, 8 to 11 s alone on
-# 2 cores and three times that beside other test runs; 30 s is the budget of
-# one in-process test, so it gets more, still far below a hang's 600.
-@pytest.mark.timeout(120)
-async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> None:
+async def _schemathesis(
+    api: Api, cwd: Path, *options: str, env: dict[str, str] | None = None
+) -> None:
     """Fuzzes every operation (bounded) against the live app on loopback.
 
     The long polls are left out: a valid request to them waits by design
@@ -63,8 +62,7 @@ async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> N
         f"{api.url}/openapi.json",
         "--header",
         f"Authorization: Bearer {ADMIN}",
-        "--checks",
-        "all",
+        *options,
         "--exclude-operation-id",
         "wait_turn",
         "--exclude-operation-id",
@@ -77,7 +75,8 @@ async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> N
         "1",
         "--request-timeout",
         "30",
-        cwd=tmp_path,
+        cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -86,3 +85,45 @@ async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> N
     report = output.decode()
     assert process.returncode == 0, report
     assert " passed" in report
+
+
+# A fuzz run's work is bounded by the example count, not by time: a separate
+# fuzzer process (seconds to import) sends a few hundred requests, 8 to 11 s alone
+# on 2 cores and three times that beside other test runs; 30 s is the budget of
+# one in-process test, so it gets more, still far below a hang's 600.
+FUZZ_TIMEOUT = 120
+
+
+@pytest.mark.timeout(FUZZ_TIMEOUT)
+async def test_schemathesis_finds_no_server_error(api: Api, tmp_path: Path) -> None:
+    await _schemathesis(api, tmp_path, "--checks", "all")
+
+
+@pytest.mark.timeout(FUZZ_TIMEOUT)
+async def test_schemathesis_bodies_with_lone_surrogates_are_refused(
+    api: Api, tmp_path: Path
+) -> None:
+    """Every body drawn holds a lone UTF-16 surrogate (tests/unit/server/lone_surrogates.py),
+    which the store cannot write: each is refused with a 4xx. Paths name a real Session
+    with a running Turn, kept open: the operations that would end either are left out."""
+    sid = await api.start()
+    await api.enqueue(sid)
+    tid, _ = await api.run_turn(sid)
+    left_out = ("cancel", "close", "interrupt", "interrupt_turn")
+    await _schemathesis(
+        api,
+        tmp_path,
+        "--checks",
+        "not_a_server_error,lone_surrogate_refused",
+        "--mode",
+        "positive",
+        "--phases",
+        "fuzzing",
+        *(f"--exclude-operation-id={operation}" for operation in left_out),
+        env={
+            "SCHEMATHESIS_HOOKS": "tests.unit.server.lone_surrogates",
+            "PYTHONPATH": str(ROOT),
+            "HELMR_FUZZ_SESSION": sid,
+            "HELMR_FUZZ_TURN": tid,
+        },
+    )
