@@ -3,9 +3,10 @@
 The pump long-polls ``messages/next`` and, for each message, reports
 ``started``, runs the handler, then reports ``delivered``, ``rejected`` (the
 handler raised ``MessageRejected``) or ``unknown`` (any other exception, which
-is logged and does not stop the pump). ``stop`` lets a running handler finish
-and abandons a waiting poll: a message handed out but never started is
-rejected by the server at settlement, so none is half-handled.
+is logged and does not stop the pump). Settlement first stops the pump taking
+messages (``stop_taking``: a waiting poll is abandoned, and a message handed out
+but never started is rejected by the server as settlement begins, so none is
+half-handled), then waits for the handler in progress (``stopped``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from helmr.errors import Conflict, MessageRejected, TurnNotActive, TurnSettling
 from helmr.protocol import (
@@ -34,11 +36,19 @@ POLL_WINDOW = 30.0
 
 
 class MessagePump:
-    def __init__(self, call: Call, session_id: str, turn_id: str, handler: MessageHandler) -> None:
+    def __init__(
+        self,
+        call: Call,
+        session_id: str,
+        turn_id: str,
+        handler: MessageHandler,
+        drain_output: Callable[[], Awaitable[Any]],
+    ) -> None:
         self._call = call
         self._session_id = session_id
         self._turn_id = turn_id
         self._handler = handler
+        self._drain_output = drain_output
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._poll: asyncio.Task[NextMessageReply] | None = None
@@ -48,8 +58,8 @@ class MessagePump:
         await self._call(routes.messages_ready(self._session_id, self._turn_id))
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def stop(self) -> None:
-        """Stops taking messages; returns once the handler in progress, if any, is done."""
+    def stop_taking(self) -> None:
+        """Takes no more messages; the handler in progress, if any, goes on."""
         if self._task is asyncio.current_task():
             raise Conflict(
                 "a message handler cannot settle its own turn: settlement waits for the "
@@ -58,6 +68,9 @@ class MessagePump:
         self._stopping = True
         if self._poll is not None:
             self._poll.cancel()
+
+    async def stopped(self) -> None:
+        """Returns once the handler in progress, if any, is done and reported."""
         if self._task is not None:
             await self._task
 
@@ -106,6 +119,10 @@ class MessagePump:
             outcome, reason = MessageOutcome.UNKNOWN, f"{type(e).__name__}: {e}"
         else:
             outcome, reason = MessageOutcome.DELIVERED, None
+        if self._stopping:
+            # The Turn settles: the server commits its outcome on this report, so
+            # the output the handler started must be recorded first.
+            await self._drain_output()
         await self._report(message, outcome, reason)
 
     async def _report(self, message: Message, outcome: MessageOutcome, reason: str | None) -> None:

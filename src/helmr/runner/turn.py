@@ -89,7 +89,7 @@ class Turn:
             raise Conflict(f"turn {self.id} already has its message handler")
         if self._state is not _State.ACTIVE:
             raise Conflict(f"turn {self.id} is {self._state.value}: it takes no more messages")
-        self._pump = MessagePump(self._call, self._session_id, self.id, handler)
+        self._pump = MessagePump(self._call, self._session_id, self.id, handler, self.output.drain)
         try:
             await self._pump.start()
         except BaseException:
@@ -132,9 +132,14 @@ class Turn:
         self._state = _State.SETTLING
         try:
             if self._pump is not None:
-                await self._pump.stop()
+                self._pump.stop_taking()
             await self.output.drain()
+            # Told before the handler in progress returns (spec/001): from here the
+            # server refuses sends with turn_settling and rejects the accepted
+            # messages not started; it commits the outcome once that handler reports.
             await self._call(path, body)
+            if self._pump is not None:
+                await self._pump.stopped()
         except BaseException:
             if not self.settled:  # the server did not end it: the actor may try again
                 self._state = _State.ACTIVE

@@ -209,9 +209,15 @@ class FakeControlPlane:
         return web.json_response({"ok": True})
 
     def _check_active(self, request: web.Request) -> None:
+        # A settling turn is active until its started handlers have reported.
         turn_id = request.match_info.get("turn_id")
-        if turn_id is not None and turn_id in self.settled:
+        if turn_id is not None and turn_id in self.settled and not self._handling():
             raise TurnNotActive(f"turn {turn_id} is settled")
+
+    def _handling(self) -> set[str]:
+        """The messages whose handler started and has not reported its outcome."""
+        started = {m for m, outcome, _ in self.outcomes if outcome == "started"}
+        return started - {m for m, outcome, _ in self.outcomes if outcome != "started"}
 
 
 @pytest.fixture
@@ -542,30 +548,38 @@ async def test_messages_are_delivered_in_order_with_their_outcomes(
     assert plane.names().index("ready") < plane.names().index("next")
 
 
-async def test_settlement_waits_for_the_message_handler_in_progress(
+async def test_settlement_is_told_before_the_message_handler_in_progress_returns(
     plane: FakeControlPlane, session: Session
 ) -> None:
+    """The server refuses sends from then on (turn_settling), and commits the outcome
+    once the handler reports; ``complete`` returns after that report."""
     turn = await first_turn(plane, session)
     await plane.add_message("turn_1", "msg_1", "approve")
     order: list[str] = []
+    handling = asyncio.Event()
 
     async def handler(message: Message) -> None:
         order.append("handler started")
-        # A settlement that did not wait would arrive now; give it the chance.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(plane.until(lambda: "complete" in plane.names()), 0.3)
-        await turn.output.write(f"handled {message.data}")
+        handling.set()
+        await plane.until(lambda: "complete" in plane.names())
+        turn.output.write(f"handled {message.data}")  # recorded before the report
         order.append("handler done")
 
-    async def note_complete(request: web.Request, body: dict[str, Any]) -> None:
-        order.append("complete arrived")
+    async def note(request: web.Request, body: dict[str, Any]) -> None:
+        order.append(request.match_info.route.name or "?")
 
-    plane.hooks["complete"] = note_complete
+    plane.hooks["complete"] = plane.hooks["outcome"] = plane.hooks["turn_output"] = note
     await turn.on_message(handler)
-    await plane.until(lambda: ("msg_1", "started", None) in plane.outcomes)
+    await handling.wait()
     await turn.complete()
 
-    assert order == ["handler started", "handler done", "complete arrived"]
+    assert order[order.index("handler started") :] == [
+        "handler started",
+        "complete",
+        "handler done",
+        "turn_output",
+        "outcome",
+    ]
     assert [v for _, v in plane.outputs.values()] == ["handled approve"]
     assert plane.outcomes[-1] == ("msg_1", "delivered", None)
 
