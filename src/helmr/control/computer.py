@@ -47,7 +47,9 @@ def request_save(tx: Tx, session: SessionRow, turn: TurnRow) -> SaveRow:
 def lose_disk(tx: Tx, session: SessionRow) -> Restore:
     """The runner's execution was lost, and its disk with it: the next runner
     gets a disk restored from the last ready save. Pending saves of the lost
-    disk can no longer commit; the Turns they covered form the recovery gap."""
+    disk can no longer commit, whichever Session asked for them; the recovery
+    gap is this Session's Turns among those the lost disk held unsaved (an
+    earlier Session's on the same Workspace are not this one's to acknowledge)."""
     disk = disks.ensure(tx, session.namespace, session.workspace)
     ready = disks.saves(tx, session.namespace, session.workspace, "ready")
     restored_from = ready[0].version if ready else None
@@ -63,7 +65,7 @@ def lose_disk(tx: Tx, session: SessionRow) -> Restore:
         restore_point=None
         if restored_from is None
         else save_name(session.workspace, restored_from),
-        gap=tuple(save.turn_id for save in reversed(lost)),
+        gap=tuple(save.turn_id for save in reversed(lost) if save.session_id == session.id),
     )
 
 

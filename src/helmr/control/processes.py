@@ -221,15 +221,20 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     return outcome(tx, session_id, epoch, "lost", hold_id)
 
 
-def _hold_for_gap(tx: Tx, session_id: str) -> str | None:
-    """Holds the Session until the recovery gap is acknowledged (``resume``).
+def _hold_for_gap(tx: Tx, session_id: str) -> str:
+    """Holds the Session until the recovery gap is acknowledged (``resume``);
+    returns the hold, which the ``session.recovery_gap`` event names.
 
     A Session already held stays under that hold, whose resume then
-    acknowledges the gap too.
+    acknowledges the gap too. A disk pressure hold becomes the gap's
+    (reason ``recovery_gap``): the episode resolving releases only a hold of
+    its own reason, and the gap still needs its resume.
     """
     session = sessions.require(tx, session_id)
     if session.hold is not None:
-        return None
+        if session.hold.reason == "storage_pressure":
+            holds.set_reason(tx, session.hold.id, "recovery_gap")
+        return session.hold.id
     hold = holds.insert(tx, session_id, reason="recovery_gap", scope="session", turn_id=None)
     sessions.update(tx, session_id, hold_id=hold.id)
     return hold.id

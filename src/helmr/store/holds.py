@@ -31,5 +31,10 @@ def get(rt: ReadTx, hold_id: str) -> HoldRow | None:
     return None if row is None else HoldRow.load(row)
 
 
+def set_reason(tx: Tx, hold_id: str, reason: HoldReason) -> None:
+    """What an open hold now stands for (its resume acknowledges that too)."""
+    tx.update("holds", hold_id, {"reason": reason})
+
+
 def release(tx: Tx, hold_id: str, *, how: str) -> None:
     tx.update("holds", hold_id, {"released_at": tx.now, "released_how": how})

@@ -6,14 +6,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import JsonValue
 
-from helmr.control import ControlConfig, SessionView
+from helmr.control import ControlConfig, HoldView, SessionView, StorageLimits
 from helmr.control.computer import covered_by_taking, uncommitted
 from helmr.errors import Conflict
 from helmr.protocol import ErrorInfo
 from helmr.states import SaveStatus
 from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness
+
+MIB = 1 << 20
+LIMITS = StorageLimits(capacity_bytes=100 * MIB, pause_at=0.90, stop_at=0.98, resolve_at=0.85)
 
 
 @pytest.fixture
@@ -175,6 +179,125 @@ async def test_a_given_up_save_is_in_the_gap_too(h: Harness) -> None:
     }
     disk = await h.control.current_disk("team", session.workspace)
     assert (disk.disk, disk.restored_from) == (2, None)
+
+
+async def _gap(h: Harness, session_id: str) -> dict[str, JsonValue]:
+    """The data of the Session's one ``session.recovery_gap`` event."""
+    [gap] = [e.data for e in await h.events(session_id) if e.kind == "session.recovery_gap"]
+    assert isinstance(gap, dict)
+    return gap
+
+
+async def _next_session_on_the_workspace(
+    h: Harness, earlier: SessionView, epoch: int
+) -> tuple[SessionView, int]:
+    """Closes ``earlier`` (its process ``epoch`` exits) and opens another Session on
+    its Workspace with a process started; that Session and its epoch."""
+    await h.control.close(earlier.id)
+    await h.control.process_exited(earlier.id, epoch, 0)
+    later = await h.control.open_session(
+        namespace="team", name="later", actor="reviewer", workspace=earlier.workspace
+    )
+    return later, await h.control.process_started(later.id)
+
+
+async def test_a_loss_names_only_this_sessions_turns_not_an_earlier_sessions(
+    h: Harness,
+) -> None:
+    """002: the gap names the affected completed requests *of this conversation*: a
+    Turn of an earlier Session on the same Workspace whose save never became ready
+    is not this Session's to acknowledge, and does not hold it."""
+    earlier = await h.session()
+    ws = earlier.workspace
+    epoch = await h.control.process_started(earlier.id)
+    await _complete(h, earlier, epoch, "given up")
+    for _ in range(2):
+        await h.control.save_failed("team", ws, 1, "snapshot failed")
+    await _complete(h, earlier, epoch, "still pending")
+    later, epoch = await _next_session_on_the_workspace(h, earlier, epoch)
+
+    outcome = await h.control.execution_lost(later.id, epoch)
+
+    assert outcome.hold_id is None
+    assert (await h.control.get_session(later.id)).hold is None
+    assert await _gap(h, later.id) == {
+        "restorePoint": None,
+        "computerId": f"{ws}-disk-1",
+        "turnIds": [],
+        "holdId": None,
+    }
+    # The earlier Session's pending save was of the lost disk: it can no longer commit.
+    assert (await h.control.save_ready("team", ws, 2)).status == "lost"
+
+
+async def test_the_gap_names_this_sessions_unsaved_turns_after_an_earlier_sessions(
+    h: Harness,
+) -> None:
+    earlier = await h.session()
+    epoch = await h.control.process_started(earlier.id)
+    await _complete(h, earlier, epoch, "unsaved, earlier")
+    later, epoch = await _next_session_on_the_workspace(h, earlier, epoch)
+    mine = await _complete(h, later, epoch, "unsaved, mine")
+
+    outcome = await h.control.execution_lost(later.id, epoch)
+
+    assert outcome.hold_id is not None
+    gap = await _gap(h, later.id)
+    assert (gap["turnIds"], gap["holdId"]) == ([mine], outcome.hold_id)
+
+
+async def _lost_under_hold(
+    h: Harness, session_id: str, epoch: int, hold_id: str, unsaved: list[str]
+) -> HoldView:
+    """Loses the execution of a Session held by ``hold_id``; checks that the
+    loss and its gap name that hold and the ``unsaved`` Turns; returns the hold."""
+    outcome = await h.control.execution_lost(session_id, epoch)
+    assert outcome.hold_id == hold_id
+    gap = await _gap(h, session_id)
+    assert (gap["turnIds"], gap["holdId"]) == (unsaved, hold_id)
+    hold = (await h.control.get_session(session_id)).hold
+    assert hold is not None
+    assert hold.hold_id == hold_id
+    return hold
+
+
+async def test_a_gap_of_a_session_already_held_names_that_hold(h: Harness) -> None:
+    """002: holdId is set when this conversation is held for acknowledgement; a
+    Session an interrupt already holds stays under that hold, whose resume
+    acknowledges the gap too, and the gap names it (never null)."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    unsaved = await _complete(h, session, epoch, "unsaved")
+    receipt = await h.control.interrupt(session.id)
+
+    hold = await _lost_under_hold(h, session.id, epoch, receipt.hold_id, [unsaved])
+
+    assert hold.reason == "interrupt"
+    await h.control.resume(session.id, receipt.hold_id)
+    assert (await h.control.get_session(session.id)).hold is None
+
+
+async def test_a_gap_under_a_storage_pressure_hold_makes_it_the_gaps_hold(h: Harness) -> None:
+    """A pause's hold is released by itself when the disk empties; once it also
+    holds the Session for a recovery gap, it is the gap's hold (reason
+    ``recovery_gap``), which only a resume releases."""
+    session = await h.session()
+    await h.control.set_storage_limits(session.id, LIMITS)
+    epoch = await h.control.process_started(session.id)
+    unsaved = await _complete(h, session, epoch, "unsaved")
+    assert await h.control.report_storage(session.id, epoch, 95 * MIB) == "paused"
+    paused = (await h.control.get_session(session.id)).hold
+    assert paused is not None
+
+    hold = await _lost_under_hold(h, session.id, epoch, paused.hold_id, [unsaved])
+
+    assert hold.reason == "recovery_gap"
+    # The disk empties (the episode resolves): the gap still waits for its resume.
+    epoch = await h.control.process_started(session.id)
+    assert await h.control.report_storage(session.id, epoch, 10 * MIB) == "resolved"
+    still = (await h.control.get_session(session.id)).hold
+    assert still is not None
+    assert (still.hold_id, still.reason) == (paused.hold_id, "recovery_gap")
 
 
 async def test_pruning_keeps_the_newest_ready_saves_and_drops_lost_ones(h: Harness) -> None:

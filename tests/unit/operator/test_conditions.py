@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import get_args
 
-from helmr.control import HoldView
+from helmr.control import HoldView, StorageLimits
 from helmr.operator.mirror.conditions import (
     Observation,
     camel,
@@ -155,3 +155,21 @@ async def test_turn_conditions_as_a_job_has_them(h: Harness) -> None:
     (condition,) = turn_observations(failed, "review-2")
     assert (condition.type, condition.reason) == ("Failed", "HandlerError")
     assert condition.message == "Turn review-2 failed: it broke"
+
+
+async def test_a_disk_pressure_hold_says_so_and_a_gap_under_it_says_that(h: Harness) -> None:
+    session = await h.session()
+    mib = 1 << 20
+    limits = StorageLimits(capacity_bytes=100 * mib, pause_at=0.9, stop_at=0.98, resolve_at=0.85)
+    await h.control.set_storage_limits(session.id, limits)
+    epoch, turn = await h.running(session.id)
+    await h.control.complete(session.id, epoch, turn.id, "unsaved")
+    await h.control.report_storage(session.id, epoch, 95 * mib)
+    paused = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert (paused["Held"].status, paused["Held"].reason) == ("True", "StoragePressure")
+    assert "the Computer disk is nearly full" in paused["Held"].message
+
+    await h.control.execution_lost(session.id, epoch)
+    lost = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert (lost["Held"].status, lost["Held"].reason) == ("True", "RecoveryGap")
+    assert "completed work was lost with the Computer" in lost["Held"].message

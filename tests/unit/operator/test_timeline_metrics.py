@@ -163,3 +163,27 @@ def test_a_hold_that_replaces_another_releases_it() -> None:
     assert value("helmr_holds_released_total", reason="storage_pressure") == 1
     assert value("helmr_holds_opened_total", reason="interrupt") == 1
     assert value("helmr_holds_released_total", reason="interrupt") == 1
+
+
+def test_a_pressure_hold_that_became_a_gaps_is_released_by_its_resume_only() -> None:
+    """A recovery gap naming a disk pressure hold makes it the gap's: counted as
+    released for the pressure and opened for the gap, and the episode resolving
+    releases nothing (the gap still waits for its resume)."""
+    metrics = OperatorMetrics()
+    pressure = EventKind.SESSION_STORAGE_PRESSURE
+    value = _reader(metrics)
+    for event in [
+        _event(1, pressure, {"state": "paused", "holdId": "hold_a"}),
+        _event(2, EventKind.SESSION_RECOVERY_GAP, {"turnIds": ["turn_1"], "holdId": "hold_a"}),
+        _event(3, pressure, {"state": "resolved", "holdId": "hold_a"}),
+    ]:
+        metrics.timeline.observe(event, count=True)
+
+    assert value("helmr_holds_opened_total", reason="storage_pressure") == 1
+    assert value("helmr_holds_released_total", reason="storage_pressure") == 1
+    assert value("helmr_holds_opened_total", reason="recovery_gap") == 1
+    assert not value("helmr_holds_released_total", reason="recovery_gap")
+
+    resume: dict[str, JsonValue] = {"holdId": "hold_a", "how": "resume"}
+    metrics.timeline.observe(_event(4, EventKind.SESSION_RESUME, resume), count=True)
+    assert value("helmr_holds_released_total", reason="recovery_gap") == 1

@@ -39,13 +39,16 @@ _ENDINGS = {
 }
 # Events that name the Session's hold (holdId) and the reason of a hold they open.
 # One naming a hold the Session already has (storage pressure on a held Session)
-# opens none.
+# opens none, except a recovery gap naming a storage pressure hold: that hold is
+# the gap's now (helmr.control.processes), released for the one reason and
+# opened for the other.
 _HOLDING: dict[EventKind, HoldReason] = {
     EventKind.SESSION_INTERRUPT: "interrupt",
     EventKind.SESSION_PROCESS_FAILED: "process_failures",
     EventKind.SESSION_RECOVERY_GAP: "recovery_gap",
     EventKind.SESSION_STORAGE_PRESSURE: "storage_pressure",
 }
+_BECOMES_GAPS: tuple[HoldReason, HoldReason] = ("storage_pressure", "recovery_gap")
 # A storage pressure episode that resolved released its hold (if still open).
 _STORAGE_RESOLVED = "resolved"
 NO_REASON = "none"
@@ -157,13 +160,14 @@ class TimelineMetrics:
         hold_id = _data(event, "holdId")
         if event.kind in _HOLDING and isinstance(hold_id, str):
             if _data(event, "state") == _STORAGE_RESOLVED:
-                self._release(event.session_id, hold_id, count=count)
+                # The episode releases only a hold that is still its own.
+                self._release(event.session_id, hold_id, count=count, reason="storage_pressure")
             else:
                 self._held(event.session_id, hold_id, _HOLDING[event.kind], count)
 
     def _held(self, session_id: str, hold_id: str, reason: HoldReason, count: bool) -> None:
         held = self._holds.get(session_id)
-        if held is not None and held[0] == hold_id:
+        if held is not None and held[0] == hold_id and (held[1], reason) != _BECOMES_GAPS:
             return  # the hold the Session already has
         # A Session has one hold at a time: one it had is gone (an interrupt
         # replaces a storage pressure hold).
@@ -172,11 +176,20 @@ class TimelineMetrics:
         if count:
             self.holds_opened.labels(reason).inc()
 
-    def _release(self, session_id: str, hold_id: str | None, *, count: bool) -> None:
-        """Releases the Session's hold (``hold_id``, or whichever it has); counted if
-        its opening was."""
+    def _release(
+        self,
+        session_id: str,
+        hold_id: str | None,
+        *,
+        count: bool,
+        reason: HoldReason | None = None,
+    ) -> None:
+        """Releases the Session's hold (``hold_id``, or whichever it has; only if it
+        holds for ``reason``, when given); counted if its opening was."""
         held = self._holds.get(session_id)
         if held is None or (hold_id is not None and held[0] != hold_id):
+            return
+        if reason is not None and held[1] != reason:
             return
         del self._holds[session_id]
         if count and held[2]:
