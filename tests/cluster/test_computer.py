@@ -22,6 +22,7 @@ from kubernetes import client
 
 from helmr.client import Client, SessionRef, TurnRef
 from helmr.errors import Conflict
+from helmr.kube.client import refused_as_held
 from helmr.resources import GROUP, VERSION, WORKSPACES
 
 from .conftest import Operator, kubectl
@@ -278,6 +279,50 @@ async def test_a_held_workspace_is_exclusive_and_its_deletion_leaves_nothing(
         return names + [str(c["metadata"]["name"]) for c in ours]
 
     await eventually(lambda: not leftovers(), timeout=120, what="no claim or save left")
+
+
+async def test_a_workspace_is_deleted_through_the_api_as_soon_as_its_session_reads_closed(
+    helmr: Client,
+    api_client: client.ApiClient,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    """Issue 25, item 5: the Session reads closed before the status mirror clears the
+    Workspace's holder, which the admission policy checks; the delete right then
+    succeeds (it was a 500), and a refusal for a holder is a 409 naming it."""
+    files_actor(api_client, namespace, runner_image)
+    session = await start(helmr, namespace)
+    await completed(await session.enqueue({"write": {"d.txt": "x"}}))
+    state = await session.retrieve()
+    workspace = helmr.workspaces.ref(state.workspace_id)
+    with pytest.raises(Conflict, match=session.id) as held:
+        await workspace.delete()
+    assert held.value.details["held_by"] == state.name
+    await eventually(
+        lambda: workspace_status(api_client, namespace).get("heldBy") == state.name,
+        timeout=60,
+        what="the Workspace status to name its holder",
+    )
+    # The admission policy's own refusal is the one the API maps to a 409.
+    with pytest.raises(client.ApiException) as refused:
+        client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, WORKSPACES, WORKSPACE
+        )
+    assert refused_as_held(refused.value), refused.value.body
+
+    await session.close()
+    async for event in session.events.stream():  # the moment the store closed it
+        if event.kind == "session.closed":
+            break
+    assert (await session.retrieve()).status == "closed"
+    deleted = await workspace.delete()
+
+    assert deleted.name == WORKSPACE
+
+    def gone() -> bool:  # a Workspace that is gone reads as no status
+        return not workspace_status(api_client, namespace) and not save_names(api_client, namespace)
+
+    await eventually(gone, timeout=120, what="the Workspace and its saves gone")
 
 
 async def _done_or_acknowledged(session: SessionRef, turn: TurnRef) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helmr.kube.client import HELD_POLICY
 from helmr.operator.settings import Settings
 from helmr.resources.crd import RESOURCES
 from tests.unit.helm import find_helm
@@ -158,6 +159,8 @@ def test_the_workspace_deletion_policy_is_installed_as_written() -> None:
     rendered = render()
     for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
         assert of_kind(rendered, kind) == [d for d in expected if d["kind"] == kind]
+    # The API answers this policy's refusal with a 409 naming the holder (kube.refused_as_held).
+    assert [d["metadata"]["name"] for d in expected] == [HELD_POLICY, HELD_POLICY]
 
 
 def test_packaged_chart_holds_byte_identical_crds(tmp_path: Path) -> None:

@@ -203,6 +203,7 @@ def require_unheld(rt: ReadTx, namespace: str, workspace: str) -> None:
             " close or cancel it, and wait for status closed, before deleting the workspace",
             workspace=workspace,
             session_id=holder.id,
+            held_by=holder.name,
         )
 
 

@@ -44,6 +44,21 @@ def namespace_terminating(error: BaseException) -> bool:
     return any(cause.get("reason") == "NamespaceTerminating" for cause in details.get("causes", []))
 
 
+HELD_POLICY = "workspaces.helmr.dev-held"
+"""The ValidatingAdmissionPolicy refusing the deletion of a Workspace whose status
+names a holder (charts/helmr/policies/workspace-deletion.yaml)."""
+
+
+def refused_as_held(error: BaseException) -> bool:
+    """Whether ``error`` is the admission policy refusing to delete a held Workspace
+    (403, naming the policy), not a refusal of Helmr's own rights."""
+    return (
+        isinstance(error, ApiException)
+        and error.status == 403
+        and f"'{HELD_POLICY}'" in str(error.body or "")
+    )
+
+
 def load_config() -> client.ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig."""
     try:

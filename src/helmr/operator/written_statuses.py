@@ -33,12 +33,18 @@ class WrittenStatuses(Generic[Key, StatusT]):
         self._written: dict[Key, str] = {}
 
     async def write(
-        self, key: Key, status: StatusT, patch: Callable[[StatusT], Awaitable[bool]]
+        self,
+        key: Key,
+        status: StatusT,
+        patch: Callable[[StatusT], Awaitable[bool]],
+        *,
+        again: bool = False,
     ) -> None:
-        """``patch(status)``, unless it is the status last written for ``key``; it is
+        """``patch(status)``, unless it is the status last written for ``key`` (and
+        not written ``again``: another process may have written since); it is
         remembered once ``patch`` says it landed."""
         text = _wire_json(status)
-        if self._written.get(key) == text:
+        if self._written.get(key) == text and not again:
             return
         if await patch(status):
             self._written[key] = text
@@ -48,6 +54,10 @@ class WrittenStatuses(Generic[Key, StatusT]):
         restart): remembered unless this process has written one since it started,
         which is newer than any status it reads."""
         self._written.setdefault(key, _wire_json(status))
+
+    def forget(self, key: Key) -> None:
+        """The object is gone: nothing is remembered for it."""
+        self._written.pop(key, None)
 
     def last(self, key: Key) -> StatusT | None:
         """The status last written for ``key`` by this process, if any."""

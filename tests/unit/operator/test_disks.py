@@ -5,14 +5,19 @@ and a lost disk is replaced by one restored from the last ready save."""
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from helmr.control import Control, ControlConfig
+from helmr.errors import Conflict
+from helmr.kube.client import HELD_POLICY
 from helmr.operator.disks.workspaces import ADVANCED_AT_ONCE, Disks, RestoreFailed
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.resources import Actor, Resource
+from helmr.resources import Actor, Resource, Workspace
 from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness
 
@@ -70,6 +75,35 @@ class DiskKube(StubKube):
         # As with the snapshot controller's finalizers: gone only once it lets go.
         if name in self.snapshots:
             self.snapshots[name]["metadata"]["deletionTimestamp"] = "now"
+
+    async def patch_resource_status(
+        self, kind: type[Resource[Any, Any]], namespace: str, name: str, status: Any
+    ) -> bool:
+        obj = self.resources.get((kind.KIND, name))
+        if obj is None:
+            return False
+        obj["status"] = {**obj.get("status", {}), **status.status_patch()["status"]}
+        obj["status"] = {k: v for k, v in obj["status"].items() if v is not None}
+        return await super().patch_resource_status(kind, namespace, name, status)
+
+    async def delete_resource(self, kind: type[R], namespace: str, name: str) -> None:
+        held_by = self.resources.get((kind.KIND, name), {}).get("status", {}).get("heldBy")
+        if kind is Workspace and held_by:
+            raise held_refusal(name, held_by)
+        self.resources.pop((kind.KIND, name), None)
+
+
+def held_refusal(name: str, held_by: str) -> ApiException:
+    """The apiserver's answer to deleting a Workspace whose status names a holder
+    (charts/helmr/policies/workspace-deletion.yaml)."""
+    error = ApiException(status=403, reason="Forbidden")
+    message = (
+        f'workspaces.helmr.dev "{name}" is forbidden: ValidatingAdmissionPolicy'
+        f" '{HELD_POLICY}' with binding '{HELD_POLICY}' denied request:"
+        f" workspace {name} is held by Session {held_by}: close or cancel the Session"
+    )
+    error.body = json.dumps({"kind": "Status", "message": message, "reason": "Forbidden"})
+    return error
 
 
 K = TypeVar("K", bound=DiskKube)
@@ -373,3 +407,76 @@ async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_st
 
     assert kube.most_under_way == ADVANCED_AT_ONCE
     assert sorted(kube.created_snapshots) == sorted(f"ws-{i}-save-1" for i in range(1, count))
+
+
+async def _released(h: Harness, kube: DiskKube, disks: Disks) -> str:
+    """A Session that held Workspace ws (its status says so) and closed in the store."""
+    session = await h.control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+    await disks.prepare(session, await _actor(kube))
+    await disks.sync_status(NS, "ws")
+    assert kube.resources[("Workspace", "ws")]["status"]["heldBy"] == "s"
+    await h.control.close(session.id)
+    assert (await h.control.get_session(session.id)).status == "closed"
+    return session.id
+
+
+def _after_status_writes(kube: DiskKube, then: Callable[[], Awaitable[str]]) -> None:
+    """Each Workspace status write is followed by ``then``, which says the holder
+    written over it (as another writer would)."""
+    patch = kube.patch_resource_status
+
+    async def patched(kind: Any, namespace: str, name: str, status: Any) -> bool:
+        written = await patch(kind, namespace, name, status)
+        kube.resources[("Workspace", "ws")]["status"]["heldBy"] = await then()
+        return written
+
+    kube.patch_resource_status = patched  # type: ignore[method-assign]
+
+
+async def test_a_workspace_its_session_just_let_go_of_is_deleted_though_its_status_lags(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """Issue 25, item 5: the Session reads closed before the status mirror clears the
+    Workspace's holder, which the admission policy refuses to delete: the deletion
+    writes the status from the store first."""
+    await _released(h, kube, disks)
+
+    await disks.delete_workspace(NS, "ws")
+
+    assert ("Workspace", "ws") not in kube.resources
+
+
+async def test_a_deletion_refused_as_held_is_a_conflict_naming_the_holder(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    await _released(h, kube, disks)
+
+    async def stale_mirror() -> str:  # a holder the store does not know
+        return "old"
+
+    _after_status_writes(kube, stale_mirror)
+
+    with pytest.raises(Conflict, match="held by Session old") as refused:
+        await disks.delete_workspace(NS, "ws")
+
+    assert refused.value.details == {"workspace": "ws", "held_by": "old"}
+    assert ("Workspace", "ws") in kube.resources
+
+
+async def test_a_deletion_refused_for_a_new_holder_names_it(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """The store took a new holder after the API checked: its Conflict says which."""
+    await _released(h, kube, disks)
+
+    async def taken_meanwhile() -> str:
+        await h.control.open_session(namespace=NS, name="t", actor="files", workspace="ws")
+        return "t"
+
+    _after_status_writes(kube, taken_meanwhile)
+
+    with pytest.raises(Conflict, match="held by session t") as refused:
+        await disks.delete_workspace(NS, "ws")
+
+    taken = (await h.control.get_workspace(NS, "ws")).held_by
+    assert refused.value.details == {"workspace": "ws", "session_id": taken, "held_by": "t"}

@@ -201,3 +201,21 @@ async def test_an_api_turn_wakes_the_supervisor_before_its_resource_is_made(h: H
 
     assert resources_when_woken == [{KUBECTL_TURN}]  # once, before the Turn's was made
     assert turn_cr_name(turn.id) in kube.created
+
+
+async def test_a_sessions_hooks_are_mirrored_before_its_own_status(h: Harness) -> None:
+    """Its Workspace's hold is released before the Session shows Closed: a kubectl
+    user deletes the Workspace next, which admission refuses while it names a holder."""
+    kube = SlowKube()
+    mirror = CustomResourceMirror(kube)
+
+    async def workspace(session: SessionView) -> None:
+        kube.log.append(f"Workspace/{session.workspace}")
+
+    sync = StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda: None, hooks=(workspace,))
+    session = await h.session()
+    await h.control.close(session.id)
+
+    await sync.sync(await h.control.changed_sessions(timeout=0))
+
+    assert kube.log[:2] == [f"Workspace/{session.workspace}", f"Session/{session.name}"]

@@ -23,8 +23,9 @@ from functools import partial
 from typing import Any
 
 from helmr.control import Control, SessionView
+from helmr.errors import Conflict
 from helmr.kube import threads as kube_threads
-from helmr.kube.client import Kube, namespace_terminating
+from helmr.kube.client import Kube, namespace_terminating, refused_as_held
 from helmr.kube.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.at_once import each_at_once
 from helmr.operator.disks.manifests import (
@@ -48,6 +49,12 @@ log = logging.getLogger(__name__)
 ADVANCED_AT_ONCE = kube_threads.THREADS
 """Workspaces whose saves take a step at once: as many as Kubernetes calls run at
 once, so a pass keeps those threads busy and no more."""
+
+
+DELETE_ATTEMPTS = 3
+"""Deletions of a Workspace the admission policy refuses as held while the store
+holds it for no Session, each after writing its status again, before the API
+answers Conflict."""
 
 
 def _nobody_listens(save: SaveRow) -> None:
@@ -99,8 +106,36 @@ class Disks:
         return PreparedDisk(claim, usage)
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
-        """The API's deletion: the Workspace goes, its claims and saves with it."""
-        await self.kube.delete_resource(Workspace, namespace, name)
+        """The API's deletion, of a Workspace the store holds for no Session (the API
+        checked): the Workspace goes, its claims and saves with it.
+
+        The admission policy refuses it while the resource's status names a
+        holder, and the status mirror clears that only after the store let go (a
+        client reads the Session closed first): so the status is written from the
+        store before each attempt. Refused all the same (a holder written again
+        meanwhile, or a new one in the store), it is a Conflict naming the holder
+        (``details.held_by``), never a 500.
+        """
+        for _ in range(DELETE_ATTEMPTS):
+            await self.sync_status(namespace, name, again=True)
+            try:
+                await self.kube.delete_resource(Workspace, namespace, name)
+            except Exception as e:
+                if not refused_as_held(e):
+                    raise
+                await self.control.require_unheld_workspace(namespace, name)
+                continue
+            self._statuses.forget((namespace, name))
+            return
+        workspace = await self.kube.get_resource(Workspace, namespace, name)
+        status = None if workspace is None else workspace.status
+        held_by = None if status is None else status.held_by
+        raise Conflict(
+            f"workspace {name} is held by Session {held_by}, as its status says: close or"
+            " cancel that Session and wait for its status to be closed before deleting it",
+            workspace=name,
+            held_by=held_by,
+        )
 
     async def reconcile(self) -> None:
         """Moves every Workspace's pending saves one step: follow the one being
@@ -125,8 +160,9 @@ class Disks:
             (partial(advance, ns, name, saves) for (ns, name), saves in pending.items()),
         )
 
-    async def sync_status(self, namespace: str, name: str) -> None:
-        """Mirrors the store's view of the Workspace into its status (if it exists)."""
+    async def sync_status(self, namespace: str, name: str, *, again: bool = False) -> None:
+        """Mirrors the store's view of the Workspace into its status (if it exists),
+        even when this process wrote that status last if ``again``."""
         view = await self.control.get_workspace(namespace, name)
         holder = None if view.held_by is None else await self.control.get_session(view.held_by)
         status = WorkspaceStatus(
@@ -140,6 +176,7 @@ class Disks:
             (namespace, name),
             status,
             lambda written: self.kube.patch_resource_status(Workspace, namespace, name, written),
+            again=again,
         )
 
     async def _advance(self, namespace: str, name: str, saves: list[SaveRow]) -> None:

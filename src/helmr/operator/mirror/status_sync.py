@@ -77,7 +77,7 @@ class StatusSync:
     ) -> None:
         """``metrics.timeline`` takes in every event followed; ``wake`` asks
         the supervisor for a pass; each of ``hooks`` mirrors
-        something more of a changed Session; ``turn_events`` off records no
+        something more of a changed Session, before its own status; ``turn_events`` off records no
         Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
         tracing is on, takes in every event too (helmr.operator.telemetry.turn_traces);
         ``interval`` is the least time between two passes, in seconds."""
@@ -222,9 +222,13 @@ class StatusSync:
         """Mirrors the Session's status and follows its timeline from ``events`` (its
         first page, read with it) on; False when some of it is left to retry."""
         pod = pods.pod_name(session.name, session.process_epoch) if session.process_live else None
-        done = await self._attempt(session, "its status", self.mirror.sync_session(session, pod))
+        # The hooks first: a kubectl user who sees the Session Closed deletes its
+        # Workspace next, which the admission policy refuses while its status
+        # still names the Session.
+        done = True
         for hook in self._hooks:
             done &= await self._attempt(session, "its status", hook(session))
+        done &= await self._attempt(session, "its status", self.mirror.sync_session(session, pod))
         await self._follow(session, events)
         return done
 
