@@ -318,3 +318,23 @@ def test_an_actor_whose_never_pulled_image_no_node_has_is_not_accepted(k: Kubect
     k("apply", "-f", str(REPO / "examples" / "echo" / "actor.yaml"))
     wait(k, "Accepted", "actor/echo", timeout=60)
     assert condition(k.json("actor", "echo"), "Accepted")["reason"] == "ImagePresent"
+
+
+def test_turns_applied_each_once_the_last_has_its_sequence_run_in_that_order(
+    k: Kubectl,
+) -> None:
+    """Issue 25, item 7: Turns applied one after another may be admitted in another
+    order; docs/resources.md's recipe (apply the next once the last has its
+    sequence) makes the order the apply order."""
+    apply_session(k)
+    wait(k, "Ready", "session/s")
+    steps = [f"step-{n}" for n in range(1, 6)]
+    for step in steps:
+        apply_turn(k, step, step)
+        k("wait", "--for=jsonpath={.status.sequence}", "--timeout=60s", f"turn/{step}")
+    for step in steps:
+        wait(k, "Complete", f"turn/{step}")
+    turns = {t["metadata"]["name"]: t["status"] for t in k.json("turns")["items"]}
+    assert [turns[step]["sequence"] for step in steps] == [1, 2, 3, 4, 5]
+    started = [turns[step]["startedAt"] for step in steps]
+    assert started == sorted(started)
