@@ -28,7 +28,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 
-class EventKind(StrEnum):
+class SessionEventKind(StrEnum):
     """Every event kind of spec/002, plus ``session.execution_lost`` (spec/001)."""
 
     TURN_QUEUED = "turn.queued"
@@ -57,7 +57,7 @@ class EventKind(StrEnum):
     SLACK_DELIVERY_UNAVAILABLE = "slack.delivery_unavailable"
 
 
-class Event(BaseModel):
+class SessionEvent(BaseModel):
     """One record of a Session timeline.
 
     ``process_epoch`` is the Run provenance: the process epoch the fact belongs
@@ -72,12 +72,12 @@ class Event(BaseModel):
     turn_id: str | None
     sequence: int
     created_at: datetime
-    kind: EventKind
+    kind: SessionEventKind
     data: JsonValue
     process_epoch: int | None = None
 
 
-class EventPage(BaseModel):
+class SessionEventPage(BaseModel):
     """A finite page of a timeline; not a completion signal.
 
     ``next_after`` is the cursor to pass as ``after`` next time (the last
@@ -88,10 +88,17 @@ class EventPage(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    records: list[Event]
+    records: list[SessionEvent]
     next_after: int
     has_more: bool
     retained_after: int
+
+
+# The spec's names (spec/002: "The SDK exports SessionEvent, SessionEventKind and
+# SessionEventPage") are the classes' own; Helmr's code uses these shorter ones.
+EventKind = SessionEventKind
+Event = SessionEvent
+EventPage = SessionEventPage
 
 
 def lifecycle_event_id(session_id: str, kind: EventKind, subject: str | int | None = None) -> str:

@@ -109,3 +109,14 @@ def test_records_and_pages_use_the_rest_field_names() -> None:
         "data": {"how": "close"},
         "process_epoch": None,
     }
+
+
+def test_the_sdk_exports_the_spec_names_of_events_pages_and_kinds() -> None:
+    """spec/002: "The SDK exports SessionEvent, SessionEventKind and SessionEventPage"."""
+    import helmr.client
+    from helmr.events import SessionEvent, SessionEventKind, SessionEventPage
+
+    assert (SessionEvent, SessionEventKind, SessionEventPage) == (Event, EventKind, EventPage)
+    for model in (SessionEvent, SessionEventKind, SessionEventPage):
+        assert model.__name__ in {"SessionEvent", "SessionEventKind", "SessionEventPage"}
+        assert getattr(helmr.client, model.__name__) is model

@@ -18,7 +18,14 @@ from helmr.client.client import Actors, Client, Started
 from helmr.client.models import Hold, Message, Run, Session, StopReceipt, Turn, TurnError
 from helmr.client.sessions import Sent, SessionEvents, SessionRef, Sessions, TurnRef
 from helmr.client.workspaces import Workspace, WorkspaceRef, Workspaces
-from helmr.events import Event, EventKind, EventPage
+from helmr.events import (
+    Event,
+    EventKind,
+    EventPage,
+    SessionEvent,
+    SessionEventKind,
+    SessionEventPage,
+)
 
 __all__ = [
     "Actors",
@@ -31,6 +38,9 @@ __all__ = [
     "Run",
     "Sent",
     "Session",
+    "SessionEvent",
+    "SessionEventKind",
+    "SessionEventPage",
     "SessionEvents",
     "SessionRef",
     "Sessions",
