@@ -9,6 +9,7 @@ The tree, which the REST API maps to status codes and ``code`` strings::
     ├── Unauthenticated         401 unauthenticated    no or unknown bearer token
     ├── Forbidden               403 forbidden          no access to the namespace
     ├── NotFound                404 not_found          unknown session, turn, hold
+    ├── HistoryUnavailable      410 history_unavailable  a stream's cursor is below retention
     ├── ReceiveTimeout          408 receive_timeout    receive() saw no turn in time
     ├── Conflict                409 conflict           does not fit the current state
     │   ├── SessionHeld         409 session_held       send() to a held session
@@ -43,6 +44,7 @@ __all__ = [
     "ErrorDetail",
     "Forbidden",
     "HelmrError",
+    "HistoryUnavailable",
     "HoldMismatch",
     "HoldNotConverged",
     "InvalidInput",
@@ -111,6 +113,27 @@ class Forbidden(HelmrError):
 class NotFound(HelmrError):
     code = "not_found"
     status = 404
+
+
+class HistoryUnavailable(HelmrError):
+    """Records a reader asked for are gone: its cursor (``after``) is below the
+    Session's retention boundary (``retained_after``), so the records between them
+    were removed by history retention. Raised by the client's events stream, which
+    never skips history silently; follow on from ``retained_after`` to read what
+    is retained."""
+
+    code = "history_unavailable"
+    status = 410
+
+    @property
+    def after(self) -> int:
+        """The cursor the reader was at."""
+        return int(self.details["after"])
+
+    @property
+    def retained_after(self) -> int:
+        """The retention boundary: the records after it are retained."""
+        return int(self.details["retained_after"])
 
 
 class ReceiveTimeout(HelmrError):

@@ -8,7 +8,7 @@ Debian's packages (``tests.postgres``); a test that opens a store takes it
 and so runs on both.
 
 A module changes how ``h`` is built by overriding ``clock``,
-``control_config`` or ``retention``.
+``control_config`` or ``retention`` (``api`` takes ``retention`` too).
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ async def h(
 
 
 @pytest.fixture
-async def api(store_location: str | Path) -> AsyncIterator[Api]:
-    async with open_plane(store_location) as plane:
+async def api(store_location: str | Path, retention: timedelta | None) -> AsyncIterator[Api]:
+    async with open_plane(store_location, retention=retention) as plane:
         tokens = StaticRunnerTokens()
         mirror = RecordingMirror()
         app = static_app(

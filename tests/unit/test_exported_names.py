@@ -49,6 +49,7 @@ EXPECTED = {
         "ErrorDetail",
         "Forbidden",
         "HelmrError",
+        "HistoryUnavailable",
         "HoldMismatch",
         "HoldNotConverged",
         "InvalidInput",

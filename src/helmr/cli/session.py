@@ -8,6 +8,7 @@ from pydantic import JsonValue
 from helmr.cli import render
 from helmr.cli.runtime import TIMED_OUT, parse_json, run, settings_of, show
 from helmr.client import Client, Sent
+from helmr.errors import HistoryUnavailable
 from helmr.protocol.api_requests import DEFAULT_PAGE, MAX_PAGE, MAX_SAFE_INTEGER
 
 session_arg = click.argument("session_id", metavar="SESSION")
@@ -216,10 +217,18 @@ def events(ctx: click.Context, session_id: str, after: int, limit: int, follow: 
     async def work(client: Client) -> None:
         timeline = client.sessions.ref(session_id).events
         if follow:
-            async for record in timeline.stream(after=after):
-                show(ctx, record, render.event)
-            return
+            cursor = after
+            while True:
+                try:
+                    async for record in timeline.stream(after=cursor):
+                        show(ctx, record, render.event)
+                    return
+                except HistoryUnavailable as gap:
+                    click.echo(_history_gap(gap.after, gap.retained_after), err=True)
+                    cursor = gap.retained_after
         page = await timeline.list(after=after, limit=limit)
+        if after < page.retained_after:
+            click.echo(_history_gap(after, page.retained_after), err=True)
         if as_json:
             render.emit_json(page)
             return
@@ -229,6 +238,13 @@ def events(ctx: click.Context, session_id: str, after: int, limit: int, follow: 
             click.echo(f"more: --after {page.next_after}", err=True)
 
     run(ctx, work)
+
+
+def _history_gap(after: int, retained_after: int) -> str:
+    return (
+        f"history unavailable: the records after {after} up to {retained_after} were removed"
+        f" by history retention; showing the records after {retained_after}"
+    )
 
 
 @session.group()

@@ -17,9 +17,10 @@ from pydantic import BaseModel, JsonValue
 
 from helmr.client._http import Transport
 from helmr.client.models import Message, Session, StopReceipt, Turn, _SendReply
-from helmr.errors import Unavailable
+from helmr.errors import HistoryUnavailable, Unavailable
 from helmr.events import Event, EventPage
 from helmr.protocol import api_routes as routes
+from helmr.protocol.api import RetentionBoundary
 from helmr.protocol.api_requests import (
     DEFAULT_PAGE,
     MAX_WAIT,
@@ -132,6 +133,11 @@ class SessionEvents:
         it restarts, or its store does), is resumed from the last record consumed,
         so none is skipped or repeated. Stopping the iteration stops observing,
         nothing else.
+
+        Raises ``HistoryUnavailable`` when records after the cursor were removed by
+        history retention (the cursor is below the Session's ``retained_after``),
+        before any record past the gap: stream again from ``error.retained_after``
+        to follow what is retained, knowing what was missed.
         """
         cursor = after
         failures = 0
@@ -145,6 +151,8 @@ class SessionEvents:
                 ):
                     if message.event == routes.STREAM_END_EVENT:
                         return
+                    if message.event == routes.STREAM_RETENTION_EVENT:
+                        raise _history_unavailable(message.data)
                     record = Event.model_validate_json(message.data)
                     failures = 0
                     yield record
@@ -160,6 +168,17 @@ class SessionEvents:
                 await asyncio.sleep(RECONNECT_DELAY[failures])
                 failures += 1
             # The server ended the connection without "end" (e.g. it restarted): resume.
+
+
+def _history_unavailable(data: str) -> HistoryUnavailable:
+    """The error the stream's ``retention`` event (its ``data``) means."""
+    boundary = RetentionBoundary.model_validate_json(data)
+    return HistoryUnavailable(
+        f"the records after {boundary.after} up to {boundary.retained_after} are no longer"
+        f" retained (history retention); follow on after {boundary.retained_after}",
+        after=boundary.after,
+        retained_after=boundary.retained_after,
+    )
 
 
 class SessionRef:

@@ -179,6 +179,15 @@ class StopReceipt(_View):
     accepted_at: datetime
 
 
+class RetentionBoundary(_View):
+    """The data of the events stream's ``retention`` event: the stream's cursor
+    (``after``) was below the retention boundary, so the records after it up to
+    ``retained_after`` are gone; the stream goes on after the boundary."""
+
+    after: int
+    retained_after: int
+
+
 class RunView(_View):
     """The session's current execution (one runner process)."""
 

@@ -33,6 +33,11 @@ STREAM_MEDIA_TYPE = "text/event-stream"
 """What ``EVENTS_STREAM`` answers: server-sent events, one a record (its ``id`` the
 record's sequence), then ``STREAM_END_EVENT`` once the session has ended."""
 STREAM_END_EVENT = "end"
+STREAM_RETENTION_EVENT = "retention"
+"""The event that says the stream's cursor is below the retention boundary: the
+records after the cursor up to ``retained_after`` are gone (history retention),
+and the stream goes on after the boundary. Its ``id`` is the boundary, so a
+reconnect resumes after it instead of being told again."""
 STREAM_KEEPALIVE = 15.0
 """Seconds between the stream's keepalive comments (the server's default)."""
 

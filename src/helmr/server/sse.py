@@ -4,6 +4,9 @@ Each record is one SSE message whose ``id`` is its sequence, so a client
 (or a browser's EventSource) resumes with ``Last-Event-ID`` after a drop.
 When the session has ended and every record is sent, a final ``end`` event
 says the stream is complete, so followers stop instead of reconnecting.
+A cursor below the retention boundary (``retained_after``, as a page says)
+gets a ``retention`` event first, naming both, so a stream started (or left
+behind) below it never skips history silently; its ``id`` is the boundary.
 A client that disconnects only stops its own observation: nothing here
 touches the session. A server shutting down ends its streams at once (the
 clients reconnect elsewhere) rather than waiting out its grace period on them.
@@ -20,7 +23,8 @@ from typing import Any, Protocol
 from aiohttp import web
 from pydantic import BaseModel
 
-from helmr.protocol.api_routes import STREAM_END_EVENT, STREAM_MEDIA_TYPE
+from helmr.protocol.api import RetentionBoundary
+from helmr.protocol.api_routes import STREAM_END_EVENT, STREAM_MEDIA_TYPE, STREAM_RETENTION_EVENT
 
 KEEPALIVE = b": keepalive\n\n"
 
@@ -38,6 +42,9 @@ class Page(Protocol):
 
     @property
     def has_more(self) -> bool: ...
+
+    @property
+    def retained_after(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,11 @@ def frame(record: Record) -> bytes:
     return f"id: {record.sequence}\ndata: {record.model_dump_json()}\n\n".encode()
 
 
+def retention_frame(after: int, retained_after: int) -> bytes:
+    data = RetentionBoundary(after=after, retained_after=retained_after).model_dump_json()
+    return f"event: {STREAM_RETENTION_EVENT}\nid: {retained_after}\ndata: {data}\n\n".encode()
+
+
 def end_frame(status: str) -> bytes:
     data = StreamEnd(status=status).model_dump_json()
     return f"event: {STREAM_END_EVENT}\ndata: {data}\n\n".encode()
@@ -107,6 +119,9 @@ async def follow(
             # has committed all its records, so draining after it is complete.
             ended = await timeline.ended()
             page = await timeline.page(cursor, 0.0 if ended else wait)
+            if cursor < page.retained_after:
+                await response.write(retention_frame(cursor, page.retained_after))
+                cursor = page.retained_after
             for record in page.records:
                 await response.write(frame(record))
                 cursor = record.sequence
