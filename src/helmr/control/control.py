@@ -145,6 +145,7 @@ class Control:
             return answer
         return await take_next()
 
+    cancel_own = writes(sessions.cancel_own)
     output = writes(turns.output)
     respond = writes(turns.respond)
     complete = writes(turns.complete)

@@ -193,6 +193,13 @@ def cancel(tx: Tx, session_id: str) -> SessionView:
     return load_session(tx, session_id)
 
 
+def cancel_own(tx: Tx, session_id: str, epoch: int) -> SessionView:
+    """:func:`cancel`, asked by the Session's own live process (an actor cancelling
+    its Session: spec/001); fenced as every runner call (StaleEpoch)."""
+    guards.runner(tx, session_id, epoch)
+    return cancel(tx, session_id)
+
+
 def close(tx: Tx, session_id: str, *, how: Literal["close", "idle"] = "close") -> SessionView:
     """Stops admission and drains the FIFO, then closes (how ``close``, or ``idle``).
 

@@ -58,6 +58,11 @@ The rules of the conversation, which both sides rely on:
   ``MessageRejected``; ``reason`` is its message) or ``unknown`` (the handler
   failed unexpectedly; ``reason`` describes the failure). Settlement rejects
   the messages whose handler never started.
+- ``cancel`` cancels the Session, as the public cancel does (repeating it
+  changes nothing).
+- The protocol has revisions (``contract.ENV_PROTOCOL``): the control plane
+  accepts every older revision's requests as they were, and tells its runner
+  pods the revision it speaks; a runner sends nothing that revision lacks.
 """
 
 from helmr.protocol import contract, routes

@@ -31,6 +31,20 @@ ENV_PROCESS_EPOCH = "HELMR_PROCESS_EPOCH"
 ENV_ENTRYPOINT = "HELMR_ENTRYPOINT"
 """The actor to run, ``module:attr`` (``attr`` may be dotted), naming an ``Actor``."""
 
+ENV_PROTOCOL = "HELMR_PROTOCOL"
+"""The revision of the runner protocol the control plane speaks (a decimal integer);
+unset: 1, a control plane older than this variable. A runner uses nothing a
+revision lacks, so an actor image built against a newer Helmr keeps working
+with an older control plane, and an older image with a newer one.
+
+1. The routes of ``helmr.protocol.routes`` but ``cancel``.
+2. ``cancel`` (an actor cancels its own Session); ``receive``'s ``metadata``
+   and ``tags``, and its ``actor_settings`` (what ``actor(...)`` declared).
+"""
+
+PROTOCOL = 2
+"""The revision this Helmr speaks (``ENV_PROTOCOL`` in the pods it starts)."""
+
 ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"
 """Seconds (a positive number) this process waits warm for its next turn before it
 ends itself (managed suspension; new work starts a new process): the Session's

@@ -15,6 +15,7 @@ _TURN = PREFIX + "/turns/{turn_id}"
 RECEIVE = PREFIX + "/receive"
 STOPS = PREFIX + "/stops"
 STORAGE = PREFIX + "/storage"
+CANCEL = PREFIX + "/cancel"
 SESSION_OUTPUT = PREFIX + "/output"
 TURN_OUTPUT = _TURN + "/output"
 RESPOND = _TURN + "/respond"
@@ -35,6 +36,10 @@ def stops(session_id: str) -> str:
 
 def storage(session_id: str) -> str:
     return fill(STORAGE, session_id=session_id)
+
+
+def cancel(session_id: str) -> str:
+    return fill(CANCEL, session_id=session_id)
 
 
 def session_output(session_id: str) -> str:

@@ -55,6 +55,8 @@ class Config:
     entrypoint: str
     idle_timeout: float | None = None
     """The control plane's warm wait (``HELMR_IDLE_TIMEOUT``), if it gave one."""
+    protocol: int = 1
+    """The runner protocol revision the control plane speaks (``HELMR_PROTOCOL``)."""
     disk_usage: DiskUsage | None = None
     """The Computer disk to measure and report, if the operator gave its capacity."""
 
@@ -77,6 +79,9 @@ class Config:
         if not epoch.isdigit():
             raise InitError(f"{contract.ENV_PROCESS_EPOCH}={epoch!r} is not an integer")
         idle = environ.get(contract.ENV_IDLE_TIMEOUT, "").strip()
+        protocol = environ.get(contract.ENV_PROTOCOL, "").strip() or "1"
+        if not protocol.isdigit() or int(protocol) < 1:
+            raise InitError(f"{contract.ENV_PROTOCOL}={protocol!r} is not a positive integer")
         try:
             disk_usage = DiskUsage.from_environ(environ)
         except ValueError as e:
@@ -88,6 +93,7 @@ class Config:
             epoch=int(epoch),
             entrypoint=need(contract.ENV_ENTRYPOINT),
             idle_timeout=_seconds(contract.ENV_IDLE_TIMEOUT, idle) if idle else None,
+            protocol=int(protocol),
             disk_usage=disk_usage,
         )
 
@@ -167,7 +173,9 @@ async def _serve(actor: Actor, config: Config) -> int:
         on_fenced=_exit_fenced,
     )
     async with transport:
-        session = Session(transport, idle_timeout=idle_timeout(config, actor))
+        session = Session(
+            transport, idle_timeout=idle_timeout(config, actor), protocol=config.protocol
+        )
         run = asyncio.get_running_loop().create_task(_run(actor, session))
         stops = asyncio.get_running_loop().create_task(listen_for_stops(session, transport))
         background = [stops]

@@ -6,8 +6,14 @@ import asyncio
 import contextlib
 
 from helmr import logs
-from helmr.errors import ReceiveTimeout
-from helmr.protocol import ReceiveRequest, SessionClosed, parse_receive_reply, routes
+from helmr.errors import HelmrError, ReceiveTimeout
+from helmr.protocol import (
+    ReceiveRequest,
+    SessionClosed,
+    contract,
+    parse_receive_reply,
+    routes,
+)
 from helmr.runner.output import Output
 from helmr.runner.transport import Transport
 from helmr.runner.turn import Turn
@@ -27,11 +33,16 @@ the server ended without telling this process does not block ``receive`` forever
 class Session:
     """This process's view of its Session."""
 
-    def __init__(self, transport: Transport, *, idle_timeout: float | None = None) -> None:
+    def __init__(
+        self, transport: Transport, *, idle_timeout: float | None = None, protocol: int = 1
+    ) -> None:
+        """``protocol``: the runner protocol revision the control plane speaks
+        (``HELMR_PROTOCOL``); what an older one lacks is refused here, never sent."""
         self.id = transport.session_id
         self.output = Output(transport.call, routes.session_output(self.id))
         self._transport = transport
         self._idle_timeout = idle_timeout
+        self._protocol = protocol
         self._current: Turn | None = None
         self._received = asyncio.Event()  # set on each new turn (the stop listener waits)
 
@@ -95,6 +106,27 @@ class Session:
             logs.bind(turn=assignment.id)
             self._received.set()
             return self._current
+
+    async def cancel(self) -> None:
+        """Cancels this Session, as ``client.sessions.ref(id).cancel()`` does (spec/001:
+        "Cancellation also works through a runtime Session reference inside an Actor").
+
+        Returns once the control plane accepted it: new input is refused, queued
+        turns are ``cancelled``, and the turn this process holds is stopped (its
+        ``signal`` is set, ``stop_requested``) and ends ``interrupted`` (reason
+        ``cancel``) once this process lets go of it; ``receive`` then returns None
+        and the process is stopped. The Session is ``closed`` (how ``cancel``) once
+        this process is gone. Cancelling again changes nothing.
+        """
+        self._require_protocol(2, "session.cancel()")
+        await self._transport.call(routes.cancel(self.id))
+
+    def _require_protocol(self, revision: int, what: str) -> None:
+        if self._protocol < revision:
+            raise HelmrError(
+                f"{what} needs runner protocol {revision}; this control plane speaks"
+                f" {self._protocol} ({contract.ENV_PROTOCOL}): upgrade Helmr's control plane"
+            )
 
     async def next_unsignalled_turn(self) -> Turn:
         """The turn this process holds unsettled with its signal not set, once there is one."""

@@ -123,6 +123,14 @@ class RunnerApi:
         await self._control.report_storage(path.session_id, headers.process_epoch, body.used_bytes)
         return Ack()
 
+    @post(routes.CANCEL, summary="Cancel this process's own session.")
+    async def cancel_own(self, path: SessionPath, headers: RunnerHeaders, body: NoBody) -> Ack:
+        """As the public cancel: new input is refused, queued turns are cancelled, the
+        turn this process holds is stopped (it ends interrupted once this process lets
+        go of it) and this process is asked to stop. Repeating it changes nothing."""
+        await self._control.cancel_own(path.session_id, headers.process_epoch)
+        return Ack()
+
     @post(routes.SESSION_OUTPUT, summary="Append session-level output.")
     async def session_output(
         self, path: SessionPath, headers: RunnerHeaders, body: OutputRequest

@@ -912,6 +912,8 @@ async def test_returning_from_run_with_the_turn_unsettled_fails_it(
         ("actors:finishes", {contract.ENV_IDLE_TIMEOUT: "0"}),
         ("actors:finishes", {contract.ENV_IDLE_TIMEOUT: "soon"}),
         ("actors:finishes", {contract.ENV_IDLE_TIMEOUT: "nan"}),
+        ("actors:finishes", {contract.ENV_PROTOCOL: "two"}),
+        ("actors:finishes", {contract.ENV_PROTOCOL: "0"}),
     ],
 )
 async def test_a_runner_that_cannot_load_its_actor_exits_78(

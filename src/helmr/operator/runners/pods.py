@@ -149,6 +149,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
         {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
         {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_PATH}"},
         {"name": contract.ENV_COMPUTER_DIR, "value": contract.COMPUTER_DIR},
+        {"name": contract.ENV_PROTOCOL, "value": str(contract.PROTOCOL)},
     ]
     if spec.idle_timeout_seconds is not None:
         env.append({"name": contract.ENV_IDLE_TIMEOUT, "value": str(spec.idle_timeout_seconds)})
