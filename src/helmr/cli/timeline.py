@@ -155,7 +155,9 @@ def _storage(data: Data) -> str:
 
 _PHRASES: dict[str, Callable[[Data], str]] = {
     "turn.queued": lambda d: f"queued as #{d.get('sequence')} from {d.get('source')}",
-    "turn.running": lambda d: f"running on {_process(d)}",
+    "turn.running": lambda d: (
+        f"running on {_process(d)}" + _optional(d, "tags", lambda tags: f" [{', '.join(tags)}]")
+    ),
     "turn.completed": _completed,
     "turn.failed": _failed,
     "turn.interrupted": _ended("interrupted"),

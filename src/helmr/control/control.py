@@ -16,6 +16,8 @@ from datetime import datetime
 from functools import partial
 from typing import TypeVar
 
+from pydantic import JsonValue
+
 from helmr.control import (
     computer,
     limits,
@@ -111,12 +113,19 @@ class Control:
         session_id: str,
         epoch: int,
         timeout: float,  # noqa: ASYNC109 (see _wait_for)
+        *,
+        metadata: dict[str, JsonValue] | None = None,
+        tags: list[str] | None = None,
     ) -> TurnView | None:
-        """The Turn to run (:func:`helmr.control.turns.take_next`); None once there is
-        none for this process (closing Session drained, or the process must stop);
-        ReceiveTimeout after ``timeout``."""
+        """The Turn to run (:func:`helmr.control.turns.take_next`, which records
+        ``metadata`` and ``tags`` on the ``turn.running`` of a Turn it starts); None
+        once there is none for this process (closing Session drained, or the
+        process must stop); ReceiveTimeout after ``timeout``."""
         take_next = partial(
-            self._store.write, partial(turns.take_next, session_id=session_id, epoch=epoch)
+            self._store.write,
+            partial(
+                turns.take_next, session_id=session_id, epoch=epoch, metadata=metadata, tags=tags
+            ),
         )
         answer = await self._wait_for(
             session_id,

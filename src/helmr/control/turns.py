@@ -177,10 +177,18 @@ def look(rt: ReadTx, session_id: str, epoch: int) -> TurnView | Drained | Unansw
     return _answer(*_plan(rt, session))
 
 
-def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
+def take_next(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    *,
+    metadata: dict[str, JsonValue] | None = None,
+    tags: list[str] | None = None,
+) -> TurnView | Drained | None:
     """The Turn this process is to run now, ``"drained"``, or None to wait
     (see :func:`next_step`). The FIFO head starts running here: its deadline is
-    stored now, from ``maxTurnDuration``, so it survives restarts."""
+    stored now, from ``maxTurnDuration``, so it survives restarts. The receive's
+    ``metadata`` and ``tags``, if given, are recorded on its ``turn.running``."""
     session = guards.runner(tx, session_id, epoch)
     step, turn = _plan(tx, session)
     while step is Step.CONVERGE:  # once: converging leaves no stop pending
@@ -194,12 +202,24 @@ def take_next(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
         sessions.update(tx, session_id, stop_reason=RUN_DURATION_ELAPSED)
         return "drained"
     if step is Step.START and turn is not None:
-        return _start(tx, session, turn, epoch)
+        return _start(tx, session, turn, epoch, _labels(metadata, tags))
     finish_closing(tx, session_id)  # Step.FINISH_CLOSING
     return "drained"
 
 
-def _start(tx: Tx, session: SessionRow, head: TurnRow, epoch: int) -> TurnView:
+def _labels(metadata: dict[str, JsonValue] | None, tags: list[str] | None) -> dict[str, JsonValue]:
+    """What a receive gave to record on the Turn it starts (nothing it left out)."""
+    labels: dict[str, JsonValue] = {}
+    if metadata is not None:
+        labels["metadata"] = metadata
+    if tags is not None:
+        labels["tags"] = list[JsonValue](tags)
+    return labels
+
+
+def _start(
+    tx: Tx, session: SessionRow, head: TurnRow, epoch: int, labels: dict[str, JsonValue]
+) -> TurnView:
     session_id = session.id
     deadline = None if session.max_turn_duration is None else tx.now + session.max_turn_duration
     turn = turns.update(
@@ -210,7 +230,7 @@ def _start(tx: Tx, session: SessionRow, head: TurnRow, epoch: int) -> TurnView:
         tx,
         session_id,
         EventKind.TURN_RUNNING,
-        {"processEpoch": epoch},
+        {"processEpoch": epoch, **labels},
         subject=turn.id,
         turn_id=turn.id,
         epoch=epoch,

@@ -33,17 +33,35 @@ class _Reply:
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "ignore"}
 
 
+_SINCE = "helmr_protocol_since"
+
+
+def since(revision: int) -> dict[str, int]:
+    """The metadata of a request field that protocol ``revision`` added
+    (``contract.ENV_PROTOCOL``; its default is None): left out of the JSON while it
+    is None, so a request that uses nothing new is exactly the older revision's
+    (whose server forbids unknown fields)."""
+    return {_SINCE: revision}
+
+
 def to_json(body: object) -> dict[str, Any]:
-    """A request as the JSON object it is sent as; a field left ``NO_RESULT`` is left out."""
+    """A request as the JSON object it is sent as; a field left ``NO_RESULT``, or a
+    later revision's field left None (:func:`since`), is left out."""
     return {
         f.name: _plain(value)
         for f in fields(body)  # type: ignore[arg-type]
         if (value := getattr(body, f.name)) is not NO_RESULT
+        and not (value is None and _SINCE in f.metadata)
     }
 
 
 def _plain(value: Any) -> Any:
     return to_json(value) if is_dataclass(value) else value
+
+
+MAX_METADATA_KEYS = 64
+MAX_TAGS = 32
+MAX_TAG_LENGTH = 128
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,26 @@ class ReceiveRequest(_Request):
             gt=0, description="The actor's warm wait: idle this long, the session may be suspended."
         ),
     ] = None
+    metadata: Annotated[
+        dict[str, Any] | None,
+        Constraint(
+            max_length=MAX_METADATA_KEYS,
+            description=(
+                "Application-defined JSON object recorded on the `turn.running` event of"
+                " the turn this receive starts (revision 2)."
+            ),
+        ),
+    ] = field(default=None, metadata=since(2))
+    tags: Annotated[
+        list[Annotated[str, Constraint(min_length=1, max_length=MAX_TAG_LENGTH)]] | None,
+        Constraint(
+            max_length=MAX_TAGS,
+            description=(
+                "Application-defined tags recorded on the `turn.running` event of the turn"
+                " this receive starts (revision 2)."
+            ),
+        ),
+    ] = field(default=None, metadata=since(2))
 
 
 @dataclass(frozen=True)

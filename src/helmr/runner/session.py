@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from helmr import logs
-from helmr.errors import HelmrError, ReceiveTimeout
+from helmr.errors import HelmrError, InvalidInput, ReceiveTimeout
 from helmr.protocol import (
     ReceiveRequest,
     SessionClosed,
@@ -51,6 +53,8 @@ class Session:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 (the SDK's documented signature)
         idle_timeout: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Turn | None:
         """The next turn, or None once this process gets no more turns: the session
         is closing and has drained, or the process stayed idle (managed suspension).
@@ -62,7 +66,12 @@ class Session:
         stays open and its next turn starts a new process. Receiving never
         settles a turn: while this process holds an unsettled turn, ``receive``
         waits until it is settled.
+
+        ``metadata`` (a JSON object) and ``tags`` (strings) are the application's
+        own, recorded on the ``turn.running`` event of the turn this call starts
+        (``data.metadata``, ``data.tags``); they need runner protocol 2.
         """
+        labels = self._labels(metadata, tags)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         idle = self._idle_timeout if idle_timeout is None else idle_timeout
@@ -81,7 +90,7 @@ class Session:
             try:
                 reply = await self._transport.call(
                     routes.receive(self.id),
-                    request(ReceiveRequest, timeout=window, idle_timeout=idle),
+                    request(ReceiveRequest, timeout=window, idle_timeout=idle, **labels),
                     wait=window,
                 )
             except ReceiveTimeout:
@@ -106,6 +115,25 @@ class Session:
             logs.bind(turn=assignment.id)
             self._received.set()
             return self._current
+
+    def _labels(
+        self, metadata: Mapping[str, Any] | None, tags: Iterable[str] | None
+    ) -> dict[str, Any]:
+        """``receive``'s ``metadata`` and ``tags`` as the request's fields; InvalidInput
+        naming the argument for a wrong type."""
+        labels: dict[str, Any] = {}
+        if metadata is not None:
+            if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
+                raise InvalidInput("receive(metadata=...): give a JSON object (str keys)")
+            labels["metadata"] = dict(metadata)
+        if tags is not None:
+            listed = [] if isinstance(tags, str) else list(tags)
+            if isinstance(tags, str) or not all(isinstance(t, str) for t in listed):
+                raise InvalidInput("receive(tags=...): give a list of strings")
+            labels["tags"] = listed
+        if labels:
+            self._require_protocol(2, "receive(metadata=..., tags=...)")
+        return labels
 
     async def cancel(self) -> None:
         """Cancels this Session, as ``client.sessions.ref(id).cancel()`` does (spec/001:

@@ -91,7 +91,11 @@ class RunnerApi:
         receive_timeout when none came; {"closed": true} when this process gets no more."""
         self._connected(path.session_id, headers.process_epoch)
         turn = await self._control.receive(
-            path.session_id, headers.process_epoch, min(body.timeout, MAX_WAIT)
+            path.session_id,
+            headers.process_epoch,
+            min(body.timeout, MAX_WAIT),
+            metadata=body.metadata,
+            tags=body.tags,
         )
         if turn is None:
             return ReceiveResponse(SessionClosed())

@@ -51,6 +51,11 @@ def test_a_session_fact_has_no_turn() -> None:
     ("kind", "data", "summary"),
     [
         ("turn.queued", {"sequence": 2, "source": "api"}, "queued as #2 from api"),
+        (
+            "turn.running",
+            {"processEpoch": 3, "metadata": {"a": 1}, "tags": ["review", "APP-42"]},
+            "running on process 3 [review, APP-42]",
+        ),
         ("turn.completed", {"hasResult": True, "hasResponse": False}, "completed with a result"),
         (
             "turn.completed",

@@ -5,34 +5,12 @@ whose runner protocol lacks it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 import pytest
 
 from helmr.errors import HelmrError, StaleEpoch, TurnNotActive
-from helmr.protocol import EPOCH_HEADER, ExitCode, contract
-from helmr.runner import Session
-from helmr.runner.transport import Transport
+from helmr.protocol import ExitCode
 from tests.unit.api import Api
-
-
-@asynccontextmanager
-async def runner_session(
-    api: Api, session_id: str, *, protocol: int = contract.PROTOCOL, epoch: int | None = None
-) -> AsyncIterator[Session]:
-    """The actor's Session handle in a runner process the test starts (the operator's part)."""
-    headers = await api.runner(session_id)
-    token = headers["Authorization"].removeprefix("Bearer ")
-    async with Transport(
-        api.url,
-        session_id,
-        lambda: token,
-        int(headers[EPOCH_HEADER]) if epoch is None else epoch,
-        on_fenced=lambda: None,
-        retry_for=0,
-    ) as transport:
-        yield Session(transport, protocol=protocol)
+from tests.unit.runner.against_app import runner_session
 
 
 async def test_an_actor_cancels_its_own_session(api: Api) -> None:
