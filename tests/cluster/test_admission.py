@@ -159,9 +159,9 @@ def test_minimal_manifests_are_admitted_and_defaulted(objects: Objects) -> None:
         "image": "helmr-runner:dev",
         "entrypoint": "reviewer.app:reviewer",
         "imagePullPolicy": "IfNotPresent",
-        # No idleTimeoutSeconds: unset, the code's actor(idle_timeout=) applies.
-        "queueLimit": 100,
-        "retry": {"maxAttempts": 3, "backoffSeconds": 5},
+        # No idleTimeoutSeconds, queueLimit nor retry.maxAttempts: unset, the code's
+        # actor(idle_timeout=, queue=, retry=) applies, else Helmr's default.
+        "retry": {"backoffSeconds": 5},
         "computer": {
             "size": "1Gi",
             "accessMode": "ReadWriteOnce",

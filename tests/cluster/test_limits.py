@@ -5,6 +5,7 @@ Each test names the spec/001 sentence or the Actor field description it checks.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -18,6 +19,8 @@ from helmr.resources import GROUP, SESSIONS, VERSION
 from .sessions import all_events, create_actor, event_data, eventually, start_session
 
 MISSING_IMAGE = "helmr.local/does-not-exist:dev"
+DECLARED = "declared:declared"
+"""``tests/actors/declared.py``: settings in its code, and a self-cancel on request."""
 
 
 async def test_an_image_that_cannot_be_pulled_exhausts_preparation_and_fails_the_session(
@@ -128,6 +131,72 @@ async def test_an_open_session_idle_past_ttl_closes_how_idle(
     assert (closed.status, closed.closed_how) == ("closed", "idle")
     # Its Workspace is released: a new Session opens on it.
     assert (await start_session(helmr, namespace, actor)).id != session.id
+
+
+async def test_the_actor_s_code_settings_apply_where_the_manifest_is_silent(
+    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+) -> None:
+    """spec/001: ``actor({ id, run, idleTimeout?, queue?, maxDuration?, ttl?, retry? })``
+    defines execution: ``tests/actors/declared.py`` declares queue 2, max_duration 4
+    and ttl 5; its manifest sets only ttlSeconds, which wins. The first receive
+    reports them, the limits show them, and the Run ends at the code's max_duration
+    (a Run duration, not a turn deadline)."""
+    actor = create_actor(
+        api_client, namespace, runner_image, "declared", entrypoint=DECLARED, ttlSeconds=3600
+    )
+    session = await start_session(helmr, namespace, actor)
+    first = await (await session.enqueue("one")).wait(timeout=60)
+    assert first.status == "completed"
+    assert first.deadline_at is None  # max_duration is not a per-turn deadline
+
+    limits = await session.retrieve()
+    assert limits.limits is not None
+    assert (limits.limits.queue_limit, limits.limits.max_run_duration, limits.limits.idle_ttl) == (
+        2,
+        timedelta(seconds=4),
+        timedelta(seconds=3600),  # the manifest's, not the code's 5
+    )
+    assert (limits.limits.max_turn_duration, limits.limits.retry_max_attempts) == (None, 3)
+    stopped = await eventually(
+        lambda: _stops(session, first.epoch), timeout=30, what="the run to end at max_duration"
+    )
+    assert stopped[0]["reason"] == "run_duration_elapsed"
+    running = event_data(await all_events(session), "turn.running")
+    assert running[0]["tags"] == ["declared"]
+    custom = client.CustomObjectsApi(api_client)
+    name = limits.name
+
+    def mirrored() -> Any:
+        cr = cast(
+            dict[str, Any],
+            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, SESSIONS, name),
+        )
+        shown = (cr.get("status") or {}).get("limits") or {}
+        return shown if shown.get("queueLimit") == 2 else None
+
+    shown = await eventually(mirrored, timeout=30, what="the code's queue on status.limits")
+    assert (shown["maxDurationSeconds"], shown["ttlSeconds"]) == (4, 3600)
+
+
+async def test_an_actor_cancels_its_own_session(
+    helmr: Client, api_client: client.ApiClient, namespace: str, runner_image: str
+) -> None:
+    """spec/001: "Cancellation also works through a runtime Session reference inside an
+    Actor": the running turn ends interrupted (cancel), the queued one cancelled, and
+    the Session closes how cancel once its runner is gone."""
+    actor = create_actor(api_client, namespace, runner_image, "canceller", entrypoint=DECLARED)
+    session = await start_session(helmr, namespace, actor)
+    running = await session.enqueue({"cancel_session": True})
+    queued = await session.enqueue("never runs")
+
+    closed = await eventually(lambda: _ended(session), timeout=60, what="the self-cancel")
+
+    assert (closed.status, closed.closed_how) == ("closed", "cancel")
+    assert closed.cancel_requested_at is not None
+    stopped = await running.retrieve()
+    assert (stopped.status, stopped.reason) == ("interrupted", "cancel")
+    assert (await queued.retrieve()).status == "cancelled"
+    assert event_data(await all_events(session), "session.process_failed") == []
 
 
 async def _ended(session: SessionRef) -> SessionView | None:

@@ -155,6 +155,7 @@ class Control:
         return await take_next()
 
     cancel_own = writes(sessions.cancel_own)
+    take_code_settings = writes(limits.take_code_settings)
     output = writes(turns.output)
     respond = writes(turns.respond)
     complete = writes(turns.complete)

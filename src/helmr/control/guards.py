@@ -25,12 +25,12 @@ def admitting(rt: ReadTx, session: SessionRow) -> None:
     if session.limits is None:
         return  # not resolved yet: the first supervisor pass reads the Actor
     queued = turns.count_queued(rt, session.id)
-    if queued >= session.limits.queue_limit:
+    if queued >= session.limits.queue:
         raise QueueFull(
             f"session {session.id} already holds {queued} queued turns, its queueLimit;"
             " admit more once some have started",
             session_id=session.id,
-            queueLimit=session.limits.queue_limit,
+            queueLimit=session.limits.queue,
             queued=queued,
         )
 

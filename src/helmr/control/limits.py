@@ -7,6 +7,16 @@ shown on its view and status, and an Actor changed later does not change
 them. A Session whose Actor does not appear within a grace period fails
 (``actor_not_found: <name>``).
 
+What neither the Session nor its Actor sets is left unset (None) then, and
+taken from the actor's code (``actor(queue=, max_duration=, ttl=, retry=,
+idle_timeout=)``) when a process's first ``receive`` reports what its code
+declared (:func:`take_code_settings`): the manifest wins where both say
+something, and a setting once taken is kept (a later Run's code does not
+change it), as the Actor's are. Until then the default applies (a queue of
+100, 3 attempts; no limit for the others). The code cannot be known before a
+process runs it, so the first preparation of a Session always uses the
+manifest's or the default ``retry``.
+
 The idle expiry (``ttlSeconds``) is enforced here too: an open Session with
 no work and no hold for that long closes (``session.closed`` how ``idle``),
 releasing its Workspace once its process, if any, is gone.
@@ -14,12 +24,18 @@ releasing its Workspace once its process, if any, is gone.
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TypeVar
 
+from helmr.control import guards
 from helmr.control.lifecycle import finish_closing
 from helmr.control.views import load_session
+from helmr.protocol import ActorSettings
 from helmr.protocol.api import SessionView
 from helmr.store import ReadTx, SessionLimits, Tx, sessions
+
+T = TypeVar("T")
 
 
 def resolve(tx: Tx, session_id: str, limits: SessionLimits) -> SessionView:
@@ -28,6 +44,48 @@ def resolve(tx: Tx, session_id: str, limits: SessionLimits) -> SessionView:
     if session.limits is None:
         sessions.resolve_limits(tx, session_id, limits)
     return load_session(tx, session_id)
+
+
+def take_code_settings(tx: Tx, session_id: str, epoch: int, declared: ActorSettings) -> None:
+    """Takes what the actor's code ``declared`` for each of the Session's limits still
+    unset, as its process (``epoch``: fenced as every runner call) reports on its
+    first ``receive``. A maximum Run duration taken while this Run already runs
+    counts from now (the preparation's end sets it otherwise)."""
+    session = guards.runner(tx, session_id, epoch)
+    limits = session.limits
+    if limits is None:
+        return  # not resolved yet; no runner starts before (the supervisor resolves first)
+    taken = with_code_settings(limits, declared)
+    if taken == limits:
+        return
+    run_starts_now = (
+        limits.max_run_duration is None
+        and taken.max_run_duration is not None
+        and session.prepare_deadline_at is None
+    )
+    sessions.set_limits(tx, session_id, taken)
+    if run_starts_now and taken.max_run_duration is not None:
+        sessions.update(tx, session_id, run_deadline_at=tx.now + taken.max_run_duration)
+
+
+def with_code_settings(limits: SessionLimits, declared: ActorSettings) -> SessionLimits:
+    """``limits`` with each one unset taken from what the code ``declared``."""
+    return replace(
+        limits,
+        queue_limit=_first(limits.queue_limit, declared.queue),
+        max_run_duration=_first(limits.max_run_duration, _seconds(declared.max_duration)),
+        idle_ttl=_first(limits.idle_ttl, _seconds(declared.ttl)),
+        idle_timeout_seconds=_first(limits.idle_timeout_seconds, declared.idle_timeout),
+        retry_max_attempts=_first(limits.retry_max_attempts, declared.retry),
+    )
+
+
+def _first(*values: T | None) -> T | None:
+    return next((value for value in values if value is not None), None)
+
+
+def _seconds(value: int | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
 
 
 def unresolved(rt: ReadTx) -> list[SessionView]:

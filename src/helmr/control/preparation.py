@@ -73,7 +73,7 @@ def failed(
     ):
         return outcome(tx, session_id, epoch, "ignored", None)
     limits = session.limits
-    max_attempts = config.preparation_attempts if limits is None else limits.retry_max_attempts
+    max_attempts = config.preparation_attempts if limits is None else limits.retry_attempts
     backoff = config.preparation_backoff if limits is None else limits.retry_backoff
     attempt = session.preparation_failures + 1
     end_process(tx, session)

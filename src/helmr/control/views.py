@@ -86,12 +86,12 @@ def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
 
 def limits_view(limits: SessionLimits) -> LimitsView:
     return LimitsView(
-        queue_limit=limits.queue_limit,
+        queue_limit=limits.queue,
         max_turn_duration=limits.max_turn_duration,
         max_run_duration=limits.max_run_duration,
         idle_ttl=limits.idle_ttl,
         idle_timeout_seconds=limits.idle_timeout_seconds,
-        retry_max_attempts=limits.retry_max_attempts,
+        retry_max_attempts=limits.retry_attempts,
         retry_backoff=limits.retry_backoff,
     )
 

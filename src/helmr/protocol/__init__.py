@@ -69,6 +69,7 @@ from helmr.protocol import contract, routes
 from helmr.protocol.contract import EPOCH_HEADER, ExitCode
 from helmr.protocol.models import (
     Ack,
+    ActorSettings,
     CompleteRequest,
     FailRequest,
     Message,
@@ -92,6 +93,7 @@ from helmr.states import ErrorInfo, MessageOutcome
 __all__ = [
     "EPOCH_HEADER",
     "Ack",
+    "ActorSettings",
     "CompleteRequest",
     "ErrorInfo",
     "ExitCode",

@@ -49,7 +49,9 @@ class HoldView(_View):
 
 
 class LimitsView(_View):
-    """A Session's limits, resolved once from its Actor (or its own overrides)."""
+    """A Session's limits, resolved once from its Actor (or its own overrides); what
+    the Actor leaves unset, from the actor's code once a Run reported it
+    (``actor(queue=, max_duration=, ttl=, retry=, idle_timeout=)``)."""
 
     queue_limit: int
     """The most Turns it may hold queued; admission beyond is refused (``queue_full``)."""
@@ -59,7 +61,8 @@ class LimitsView(_View):
     idle_ttl: timedelta | None
     """How long it may stay open with no work before it closes (``closed_how: idle``)."""
     idle_timeout_seconds: int | None
-    """The runner's warm wait; None: the actor's own (``actor(idle_timeout=)``, else 300)."""
+    """The runner's warm wait; None: none set or reported yet (the runner uses the
+    actor's own ``actor(idle_timeout=)``, else 300)."""
     retry_max_attempts: int
     """Failed runner preparations in a row that fail it (``preparation_exhausted``)."""
     retry_backoff: timedelta

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
+from helmr.actor_limits import IDLE_TIMEOUT, MAX_DURATION, QUEUE, RETRY, TTL, Limit
 from helmr.constraints import NO_NUL, Constraint
 from helmr.states import NO_RESULT, ErrorInfo
 
@@ -59,6 +60,22 @@ def _plain(value: Any) -> Any:
     return to_json(value) if is_dataclass(value) else value
 
 
+def _in(limit: Limit, description: str) -> Constraint:
+    return Constraint(ge=limit.low, le=limit.high, description=description)
+
+
+@dataclass(frozen=True)
+class ActorSettings(_Request):
+    """What the actor's code declared (``actor(...)``), each as the ``Actor`` manifest
+    field of the same meaning; None: the code left it unset."""
+
+    queue: Annotated[int | None, _in(QUEUE, "`queueLimit`.")] = None
+    max_duration: Annotated[int | None, _in(MAX_DURATION, "`maxDurationSeconds`.")] = None
+    ttl: Annotated[int | None, _in(TTL, "`ttlSeconds`.")] = None
+    retry: Annotated[int | None, _in(RETRY, "`retry.maxAttempts`.")] = None
+    idle_timeout: Annotated[int | None, _in(IDLE_TIMEOUT, "`idleTimeoutSeconds`.")] = None
+
+
 MAX_METADATA_KEYS = 64
 MAX_TAGS = 32
 MAX_TAG_LENGTH = 128
@@ -95,6 +112,16 @@ class ReceiveRequest(_Request):
                 "Application-defined tags recorded on the `turn.running` event of the turn"
                 " this receive starts (revision 2)."
             ),
+        ),
+    ] = field(default=None, metadata=since(2))
+    actor_settings: Annotated[
+        ActorSettings | None,
+        Constraint(
+            description=(
+                "What the actor's code declared, sent on the process's first receive: the"
+                " control plane takes each setting the Session's limits leave unset"
+                " (revision 2)."
+            )
         ),
     ] = field(default=None, metadata=since(2))
 

@@ -6,6 +6,16 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
+from helmr.actor_limits import (
+    DEFAULT_QUEUE_LIMIT,
+    DEFAULT_RETRY_ATTEMPTS,
+    IDLE_TIMEOUT,
+    MAX_DURATION,
+    MAX_TURN_DURATION,
+    QUEUE,
+    RETRY,
+    TTL,
+)
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsSubdomain, Quantity
 from helmr.resources.runner_pod import RunnerPodSettings
@@ -15,8 +25,8 @@ _DOTTED_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 ENTRYPOINT_PATTERN = f"^{_DOTTED_NAME}:{_DOTTED_NAME}$"
 
 # Limits shared with the Session's overrides, so an override can express whatever the Actor can.
-IdleTimeoutSeconds = Annotated[int, Field(ge=1, le=86_400)]
-MaxTurnDurationSeconds = Annotated[int, Field(ge=1, le=604_800)]
+IdleTimeoutSeconds = Annotated[int, Field(ge=IDLE_TIMEOUT.low, le=IDLE_TIMEOUT.high)]
+MaxTurnDurationSeconds = Annotated[int, Field(ge=MAX_TURN_DURATION.low, le=MAX_TURN_DURATION.high)]
 # Disk settings a Workspace may override.
 AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
 KeepSaves = Annotated[int, Field(ge=1, le=100)]
@@ -67,14 +77,16 @@ class ResourceRequirements(WireModel):
 class RetrySpec(WireModel):
     """How Helmr retries preparing a runner for a Session."""
 
-    max_attempts: int = Field(
-        default=3,
-        ge=1,
-        le=10,
+    max_attempts: int | None = Field(
+        default=None,
+        ge=RETRY.low,
+        le=RETRY.high,
         description=(
             "Attempts to prepare and start a runner process for a Session before the Session"
             " fails (preparation exhaustion). Process failures of a running Session are counted"
-            " separately: three consecutive ones hold the Session."
+            " separately: three consecutive ones hold the Session. Unset: the actor's"
+            f" `actor(retry=...)` once a Run of the Session reported it, else"
+            f" {DEFAULT_RETRY_ATTEMPTS}."
         ),
     )
     backoff_seconds: int = Field(
@@ -232,33 +244,36 @@ class ActorSpec(WireModel):
             " process. Unset: no limit."
         ),
     )
-    queue_limit: int = Field(
-        default=100,
-        ge=1,
-        le=10_000,
+    queue_limit: int | None = Field(
+        default=None,
+        ge=QUEUE.low,
+        le=QUEUE.high,
         description=(
             "Most Turns a Session may hold queued; admission beyond it is refused"
-            " (HTTP 429 `queue_full`)."
+            " (HTTP 429 `queue_full`). Unset: the actor's `actor(queue=...)` once a Run of"
+            f" the Session reported it, else {DEFAULT_QUEUE_LIMIT}."
         ),
     )
     max_duration_seconds: int | None = Field(
         default=None,
-        ge=1,
-        le=2_592_000,
+        ge=MAX_DURATION.low,
+        le=MAX_DURATION.high,
         description=(
             "Longest one Run (one runner process) may execute. A Run past it ends once its"
             " current Turn settles (a stop, not a failure: `session.process_stopped` reason"
-            " `run_duration_elapsed`), and the next Turn starts a new Run. Unset: no limit."
+            " `run_duration_elapsed`), and the next Turn starts a new Run. Unset: the actor's"
+            " `actor(max_duration=...)` once a Run of the Session reported it, else no limit."
         ),
     )
     ttl_seconds: int | None = Field(
         default=None,
-        ge=1,
-        le=31_536_000,
+        ge=TTL.low,
+        le=TTL.high,
         description=(
             "How long an open Session may stay idle (no queued or running Turn, no hold)"
             " before it closes (`session.closed` how `idle`), releasing its Workspace."
-            " Unset: it stays open until closed or cancelled."
+            " Unset: the actor's `actor(ttl=...)` once a Run of the Session reported it,"
+            " else it stays open until closed or cancelled."
         ),
     )
     retry: RetrySpec = Field(

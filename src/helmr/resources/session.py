@@ -151,24 +151,37 @@ class Hold(WireModel):
 
 class EffectiveLimits(WireModel):
     """The limits the Session runs under, resolved once from its Actor when it opened
-    (a Session override wins): an Actor changed later does not change them."""
+    (a Session override wins): an Actor changed later does not change them. What the
+    Actor leaves unset is taken from the actor's code (``actor(...)``) when a Run of
+    the Session first reports it."""
 
-    queue_limit: int = Field(ge=1, description="The Actor's `queueLimit`.")
+    queue_limit: int = Field(
+        ge=1, description="`queueLimit`: the Actor's, else the code's `queue`, else 100."
+    )
     max_turn_duration_seconds: int | None = Field(
         default=None, ge=1, description="`maxTurnDurationSeconds`; absent: no limit."
     )
     max_duration_seconds: int | None = Field(
-        default=None, ge=1, description="The Actor's `maxDurationSeconds`; absent: no limit."
+        default=None,
+        ge=1,
+        description="`maxDurationSeconds`: the Actor's, else the code's; absent: no limit.",
     )
     ttl_seconds: int | None = Field(
-        default=None, ge=1, description="The Actor's `ttlSeconds`; absent: no idle expiry."
+        default=None,
+        ge=1,
+        description="`ttlSeconds`: the Actor's, else the code's; absent: no idle expiry.",
     )
     idle_timeout_seconds: int | None = Field(
         default=None,
         ge=1,
-        description="`idleTimeoutSeconds`; absent: the actor's own `actor(idle_timeout=...)`.",
+        description=(
+            "`idleTimeoutSeconds`: the Session's, else the Actor's, else the code's once"
+            " reported; absent: the runner's default (300)."
+        ),
     )
-    retry: RetrySpec = Field(description="The Actor's `retry`.")
+    retry: RetrySpec = Field(
+        description="`retry`: `maxAttempts` the Actor's, else the code's, else 3."
+    )
 
 
 class SessionStatus(Status):

@@ -6,7 +6,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from helmr.actor_limits import IDLE_TIMEOUT, MAX_DURATION, QUEUE, RETRY, TTL
 from helmr.errors import InvalidInput
+from helmr.protocol import ActorSettings
 
 if TYPE_CHECKING:
     from helmr.runner.session import Session
@@ -23,24 +25,42 @@ Actor manifest) nor ``actor(idle_timeout=...)`` gives one."""
 class Actor:
     """What ``actor(...)`` returns; ``HELMR_ENTRYPOINT`` names one (``module:attr``).
 
-    The settings mirror the ``Actor`` manifest, which is what the control plane
-    enforces; the runner itself uses ``idle_timeout`` as ``receive``'s default.
+    Each setting is the ``Actor`` manifest field of the same meaning, in whole
+    seconds (or turns, attempts). The manifest wins where both say something;
+    what the manifest leaves unset the control plane takes from here, when the
+    Session's first Run that declares it reports it on its first ``receive``
+    (docs/semantics.md, "The Actor's limits").
     """
 
     id: str
     run: Run
-    idle_timeout: float | None = None
-    """Seconds a runner process waits warm for the next turn before Helmr suspends it,
-    unless the Actor manifest or the Session sets ``idleTimeoutSeconds``; unset
-    everywhere: ``DEFAULT_IDLE_TIMEOUT``."""
+    idle_timeout: int | None = None
+    """``idleTimeoutSeconds``: seconds a runner process waits warm for the next turn
+    before Helmr suspends it, unless the Session or Actor manifest sets one; unset
+    everywhere: ``DEFAULT_IDLE_TIMEOUT``. Also ``receive``'s default."""
     queue: int | None = None
-    """The queue limit: the most turns a session may hold queued."""
-    max_duration: float | None = None
-    """Seconds one Run (one runner process) may execute before Helmr stops it."""
-    ttl: float | None = None
-    """Seconds an open Session may stay idle before it closes (``closed_how: idle``)."""
+    """``queueLimit``: the most turns a session may hold queued."""
+    max_duration: int | None = None
+    """``maxDurationSeconds``: seconds one Run (one runner process) may execute; past
+    it the Run ends once its current turn settles, and the next turn starts a new
+    Run. Not a per-turn deadline (that is the manifest's ``maxTurnDurationSeconds``)."""
+    ttl: int | None = None
+    """``ttlSeconds``: seconds an open Session may stay idle before it closes
+    (``closed_how: idle``)."""
     retry: int | None = None
-    """Attempts to prepare and start a runner process before the session fails."""
+    """``retry.maxAttempts``: attempts to prepare and start a runner process before
+    the session fails (preparation exhaustion)."""
+
+    def settings(self) -> ActorSettings | None:
+        """What the runner reports to the control plane; None when nothing is set."""
+        declared = ActorSettings(
+            queue=self.queue,
+            max_duration=self.max_duration,
+            ttl=self.ttl,
+            retry=self.retry,
+            idle_timeout=self.idle_timeout,
+        )
+        return None if declared == ActorSettings() else declared
 
 
 def actor(
@@ -53,28 +73,25 @@ def actor(
     ttl: float | None = None,
     retry: int | None = None,
 ) -> Actor:
-    """Defines an actor: ``run(session)`` is an async function that receives and settles turns."""
+    """Defines an actor: ``run(session)`` is an async function that receives and settles turns.
+
+    A setting the control plane cannot honour (not a whole number within its
+    ``Actor`` manifest field's range) raises ``InvalidInput`` naming it.
+    """
     if not id:
         raise InvalidInput("actor(id=...): give the declared actor id")
     if not callable(run):
         raise InvalidInput(f"actor(run=...): {run!r} is not an async function")
-    positive = {
-        "idle_timeout": idle_timeout,
-        "max_duration": max_duration,
-        "queue": queue,
-        "retry": retry,
+    settings = {
+        "idle_timeout": (idle_timeout, IDLE_TIMEOUT),
+        "queue": (queue, QUEUE),
+        "max_duration": (max_duration, MAX_DURATION),
+        "ttl": (ttl, TTL),
+        "retry": (retry, RETRY),
     }
-    for name, value in positive.items():
-        if value is not None and value <= 0:
-            raise InvalidInput(f"actor({name}=...): give a positive number")
-    if ttl is not None and ttl < 0:
-        raise InvalidInput("actor(ttl=...): give zero or more seconds")
-    return Actor(
-        id=id,
-        run=run,
-        idle_timeout=idle_timeout,
-        queue=queue,
-        max_duration=max_duration,
-        ttl=ttl,
-        retry=retry,
-    )
+    whole: dict[str, int | None] = {}
+    for name, (value, limit) in settings.items():
+        if value is not None and (why := limit.refusal(value)) is not None:
+            raise InvalidInput(f"actor({name}={value!r}): {why}", setting=name)
+        whole[name] = None if value is None else int(value)
+    return Actor(id=id, run=run, **whole)

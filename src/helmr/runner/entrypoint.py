@@ -174,7 +174,10 @@ async def _serve(actor: Actor, config: Config) -> int:
     )
     async with transport:
         session = Session(
-            transport, idle_timeout=idle_timeout(config, actor), protocol=config.protocol
+            transport,
+            idle_timeout=idle_timeout(config, actor),
+            protocol=config.protocol,
+            settings=actor.settings(),
         )
         run = asyncio.get_running_loop().create_task(_run(actor, session))
         stops = asyncio.get_running_loop().create_task(listen_for_stops(session, transport))

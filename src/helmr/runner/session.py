@@ -10,6 +10,7 @@ from typing import Any
 from helmr import logs
 from helmr.errors import HelmrError, InvalidInput, ReceiveTimeout
 from helmr.protocol import (
+    ActorSettings,
     ReceiveRequest,
     SessionClosed,
     contract,
@@ -36,15 +37,23 @@ class Session:
     """This process's view of its Session."""
 
     def __init__(
-        self, transport: Transport, *, idle_timeout: float | None = None, protocol: int = 1
+        self,
+        transport: Transport,
+        *,
+        idle_timeout: float | None = None,
+        protocol: int = 1,
+        settings: ActorSettings | None = None,
     ) -> None:
         """``protocol``: the runner protocol revision the control plane speaks
-        (``HELMR_PROTOCOL``); what an older one lacks is refused here, never sent."""
+        (``HELMR_PROTOCOL``); what an older one lacks is refused here, never sent.
+        ``settings``: what ``actor(...)`` declared, reported on the first receive
+        (revision 2; an older control plane is told nothing)."""
         self.id = transport.session_id
         self.output = Output(transport.call, routes.session_output(self.id))
         self._transport = transport
         self._idle_timeout = idle_timeout
         self._protocol = protocol
+        self._unreported = settings if protocol >= 2 else None
         self._current: Turn | None = None
         self._received = asyncio.Event()  # set on each new turn (the stop listener waits)
 
@@ -87,14 +96,19 @@ class Session:
                 raise ReceiveTimeout(f"no turn arrived within {timeout} s")
             if idle_end is not None:
                 window = min(window, idle_end - now)
+            body = request(
+                ReceiveRequest,
+                timeout=window,
+                idle_timeout=idle,
+                actor_settings=self._unreported,
+                **labels,
+            )
             try:
-                reply = await self._transport.call(
-                    routes.receive(self.id),
-                    request(ReceiveRequest, timeout=window, idle_timeout=idle, **labels),
-                    wait=window,
-                )
+                reply = await self._transport.call(routes.receive(self.id), body, wait=window)
             except ReceiveTimeout:
+                self._unreported = None  # the server took them before it waited
                 continue  # the server's window ended; our deadline decides
+            self._unreported = None
             assignment = parse_receive_reply(reply)
             if isinstance(assignment, SessionClosed):
                 return None

@@ -90,6 +90,11 @@ class RunnerApi:
         """Answers the turn already assigned to this epoch while it is unsettled; 408
         receive_timeout when none came; {"closed": true} when this process gets no more."""
         self._connected(path.session_id, headers.process_epoch)
+        if body.actor_settings is not None:
+            # Before the wait: a receive that times out has still reported them.
+            await self._control.take_code_settings(
+                path.session_id, headers.process_epoch, body.actor_settings
+            )
         turn = await self._control.receive(
             path.session_id,
             headers.process_epoch,

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 
+from helmr.actor_limits import DEFAULT_QUEUE_LIMIT, DEFAULT_RETRY_ATTEMPTS
 from helmr.states import (
     CloseHow,
     EpisodeState,
@@ -130,15 +131,29 @@ class SessionRow:
 
 @dataclass(frozen=True, slots=True)
 class SessionLimits:
-    """A Session's resolved limits (its own override, else its Actor's)."""
+    """A Session's resolved limits (its own override, else its Actor's, else what the
+    actor's code declared once a Run reported it: ``helmr.control.limits``). None is
+    a limit no one set: no limit, or for the two that always have one the default
+    (:attr:`queue`, :attr:`retry_attempts`)."""
 
-    queue_limit: int
+    queue_limit: int | None
     max_turn_duration: timedelta | None
     max_run_duration: timedelta | None
     idle_ttl: timedelta | None
     idle_timeout_seconds: int | None
-    retry_max_attempts: int
+    retry_max_attempts: int | None
     retry_backoff: timedelta
+
+    @property
+    def queue(self) -> int:
+        """The queue limit in force."""
+        return DEFAULT_QUEUE_LIMIT if self.queue_limit is None else self.queue_limit
+
+    @property
+    def retry_attempts(self) -> int:
+        """The failed preparations in a row that fail the Session."""
+        attempts = self.retry_max_attempts
+        return DEFAULT_RETRY_ATTEMPTS if attempts is None else attempts
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> SessionLimits:

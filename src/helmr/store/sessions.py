@@ -124,10 +124,14 @@ def update(tx: Tx, session_id: str, **changes: object) -> None:
 
 
 def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:
+    set_limits(tx, session_id, limits, limits_resolved_at=tx.now)
+
+
+def set_limits(tx: Tx, session_id: str, limits: SessionLimits, **changes: object) -> None:
     update(
         tx,
         session_id,
-        limits_resolved_at=tx.now,
+        **changes,
         queue_limit=limits.queue_limit,
         max_turn_duration_s=limits.max_turn_duration,
         max_run_duration_s=limits.max_run_duration,

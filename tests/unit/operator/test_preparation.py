@@ -19,6 +19,7 @@ from helmr.operator.runners.preparation import container_started, failed_prepara
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
+from helmr.protocol import ActorSettings
 from helmr.resources import API_VERSION
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
@@ -116,6 +117,25 @@ async def test_the_first_pass_resolves_the_limits_from_the_actor_and_session(h: 
         timedelta(seconds=600),
         timedelta(seconds=60),
     )
+
+
+async def test_what_a_silent_actor_leaves_unset_the_code_can_set(h: Harness) -> None:
+    """An Actor with no queueLimit nor retry.maxAttempts resolves them unset (the defaults
+    apply), so the actor's code can set them when its first Run reports."""
+    kube = Cluster(actor_spec(retry={"backoffSeconds": 1}))
+    session_id, passes = await with_work(h, kube)
+    await passes.reconcile()
+    shown = (await h.control.get_session(session_id)).limits
+    assert shown is not None
+    assert (shown.queue_limit, shown.retry_max_attempts) == (100, 3)
+
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    await h.control.take_code_settings(session_id, epoch, ActorSettings(queue=4, retry=6))
+
+    taken = (await h.control.get_session(session_id)).limits
+    assert taken is not None
+    assert (taken.queue_limit, taken.retry_max_attempts) == (4, 6)
+    assert taken.retry_backoff == timedelta(seconds=1)  # the manifest's part of retry stays
 
 
 async def test_the_manifest_passes_no_idle_timeout_unless_one_is_set(h: Harness) -> None:

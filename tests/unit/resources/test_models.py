@@ -117,7 +117,9 @@ def test_built_manifest_leaves_defaults_to_the_apiserver() -> None:
         },
     }
     assert actor.spec.image_pull_policy == "IfNotPresent"
-    assert actor.spec.retry.max_attempts == 3
+    # Unset: the actor's own actor(retry=...) once reported, else 3 (helmr.control.limits).
+    assert actor.spec.retry.max_attempts is None
+    assert actor.spec.queue_limit is None
 
 
 def test_status_patch_sends_only_what_was_set() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from helmr.protocol import EPOCH_HEADER, contract
+from helmr.protocol import EPOCH_HEADER, ActorSettings, contract
 from helmr.runner import Session
 from helmr.runner.transport import Transport
 from tests.unit.api import Api
@@ -14,10 +14,16 @@ from tests.unit.api import Api
 
 @asynccontextmanager
 async def runner_session(
-    api: Api, session_id: str, *, protocol: int = contract.PROTOCOL, epoch: int | None = None
+    api: Api,
+    session_id: str,
+    *,
+    protocol: int = contract.PROTOCOL,
+    epoch: int | None = None,
+    settings: ActorSettings | None = None,
 ) -> AsyncIterator[Session]:
     """A new runner process of the session (the operator's part: its epoch and token)
-    and the Session handle its actor gets; ``epoch`` overrides the one it calls with."""
+    and the Session handle its actor gets; ``epoch`` overrides the one it calls with,
+    ``settings`` are what its ``actor(...)`` declared."""
     headers = await api.runner(session_id)
     token = headers["Authorization"].removeprefix("Bearer ")
     async with Transport(
@@ -28,4 +34,4 @@ async def runner_session(
         on_fenced=lambda: None,
         retry_for=0,
     ) as transport:
-        yield Session(transport, protocol=protocol)
+        yield Session(transport, protocol=protocol, settings=settings)

@@ -42,6 +42,7 @@ from helmr.errors import (
 )
 from helmr.protocol import (
     EPOCH_HEADER,
+    ActorSettings,
     CompleteRequest,
     ExitCode,
     FailRequest,
@@ -712,19 +713,55 @@ async def test_an_actor_definition_holds_its_settings() -> None:
     async def run(session: Session) -> None:
         pass
 
-    reviewer = actor(id="reviewer", run=run, idle_timeout=60, queue=10, ttl=0, retry=3)
+    reviewer = actor(id="reviewer", run=run, idle_timeout=60, queue=10, ttl=3600.0, retry=3)
     assert (reviewer.id, reviewer.run, reviewer.idle_timeout, reviewer.ttl) == (
         "reviewer",
         run,
         60,
-        0,
+        3600,
     )
+    assert isinstance(reviewer.ttl, int)  # whole seconds, as the manifest's ttlSeconds
     with pytest.raises(InvalidInput):
         actor(id="", run=run)
-    with pytest.raises(InvalidInput):
-        actor(id="reviewer", run=run, max_duration=0)
-    with pytest.raises(InvalidInput):
-        actor(id="reviewer", run=run, ttl=-1)
+
+
+async def _run(session: Session) -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "field"),
+    [
+        ("max_duration", 0, "maxDurationSeconds"),
+        ("max_duration", 2_592_001, "maxDurationSeconds"),
+        ("max_duration", 0.5, "maxDurationSeconds"),
+        ("ttl", 0, "ttlSeconds"),
+        ("ttl", -1, "ttlSeconds"),
+        ("ttl", float("inf"), "ttlSeconds"),
+        ("queue", 10_001, "queueLimit"),
+        ("queue", True, "queueLimit"),
+        ("retry", 11, "retry.maxAttempts"),
+        ("retry", "3", "retry.maxAttempts"),
+        ("idle_timeout", 0.5, "idleTimeoutSeconds"),
+        ("idle_timeout", float("nan"), "idleTimeoutSeconds"),
+    ],
+)
+async def test_a_setting_the_control_plane_cannot_honour_is_refused_naming_it(
+    setting: str, value: object, field: str
+) -> None:
+    """Each setting is the Actor manifest field of the same meaning: outside its
+    range it could never take effect, so it is refused, never ignored."""
+    with pytest.raises(InvalidInput, match=rf"actor\({setting}=.*spec\.{field}") as refused:
+        actor(id="reviewer", run=_run, **{setting: value})  # type: ignore[arg-type]
+    assert refused.value.details == {"setting": setting}
+
+
+async def test_what_the_code_declares_is_reported_as_the_manifest_s_fields() -> None:
+    declared = actor(id="a", run=_run, queue=5, max_duration=600, ttl=60, retry=2, idle_timeout=9)
+    assert declared.settings() == ActorSettings(
+        queue=5, max_duration=600, ttl=60, retry=2, idle_timeout=9
+    )
+    assert actor(id="a", run=_run).settings() is None  # nothing to report
 
 
 # The entrypoint, ``python -m helmr.runner``, as the runner pod runs it.
@@ -789,6 +826,7 @@ forgets_to_settle = actor(id="forgets-to-settle", run=forget_to_settle)
 keeps_writing = actor(id="keeps-writing", run=keep_writing)
 logs_and_finishes = actor(id="logs-and-finishes", run=log_and_finish)
 waits_for_stop = actor(id="waits-for-stop", run=wait_for_stop)
+declares = actor(id="declares", run=finish, queue=5, ttl=60)
 not_an_actor = finish
 """
 
@@ -871,6 +909,34 @@ async def test_an_idle_process_ends_with_0_after_the_control_planes_idle_timeout
     idle = [body for name, body in plane.calls if name == "receive"][1:]
     assert idle
     assert all(body["idle_timeout"] == 0.5 and body["timeout"] <= 0.5 for body in idle)
+
+
+@pytest.mark.parametrize("protocol", [None, "2"])
+async def test_the_code_s_settings_are_reported_on_the_first_receive_only(
+    plane: FakeControlPlane, start_runner: StartRunner, protocol: str | None
+) -> None:
+    """A control plane of revision 2 is told what ``actor(...)`` declared, once; an
+    older one (no ``HELMR_PROTOCOL``) is sent the receive it knows."""
+    await plane.turns.put(assignment("turn_1", 1, "a"))
+    revision = {} if protocol is None else {contract.ENV_PROTOCOL: protocol}
+    runner = await start_runner("actors:declares", **{contract.ENV_IDLE_TIMEOUT: "0.5"}, **revision)
+
+    assert await exit_code(runner) == ExitCode.OK
+    receives = [body for name, body in plane.calls if name == "receive"]
+    assert len(receives) >= 2
+    reported = [body.get("actor_settings") for body in receives]
+    if protocol is None:
+        assert reported == [None] * len(receives)
+        assert all("actor_settings" not in body for body in receives)
+    else:
+        declared = {
+            "queue": 5,
+            "max_duration": None,
+            "ttl": 60,
+            "retry": None,
+            "idle_timeout": None,
+        }
+        assert reported == [declared] + [None] * (len(receives) - 1)
 
 
 async def test_an_exception_from_run_fails_the_held_turn_and_the_process(
