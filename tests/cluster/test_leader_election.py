@@ -20,8 +20,9 @@ import pytest
 from kubernetes import client
 
 from helmr.control import Control
+from helmr.kube.lease import KubeLease, LeaseRecord
 from helmr.operator.leadership.leader import Leadership
-from helmr.operator.leadership.lease import KubeLease, LeaderElector, LeaseRecord, LeaseTiming
+from helmr.operator.leadership.lease import LeaderElector, LeaseTiming
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term

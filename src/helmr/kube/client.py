@@ -7,6 +7,7 @@ the apiserver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
+from kubernetes.client import ApiClient as ApiClient
 
 from helmr.kube import threads as kube_threads
+from helmr.kube.errors import Conflict, Forbidden, NotFound
 from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
@@ -33,15 +35,12 @@ def namespace_terminating(error: BaseException) -> bool:
     """Whether ``error`` is the apiserver refusing a create because the namespace
     is being deleted (403 with the cause ``NamespaceTerminating``) or is gone
     (404 naming the namespace itself, not the object)."""
-    if not isinstance(error, ApiException) or error.status not in (403, 404) or not error.body:
-        return False
-    try:
-        details = json.loads(error.body).get("details") or {}
-    except (ValueError, AttributeError):
-        return False
-    if error.status == 404:
-        return bool(details.get("kind") == "namespaces")
-    return any(cause.get("reason") == "NamespaceTerminating" for cause in details.get("causes", []))
+    if isinstance(error, NotFound):
+        return bool(error.details.get("kind") == "namespaces")
+    if isinstance(error, Forbidden):
+        causes = error.details.get("causes") or []
+        return any(cause.get("reason") == "NamespaceTerminating" for cause in causes)
+    return False
 
 
 HELD_POLICY = "workspaces.helmr.dev-held"
@@ -52,20 +51,16 @@ names a holder (charts/helmr/policies/workspace-deletion.yaml)."""
 def refused_as_held(error: BaseException) -> bool:
     """Whether ``error`` is the admission policy refusing to delete a held Workspace
     (403, naming the policy), not a refusal of Helmr's own rights."""
-    return (
-        isinstance(error, ApiException)
-        and error.status == 403
-        and f"'{HELD_POLICY}'" in str(error.body or "")
-    )
+    return isinstance(error, Forbidden) and f"'{HELD_POLICY}'" in error.message
 
 
-def load_config() -> client.ApiClient:
+def load_config() -> ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig."""
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient(kube_threads.api_configuration())
+    return ApiClient(kube_threads.api_configuration())
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +111,7 @@ class Kube:
             obj = await self.create_custom(
                 resource.metadata.namespace or "", resource.PLURAL, resource.to_manifest()
             )
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        except Conflict:
             return None
         return type(resource).from_manifest(obj)
 
@@ -145,10 +138,8 @@ class Kube:
             obj: object = await kube_threads.call(
                 self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
             )
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return cast(dict[str, Any], obj)
 
     async def create_custom(
@@ -173,10 +164,8 @@ class Kube:
                 name,
                 patch,
             )
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
+        except NotFound:
+            return False
         return True
 
     # --- nodes: what the Actor's Accepted condition may know of images
@@ -233,26 +222,20 @@ class Kube:
     async def delete_pod(
         self, namespace: str, name: str, *, grace_seconds: int | None = None
     ) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             await kube_threads.call(
                 self.core.delete_namespaced_pod,
                 name,
                 namespace,
                 grace_period_seconds=grace_seconds,
             )
-        except ApiException as e:
-            if e.status != 404:
-                raise
 
     async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
         """Creates the service account unless it exists (create only: no reads needed)."""
-        try:
+        with contextlib.suppress(Conflict):
             await kube_threads.call(
                 self.core.create_namespaced_service_account, namespace, cast(Any, body)
             )
-        except ApiException as e:
-            if e.status != 409:
-                raise
 
     # --- Kubernetes Events on our resources, for `kubectl describe`
 
@@ -334,25 +317,17 @@ async def _absent_as_none(call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` in a thread; None when the object does not exist."""
     try:
         return await kube_threads.call(call, *args)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
+    except NotFound:
+        return None
 
 
 async def _absent_as_ok(call: Callable[..., Any], *args: Any) -> None:
     """A delete: an object already gone is deleted."""
-    try:
+    with contextlib.suppress(NotFound):
         await kube_threads.call(call, *args)
-    except ApiException as e:
-        if e.status != 404:
-            raise
 
 
 async def _exists_as_ok(call: Callable[..., Any], *args: Any) -> None:
     """A create under a deterministic name: an object already there was created before."""
-    try:
+    with contextlib.suppress(Conflict):
         await kube_threads.call(call, *args)
-    except ApiException as e:
-        if e.status != 409:
-            raise

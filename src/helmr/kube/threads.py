@@ -26,6 +26,8 @@ from typing import ParamSpec, TypeVar
 
 from kubernetes import client
 
+from helmr.kube.errors import translating
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -41,12 +43,13 @@ class Lane:
 
     async def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(*args, **kwargs)`` on one of the lane's threads: ``asyncio.to_thread``
-        (context variables included) on these threads instead of the loop's default ones."""
+        (context variables included) on these threads instead of the loop's default ones.
+        The client's errors come out as :class:`helmr.kube.errors.KubeError`."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix=self._name)
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
-            self._executor, functools.partial(context.run, fn, *args, **kwargs)
+            self._executor, functools.partial(context.run, translating(fn), *args, **kwargs)
         )
 
 

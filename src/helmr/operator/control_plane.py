@@ -13,11 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
-from kubernetes.client import ApiClient
 
 from helmr.control import Control, ControlConfig, SessionView
 from helmr.kube import threads as kube_threads
-from helmr.kube.client import Kube, load_config
+from helmr.kube.client import ApiClient, Kube, load_config
 from helmr.operator.heap_trim import trim_heap_periodically
 from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck

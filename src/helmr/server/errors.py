@@ -2,9 +2,12 @@
 
 Bad input is always a 4xx: aiohttp's own HTTP errors (unknown route, wrong
 method, oversize body) are translated here, and ``invalid`` turns a pydantic
-validation error of the request into a 400 naming the fields. Only a bug or a
-broken dependency is a 500; a dependency that cannot answer now (the store's
-server restarting) is ``Unavailable``, a 503 with ``Retry-After``.
+validation error of the request into a 400 naming the fields. A call that
+Kubernetes refused is answered with the apiserver's own words, by what it
+refused (``_FROM_KUBE``: 403, 404, 409 or 400). Only a bug or a broken
+dependency is a 500; a dependency that cannot answer now (the store's server
+restarting, the apiserver failing a call) is ``Unavailable``, a 503 with
+``Retry-After``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from helmr.errors import (
+    Conflict,
+    Forbidden,
     HelmrError,
     InvalidInput,
     MethodNotAllowed,
@@ -23,6 +28,7 @@ from helmr.errors import (
     PayloadTooLarge,
     Unavailable,
 )
+from helmr.kube import errors as kube
 
 log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
@@ -61,6 +67,23 @@ def _from_http(exc: web.HTTPException) -> HelmrError:
     return HelmrError(exc.reason)
 
 
+_FROM_KUBE: dict[type[kube.KubeError], type[HelmrError]] = {
+    # Admission's refusals are Forbidden too (a policy, a webhook): the caller reads why.
+    kube.Forbidden: Forbidden,
+    kube.NotFound: NotFound,
+    kube.Conflict: Conflict,
+    kube.Invalid: InvalidInput,
+    kube.BadRequest: InvalidInput,
+}
+
+
+def _from_kube(error: kube.KubeError) -> HelmrError:
+    """What the API answers for a call the apiserver refused (with the apiserver's
+    own words); any other of its errors is the apiserver not answering now (503)."""
+    kind = _FROM_KUBE.get(type(error), Unavailable)
+    return kind(f"Kubernetes answered {error.status}: {error.message}")
+
+
 def respond(error: HelmrError) -> web.Response:
     response = web.json_response(error.to_json(), status=error.status)
     if isinstance(error, Unavailable):
@@ -74,6 +97,9 @@ async def error_middleware(request: web.Request, handler: Any) -> web.StreamResp
         response: web.StreamResponse = await handler(request)
     except HelmrError as e:
         return respond(e)
+    except kube.KubeError as e:
+        log.warning("%s %s: Kubernetes answered %s", request.method, request.path, e.status)
+        return respond(_from_kube(e))
     except web.HTTPException as e:
         if e.status < 400:  # redirects and the like are not errors
             raise

@@ -18,9 +18,9 @@ import json
 import time
 from collections.abc import Hashable, Sequence
 
-from kubernetes import client as k8s
-
 from helmr.kube import threads as kube_threads
+from helmr.kube.client import ApiClient
+from helmr.kube.reviews import Reviewed, Reviews
 from helmr.server.auth import SESSIONS, User, Verb
 
 GROUP = "helmr.dev"
@@ -69,7 +69,7 @@ class KubeAuthenticator:
 
     def __init__(
         self,
-        api_client: k8s.ApiClient,
+        api_client: ApiClient,
         *,
         audiences: Sequence[str] = (),
         cache_ttl: float = 10.0,
@@ -79,9 +79,7 @@ class KubeAuthenticator:
         """``until_expiry``: a token's review is kept at most until the token expires
         (:func:`token_expiry`), and not at all when its expiry cannot be read."""
         self._until_expiry = until_expiry
-        self._authn = k8s.AuthenticationV1Api(api_client)
-        self._authz = k8s.AuthorizationV1Api(api_client)
-        self._audiences = list(audiences) or None
+        self._reviews = Reviews(api_client, audiences)
         self._users = _TTLCache(cache_ttl)
         self._grants = _TTLCache(cache_ttl)
         self._lane = lane
@@ -117,38 +115,11 @@ class KubeAuthenticator:
         return allowed
 
     def _review_token(self, token: str) -> User | None:
-        review = self._authn.create_token_review(
-            k8s.V1TokenReview(
-                api_version="authentication.k8s.io/v1",
-                kind="TokenReview",
-                spec=k8s.V1TokenReviewSpec(token=token, audiences=self._audiences),
-            )
-        )
-        status = review.status
-        if status is None or not status.authenticated or status.user is None:
+        reviewed = self._reviews.token(token)
+        if reviewed is None:
             return None
-        info = status.user
-        return User(
-            name=info.username or "",
-            uid=info.uid or "",
-            groups=tuple(info.groups or ()),
-            extra={k: tuple(v) for k, v in (info.extra or {}).items()},
-        )
+        return User(reviewed.name, reviewed.uid, reviewed.groups, reviewed.extra)
 
     def _review_access(self, user: User, namespace: str, verb: Verb, resource: str) -> bool:
-        review = self._authz.create_subject_access_review(
-            k8s.V1SubjectAccessReview(
-                api_version="authorization.k8s.io/v1",
-                kind="SubjectAccessReview",
-                spec=k8s.V1SubjectAccessReviewSpec(
-                    user=user.name,
-                    uid=user.uid or None,
-                    groups=list(user.groups),
-                    extra={k: list(v) for k, v in user.extra.items()} or None,
-                    resource_attributes=k8s.V1ResourceAttributes(
-                        group=GROUP, resource=resource, namespace=namespace, verb=verb
-                    ),
-                ),
-            )
-        )
-        return bool(review.status is not None and review.status.allowed)
+        who = Reviewed(user.name, user.uid, user.groups, user.extra)
+        return self._reviews.access(who, GROUP, resource, namespace, verb)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helmr.operator.leadership.lease import LeaseConflict, LeaseRecord, LeaseTiming
+from helmr.kube.lease import LeaseConflict, LeaseRecord
+from helmr.operator.leadership.lease import LeaseTiming
 
 TIMING = LeaseTiming(duration=15, renew_deadline=10, retry=0.01)
 

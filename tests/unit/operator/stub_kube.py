@@ -8,6 +8,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from helmr.kube.client import Kube, PodRef
+from helmr.kube.errors import KubeError, translated
 from helmr.resources import API_VERSION, Actor, Resource, Session, Status, Workspace
 
 
@@ -24,7 +25,7 @@ class StubKube(Kube):
         self, kind: type[Resource[Any, Any]], namespace: str, name: str, status: Any
     ) -> bool:
         if name in self.failing:
-            raise ApiException(status=500, reason="injected")
+            raise translated(ApiException(status=500, reason="injected"))
         self.log.append(f"{kind.KIND}/{name}")
         self.statuses[(kind.KIND, name)] = status
         return True
@@ -47,7 +48,7 @@ class StubKube(Kube):
 DYING = "dying"
 
 
-def terminating(namespace: str) -> ApiException:
+def terminating(namespace: str) -> KubeError:
     """The apiserver's answer to a create in a namespace being deleted."""
     error = ApiException(status=403, reason="Forbidden")
     error.body = json.dumps(
@@ -69,7 +70,7 @@ def terminating(namespace: str) -> ApiException:
             "code": 403,
         }
     )
-    return error
+    return translated(error)
 
 
 class ClusterKube(StubKube):

@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from helmr.control import Control, ControlConfig
 from helmr.errors import Conflict
 from helmr.kube.client import HELD_POLICY
+from helmr.kube.errors import KubeError, translated
 from helmr.operator.disks.workspaces import ADVANCED_AT_ONCE, Disks, RestoreFailed
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource, Workspace
@@ -93,7 +94,7 @@ class DiskKube(StubKube):
         self.resources.pop((kind.KIND, name), None)
 
 
-def held_refusal(name: str, held_by: str) -> ApiException:
+def held_refusal(name: str, held_by: str) -> KubeError:
     """The apiserver's answer to deleting a Workspace whose status names a holder
     (charts/helmr/policies/workspace-deletion.yaml)."""
     error = ApiException(status=403, reason="Forbidden")
@@ -103,7 +104,7 @@ def held_refusal(name: str, held_by: str) -> ApiException:
         f" workspace {name} is held by Session {held_by}: close or cancel the Session"
     )
     error.body = json.dumps({"kind": "Status", "message": message, "reason": "Forbidden"})
-    return error
+    return translated(error)
 
 
 K = TypeVar("K", bound=DiskKube)

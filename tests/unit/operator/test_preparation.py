@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from helmr.kube.errors import translated
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.preparation import container_started, failed_preparation, pending_detail
 from helmr.operator.runners.supervisor import Supervisor
@@ -66,7 +67,7 @@ class Cluster(StubKube):
         if self.refuse_pods:
             error = ApiException(status=422, reason="Unprocessable Entity")
             error.body = "spec.containers[0].resources: Invalid value"
-            raise error
+            raise translated(error)
         self.pods[body["metadata"]["name"]] = body
         return f"uid-{body['metadata']['name']}"
 

@@ -10,6 +10,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from helmr.kube.client import PodRef
+from helmr.kube.errors import translated
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
@@ -38,7 +39,7 @@ class CountingKube(ClusterKube):
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         if self.account_missing:
             self.refused.append("pod")
-            raise ApiException(status=403, reason="Forbidden: serviceaccount not found")
+            raise translated(ApiException(status=403, reason="Forbidden: serviceaccount not found"))
         return await super().create_pod(namespace, body)
 
 

@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView
 from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
+from helmr.kube.errors import KubeError, translated
 from helmr.operator.mirror.custom_resources import CustomResourceMirror, turn_cr_name
 from helmr.operator.mirror.status_sync import StatusSync
 from helmr.operator.runners.identity import RunnerPods
@@ -34,7 +35,7 @@ async def dying_session(h: Harness) -> SessionView:
     )
 
 
-def not_found(kind: str, name: str) -> ApiException:
+def not_found(kind: str, name: str) -> KubeError:
     """The apiserver's 404, as a create in a namespace that is gone gets it for the namespace."""
     error = ApiException(status=404, reason="Not Found")
     error.body = json.dumps(
@@ -47,16 +48,16 @@ def not_found(kind: str, name: str) -> ApiException:
             "code": 404,
         }
     )
-    return error
+    return translated(error)
 
 
 def test_only_a_refusal_for_a_terminating_or_gone_namespace_is_recognised() -> None:
     assert namespace_terminating(terminating("x"))
     assert namespace_terminating(not_found("namespaces", "x"))
     assert not namespace_terminating(not_found("pods", "x"))
-    assert not namespace_terminating(ApiException(status=404, reason="Not Found"))
-    assert not namespace_terminating(ApiException(status=403, reason="Forbidden"))
-    assert not namespace_terminating(ApiException(status=500, reason="boom"))
+    assert not namespace_terminating(translated(ApiException(status=404, reason="Not Found")))
+    assert not namespace_terminating(translated(ApiException(status=403, reason="Forbidden")))
+    assert not namespace_terminating(translated(ApiException(status=500, reason="boom")))
     assert not namespace_terminating(RuntimeError("403 NamespaceTerminating"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
+from helmr.kube import errors as kube_errors
 from helmr.protocol import EPOCH_HEADER
 from helmr.server.errors import CLIENT_LEFT, error_middleware
 from tests.unit.api import (
@@ -319,3 +321,41 @@ async def test_a_client_that_left_mid_answer_is_no_server_error(
         response = await error_middleware(request, writes_to_a_gone_client)
     assert response.status == CLIENT_LEFT
     assert [r.levelno for r in caplog.records] == [logging.INFO]
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (
+            kube_errors.Forbidden("ValidatingAdmissionPolicy 'p' denied request: held"),
+            403,
+            "forbidden",
+        ),
+        (kube_errors.NotFound('workspaces.helmr.dev "w" not found'), 404, "not_found"),
+        (kube_errors.Conflict("the object has been modified"), 409, "conflict"),
+        (
+            kube_errors.Invalid('Workspace.helmr.dev "w" is invalid: spec.size'),
+            400,
+            "invalid_input",
+        ),
+        (kube_errors.BadRequest("bad"), 400, "invalid_input"),
+        (kube_errors.Unauthorized("Unauthorized"), 503, "unavailable"),
+        (kube_errors.TooManyRequests("slow down"), 503, "unavailable"),
+        (kube_errors.ServerError("etcdserver: request timed out", status=504), 503, "unavailable"),
+        (kube_errors.KubeError("teapot", status=418), 503, "unavailable"),
+    ],
+)
+async def test_a_kubernetes_refusal_is_answered_with_its_message_never_a_500(
+    error: kube_errors.KubeError, status: int, code: str
+) -> None:
+    async def refused(request: web.Request) -> web.StreamResponse:
+        raise error
+
+    request = make_mocked_request("DELETE", "/v1/namespaces/ns/workspaces/w")
+    response = await error_middleware(request, refused)
+    assert isinstance(response, web.Response)
+    assert response.status == status
+    assert response.text is not None
+    body = json.loads(response.text)
+    assert body["error"]["code"] == code
+    assert error.message in body["error"]["message"]

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from helmr.control import StorageLimits
 from helmr.kube.labels import (
     LABEL_DISK,
@@ -20,6 +18,7 @@ from helmr.kube.labels import (
     LABEL_TURN_ID,
     LABEL_WORKSPACE,
 )
+from helmr.kube.quantities import quantity_bytes
 from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION
 from helmr.resources import API_VERSION, ComputerSpec, Workspace, WorkspaceSpec
 from helmr.resources.base import ObjectMeta
@@ -66,7 +65,7 @@ class PreparedDisk:
 def disk_usage_spec(computer: ComputerSpec) -> DiskUsageSpec:
     """The disk settings in force as usage thresholds: the claim's size in bytes."""
     limits = StorageLimits(
-        capacity_bytes=int(parse_quantity(computer.size)),  # type: ignore[no-untyped-call]
+        capacity_bytes=quantity_bytes(computer.size),
         pause_at=computer.pause_at,
         stop_at=computer.stop_at,
         resolve_at=computer.resolve_at,

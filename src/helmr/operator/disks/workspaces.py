@@ -26,6 +26,7 @@ from helmr.control import Control, SessionView
 from helmr.errors import Conflict
 from helmr.kube import threads as kube_threads
 from helmr.kube.client import Kube, namespace_terminating, refused_as_held
+from helmr.kube.errors import Forbidden
 from helmr.kube.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.at_once import each_at_once
 from helmr.operator.disks.manifests import (
@@ -120,7 +121,7 @@ class Disks:
             await self.sync_status(namespace, name, again=True)
             try:
                 await self.kube.delete_resource(Workspace, namespace, name)
-            except Exception as e:
+            except Forbidden as e:
                 if not refused_as_held(e):
                     raise
                 await self.control.require_unheld_workspace(namespace, name)

@@ -28,11 +28,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from kubernetes.client import ApiClient
 from prometheus_client import Gauge
 
 from helmr.control.transaction import Fence
-from helmr.operator.leadership.lease import KubeLease, LeaderElector, LeaseTiming
+from helmr.kube.client import ApiClient
+from helmr.kube.lease import KubeLease
+from helmr.operator.leadership.lease import LeaderElector, LeaseTiming
 from helmr.operator.settings import Settings
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms

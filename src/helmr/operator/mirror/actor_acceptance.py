@@ -18,9 +18,8 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
-from kubernetes.client.exceptions import ApiException
-
 from helmr.kube.client import Kube
+from helmr.kube.errors import KubeError
 from helmr.operator.mirror.actor_status import accepted
 from helmr.operator.mirror.conditions import settle
 from helmr.resources import Actor, ActorStatus
@@ -42,7 +41,7 @@ async def read_nodes(kube: Kube) -> tuple[NodeImages | None, str]:
     """The nodes' images; or None and why, when the operator may not list nodes."""
     try:
         return await kube.node_images(), ""
-    except ApiException as e:
+    except KubeError as e:
         return None, f"the operator may not list nodes ({e.status} {e.reason})"
 
 

@@ -18,12 +18,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from functools import partial
 
-from kubernetes.client.exceptions import ApiException
-
 from helmr import logs
 from helmr.control import Control, SessionView, TurnView
 from helmr.events import Event, EventKind, EventPage
 from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
+from helmr.kube.errors import KubeError
 from helmr.operator.at_once import each_at_once
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.runners import pods
@@ -315,7 +314,7 @@ class StatusSync:
         """
         try:
             await step
-        except ApiException as e:
+        except KubeError as e:
             if namespace_terminating(e):
                 if session.status not in ENDED_SESSION_STATUSES:
                     log.info("session %s: its namespace is being deleted; it fails", session.id)

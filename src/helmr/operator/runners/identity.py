@@ -26,11 +26,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kubernetes.client import ApiClient
-
 from helmr.control import SessionName
 from helmr.errors import NotFound, Unauthenticated
 from helmr.kube import threads as kube_threads
+from helmr.kube.client import ApiClient
 from helmr.operator.runners import pods
 from helmr.server.auth import User
 from helmr.server.kube_auth import KubeAuthenticator

@@ -20,12 +20,11 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.errors import NotFound
 from helmr.kube.client import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
+from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.at_once import each_at_once
 from helmr.operator.disks.workspaces import Disks, RestoreFailed
@@ -361,7 +360,7 @@ class Supervisor:
         )
         try:
             uid = await self._create_runner_pod(session.namespace, pods.build_runner_pod_spec(spec))
-        except ApiException as exc:
+        except KubeError as exc:
             # The process is registered: without its pod nothing would ever end it.
             await self.fail_preparation(
                 session, epoch, f"runner pod not created: {exc.status} {exc.reason}: {exc.body}"
@@ -383,7 +382,7 @@ class Supervisor:
         if namespace in self._accounts:
             try:
                 return await self.kube.create_pod(namespace, body)
-            except ApiException:
+            except KubeError:
                 self._accounts.discard(namespace)
         account = pods.build_service_account_spec(namespace)
         await self.kube.ensure_service_account(namespace, account)
