@@ -120,7 +120,6 @@ async def new_session(store: Store, name: str = "w", namespace: str = "team") ->
             workspace=name,
             key=None,
             idempotency_key=None,
-            max_turn_duration=None,
         )
     )
     return row.id

@@ -6,7 +6,6 @@ through ``Store.write``).
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Literal
 
 from helmr.control import guards
@@ -37,7 +36,6 @@ def open_session(
     workspace: str,
     key: str | None = None,
     idempotency_key: str | None = None,
-    max_turn_duration: timedelta | None = None,
 ) -> SessionView:
     """Opens a Session that owns ``workspace``; the same ``(namespace, idempotency_key)``
     returns the same Session.
@@ -64,7 +62,6 @@ def open_session(
         workspace=workspace,
         key=key,
         idempotency_key=idempotency_key,
-        max_turn_duration=max_turn_duration,
     )
     return load_session(tx, session.id)
 

@@ -221,7 +221,8 @@ def _start(
     tx: Tx, session: SessionRow, head: TurnRow, epoch: int, labels: dict[str, JsonValue]
 ) -> TurnView:
     session_id = session.id
-    deadline = None if session.max_turn_duration is None else tx.now + session.max_turn_duration
+    limit = None if session.limits is None else session.limits.max_turn_duration
+    deadline = None if limit is None else tx.now + limit
     turn = turns.update(
         tx, head, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline
     )

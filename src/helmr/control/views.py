@@ -77,7 +77,7 @@ def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
         closed_how=row.close_how if row.status == "closed" else None,
         closed_at=row.closed_at,
         failure_reason=row.failure_reason,
-        max_turn_duration=row.max_turn_duration,
+        max_turn_duration=None if row.limits is None else row.limits.max_turn_duration,
         created_at=row.created_at,
         retained_after=row.retained_after,
         limits=None if row.limits is None else limits_view(row.limits),

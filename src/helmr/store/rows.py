@@ -76,7 +76,6 @@ class SessionRow:
     close_how: CloseHow | None
     closed_at: datetime | None
     failure_reason: str | None
-    max_turn_duration: timedelta | None
     created_at: datetime
     last_turn_seq: int
     last_event_seq: int
@@ -94,7 +93,6 @@ class SessionRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
-        seconds = row["max_turn_duration_s"]
         return cls(
             id=row["id"],
             namespace=row["namespace"],
@@ -116,7 +114,6 @@ class SessionRow:
             close_how=row["close_how"],
             closed_at=load_time(row["closed_at"]),
             failure_reason=row["failure_reason"],
-            max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
             created_at=_time(row["created_at"]),
             last_turn_seq=row["last_turn_seq"],
             last_event_seq=row["last_event_seq"],

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from helmr.errors import NotFound
 from helmr.states import HoldReason, SessionStatus
 from helmr.store import holds, turns
-from helmr.store.codec import db_value, dump_time, load_time, new_id
+from helmr.store.codec import dump_time, load_time, new_id
 from helmr.store.rows import SessionLimits, SessionRow
 from helmr.store.tx import ReadTx, Tx
 
@@ -22,12 +22,11 @@ def insert(
     workspace: str,
     key: str | None,
     idempotency_key: str | None,
-    max_turn_duration: timedelta | None,
 ) -> SessionRow:
     session_id = new_id("ses")
     tx.conn.execute(
         "INSERT INTO sessions (id, namespace, name, actor, workspace, key, idempotency_key,"
-        " status, max_turn_duration_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)",
+        " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)",
         (
             session_id,
             namespace,
@@ -36,7 +35,6 @@ def insert(
             workspace,
             key,
             idempotency_key,
-            db_value(max_turn_duration),
             dump_time(tx.now),
         ),
     )

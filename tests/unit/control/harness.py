@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import timedelta
 from itertools import count
 from pathlib import Path
@@ -54,14 +55,16 @@ class Harness:
             yield cls(plane, clock)
 
     async def session(self, max_turn_duration: timedelta | None = None) -> SessionView:
+        """A new open Session; with ``max_turn_duration``, its limits resolved with it
+        (otherwise unresolved, as before the operator has read its Actor)."""
         n = next(self._names)
-        return await self.control.open_session(
-            namespace="team",
-            name=f"s{n}",
-            actor="reviewer",
-            workspace=f"ws{n}",
-            max_turn_duration=max_turn_duration,
+        session = await self.control.open_session(
+            namespace="team", name=f"s{n}", actor="reviewer", workspace=f"ws{n}"
         )
+        if max_turn_duration is None:
+            return session
+        limits = replace(DEFAULT_LIMITS, max_turn_duration=max_turn_duration)
+        return await self.control.resolve_limits(session.id, limits)
 
     async def running(self, session_id: str, input: JsonValue = "go") -> tuple[int, TurnView]:
         """Starts a process and gives it a new Turn; returns the epoch and the running Turn."""

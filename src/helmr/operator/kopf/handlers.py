@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -103,7 +103,6 @@ async def session_admit(
         if LABEL_SESSION_ID in labels:
             return  # the label names no Session of the store's placed here
         spec = session.spec
-        seconds = spec.max_turn_duration_seconds
         view = await plane.control.open_session(
             namespace=_namespaced(namespace),
             name=name,
@@ -111,9 +110,9 @@ async def session_admit(
             workspace=spec.workspace,
             key=spec.key,
             idempotency_key=f"k8s:{uid}",
-            max_turn_duration=None if seconds is None else timedelta(seconds=seconds),
         )
-        # Its limits are read from its Actor by the supervisor's next pass: now.
+        # Its limits (its own overrides among them: runners.limits) are read with its
+        # Actor by the supervisor's next pass: now.
         plane.supervisor.wake()
     if session.status is not None:
         # Resumed after a restart: its status patched again only where it changed.
