@@ -7,6 +7,8 @@ from typing import Any, Literal, cast
 
 from pydantic.json_schema import GenerateJsonSchema
 
+from helmr.protocol.api import RetentionBoundary
+from helmr.protocol.api_routes import STREAM_END_EVENT, STREAM_RETENTION_EVENT
 from helmr.server.inputs import adapter
 from helmr.server.routing import JSON, Operation
 from helmr.server.sse import StreamEnd
@@ -55,6 +57,7 @@ def _models(ops: list[Operation], error: type[Any]) -> list[tuple[type[Any], Mod
             if model is not None:
                 wanted.append((model, "serialization"))
         if op.spec.stream_item is not None:
+            wanted.append((RetentionBoundary, "serialization"))
             wanted.append((StreamEnd, "serialization"))
     return list(dict.fromkeys(wanted))
 
@@ -69,7 +72,9 @@ def _present(schema: dict[str, Any]) -> dict[str, Any]:
     return {**kept[0], **rest} if len(kept) == 1 else {**rest, "anyOf": kept}
 
 
-def _stream_event(data: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
+def _stream_event(
+    data: dict[str, Any], retention: dict[str, Any], end: dict[str, Any]
+) -> dict[str, Any]:
     """One server-sent event (OpenAPI 3.1 describes a stream by its events)."""
     return {
         "type": "object",
@@ -77,15 +82,21 @@ def _stream_event(data: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
         "properties": {
             "event": {
                 "type": "string",
-                "enum": ["message", "end"],
-                "description": "`message`: a record; `end`: the session ended and every record "
-                'was sent (data: {"status": ...}).',
+                "enum": ["message", STREAM_RETENTION_EVENT, STREAM_END_EVENT],
+                "description": "`message`: a record; `retention`: the records after the cursor"
+                " up to `retained_after` were removed by history retention (before any record"
+                " after it); `end`: the session ended and every record was sent"
+                ' (data: {"status": ...}).',
             },
-            "id": {"type": "string", "description": "The record's sequence, for Last-Event-ID."},
+            "id": {
+                "type": "string",
+                "description": "The record's sequence (`retention`: the boundary), for"
+                " Last-Event-ID.",
+            },
             "data": {
                 "type": "string",
                 "contentMediaType": JSON,
-                "contentSchema": {"anyOf": [data, end]},
+                "contentSchema": {"anyOf": [data, retention, end]},
             },
         },
     }
@@ -123,8 +134,9 @@ def _operation(
         content: dict[str, Any] = {JSON: {"schema": refs[(op.response, "serialization")]}}
     elif op.spec.stream_item is not None:
         item = refs[(op.spec.stream_item, "serialization")]
+        retention = refs[(RetentionBoundary, "serialization")]
         end = refs[(StreamEnd, "serialization")]
-        content = {op.spec.media_type: {"schema": _stream_event(item, end)}}
+        content = {op.spec.media_type: {"schema": _stream_event(item, retention, end)}}
     else:
         content = {op.spec.media_type: {"schema": {"type": "string"}}}
     responses: dict[str, Any] = {"200": {"description": op.spec.summary, "content": content}}

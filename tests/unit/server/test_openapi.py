@@ -45,6 +45,10 @@ async def test_document_names_parameters_bodies_and_errors(api: Api) -> None:
     assert "408" in receive["responses"]
     stream = doc["paths"]["/v1/sessions/{session_id}/events/stream"]["get"]
     assert "text/event-stream" in stream["responses"]["200"]["content"]
+    frame = stream["responses"]["200"]["content"]["text/event-stream"]["schema"]["properties"]
+    assert frame["event"]["enum"] == ["message", "retention", "end"]
+    data = [ref["$ref"].rsplit("/", 1)[-1] for ref in frame["data"]["contentSchema"]["anyOf"]]
+    assert data == ["SessionEvent", "RetentionBoundary", "StreamEnd"]
 
 
 async def _schemathesis(
