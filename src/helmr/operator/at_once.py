@@ -11,6 +11,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
+from helmr.kube import threads as kube_threads
+
+AT_ONCE = kube_threads.THREADS
+"""Objects a pass steps at once (the supervisor's Sessions, the disk keeper's
+Workspaces, the status mirror's Sessions, the pod reports handed over): each step
+is a few Kubernetes calls, so as many as those calls have threads keeps the
+threads busy, and no more."""
+
 
 async def each_at_once(limit: int, steps: Iterable[Callable[[], Awaitable[None]]]) -> None:
     """Runs every step, at most ``limit`` under way at once, until all have ended.

@@ -15,8 +15,8 @@ from typing import Any
 from aiohttp import web
 
 from helmr.control import Control, ControlConfig, SessionView
-from helmr.kube import threads as kube_threads
 from helmr.kube.client import ApiClient, Kube, load_config
+from helmr.operator.at_once import AT_ONCE
 from helmr.operator.heap_trim import trim_heap_periodically
 from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck
@@ -87,7 +87,7 @@ class ControlPlane:
         if self.traces is not None:
             self.supervisor.disks.save_ended = self.traces.save_ended
         # Fed by kopf's watch of runner pods (helmr.operator.kopf.handlers.runner_pod_event).
-        self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=kube_threads.THREADS)
+        self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=AT_ONCE)
         self.status_sync = StatusSync(
             self.control,
             self.mirror,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from helmr.operator.at_once import AT_ONCE
 from helmr.operator.runners.identity import RunnerPods
-from helmr.operator.runners.supervisor import STARTED_AT_ONCE, Supervisor
+from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor
@@ -38,7 +39,7 @@ class SlowPods(ClusterKube):
 async def test_waiting_sessions_start_a_bounded_few_at_a_time(h: Harness) -> None:
     kube = SlowPods()
     supervisor = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics())
-    sessions = [await h.session() for _ in range(STARTED_AT_ONCE * 2)]
+    sessions = [await h.session() for _ in range(AT_ONCE * 2)]
     for session in sessions:
         await h.control.enqueue(session.id, "go")
 
@@ -46,7 +47,7 @@ async def test_waiting_sessions_start_a_bounded_few_at_a_time(h: Harness) -> Non
 
     assert kube.created.count("team/pod") == len(sessions)
     # Bounded; how many meet at once depends on the store (its pool of connections).
-    assert 1 < kube.most_in_flight <= STARTED_AT_ONCE
+    assert 1 < kube.most_in_flight <= AT_ONCE
 
 
 class SlowActors(ClusterKube):
@@ -72,10 +73,10 @@ class SlowActors(ClusterKube):
 async def test_new_sessions_limits_are_read_a_bounded_few_at_a_time(h: Harness) -> None:
     kube = SlowActors()
     supervisor = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics())
-    for _ in range(STARTED_AT_ONCE * 2):
+    for _ in range(AT_ONCE * 2):
         await h.session()
 
     await supervisor.reconcile()
 
     assert await h.control.sessions_without_limits() == []
-    assert 1 < kube.most_in_flight <= STARTED_AT_ONCE
+    assert 1 < kube.most_in_flight <= AT_ONCE

@@ -16,7 +16,8 @@ from helmr.control import Control, ControlConfig
 from helmr.errors import Conflict
 from helmr.kube.client import HELD_POLICY
 from helmr.kube.errors import KubeError, translated
-from helmr.operator.disks.workspaces import ADVANCED_AT_ONCE, Disks, RestoreFailed
+from helmr.operator.at_once import AT_ONCE
+from helmr.operator.disks.workspaces import Disks, RestoreFailed
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource, Workspace
 from helmr.store.rows import SaveRow
@@ -390,7 +391,7 @@ class GatedSnapshotReads(DiskKube):
 async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_stalls_none(
     h: Harness,
 ) -> None:
-    count = ADVANCED_AT_ONCE + 4
+    count = AT_ONCE + 4
     kube = _with_actor(GatedSnapshotReads(broken="ws-0"))
     disks = Disks(h.control, kube, OperatorMetrics())
     for i in range(count):
@@ -406,7 +407,7 @@ async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_st
 
     await disks.reconcile()
 
-    assert kube.most_under_way == ADVANCED_AT_ONCE
+    assert kube.most_under_way == AT_ONCE
     assert sorted(kube.created_snapshots) == sorted(f"ws-{i}-save-1" for i in range(1, count))
 
 

@@ -24,11 +24,10 @@ from typing import Any
 
 from helmr.control import Control, SessionView
 from helmr.errors import Conflict
-from helmr.kube import threads as kube_threads
 from helmr.kube.client import Kube, namespace_terminating, refused_as_held
 from helmr.kube.errors import Forbidden
 from helmr.kube.labels import LABEL_DISK, LABEL_WORKSPACE
-from helmr.operator.at_once import each_at_once
+from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.disks.manifests import (
     DiskSpec,
     PreparedDisk,
@@ -46,11 +45,6 @@ from helmr.resources.workspace import claim_name, save_name
 from helmr.store.rows import SaveRow
 
 log = logging.getLogger(__name__)
-
-ADVANCED_AT_ONCE = kube_threads.THREADS
-"""Workspaces whose saves take a step at once: as many as Kubernetes calls run at
-once, so a pass keeps those threads busy and no more."""
-
 
 DELETE_ATTEMPTS = 3
 """Deletions of a Workspace the admission policy refuses as held while the store
@@ -143,7 +137,7 @@ class Disks:
         taken (ready, or failed and retried), else take the newest.
 
         A step is apiserver round trips, so Workspaces take theirs a few at once
-        (``ADVANCED_AT_ONCE``): one after another, 5,000 Workspaces with a save
+        (``AT_ONCE``): one after another, 5,000 Workspaces with a save
         pending each made a pass of minutes, about one snapshot a second, and held
         up the supervisor's pass it ends (benchmarks/bench_scale.py kwok). Errors
         are isolated per Workspace: one Workspace's trouble stalls no other.
@@ -157,7 +151,7 @@ class Disks:
 
         pending = by_workspace(await self.control.pending_saves())
         await each_at_once(
-            ADVANCED_AT_ONCE,
+            AT_ONCE,
             (partial(advance, ns, name, saves) for (ns, name), saves in pending.items()),
         )
 

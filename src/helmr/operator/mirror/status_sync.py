@@ -22,8 +22,8 @@ from helmr import logs
 from helmr.control import Control, SessionView, TurnView
 from helmr.events import Event, EventKind, EventPage
 from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
-from helmr.kube.errors import KubeError
-from helmr.operator.at_once import each_at_once
+from helmr.kube.errors import BadRequest, Invalid, KubeError
+from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.runners import pods
 from helmr.operator.telemetry.metrics import OperatorMetrics
@@ -50,13 +50,12 @@ _K8S_EVENT_KINDS = _TERMINAL | {
     EventKind.SESSION_RECOVERY_GAP,
 }
 # Sessions mirrored concurrently in a pass (the first ones those asked for).
-MIRRORED_AT_ONCE = 16
 # Sessions read in one transaction in a pass, each with up to this many of its new
 # events (one with more reads the rest on its own).
 READ_AT_ONCE = 64
 EVENTS_READ_AT_ONCE = 200
 # The apiserver refused the object as invalid: repeating the same patch cannot help.
-_INVALID = (400, 422)
+_INVALID = (BadRequest, Invalid)
 
 SessionHook = Callable[[SessionView], Awaitable[None]]
 
@@ -190,13 +189,11 @@ class StatusSync:
 
         # A few Sessions at a time: each is a few apiserver writes, round trips
         # that would add up one after another.
-        await each_at_once(
-            MIRRORED_AT_ONCE, (partial(mirrored, id, partial(follow, id)) for id in batch)
-        )
+        await each_at_once(AT_ONCE, (partial(mirrored, id, partial(follow, id)) for id in batch))
         wanted = [(id, turn_id) for id in followed for turn_id in self._turns.get(id, ())]
         turns = await self.control.read_turns(wanted) if wanted else {}
         await each_at_once(
-            MIRRORED_AT_ONCE,
+            AT_ONCE,
             (
                 partial(mirrored, id, partial(self._sync_turns, session, turns))
                 for id, session in followed.items()
@@ -320,7 +317,7 @@ class StatusSync:
                     log.info("session %s: its namespace is being deleted; it fails", session.id)
                     await self.control.fail_session(session.id, NAMESPACE_TERMINATING)
                 return True
-            if e.status in _INVALID:
+            if isinstance(e, _INVALID):
                 log.error(
                     "session %s, %s: the apiserver refused it as invalid, not retried: %s",
                     session.id,

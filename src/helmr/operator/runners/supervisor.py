@@ -26,7 +26,7 @@ from helmr.errors import NotFound
 from helmr.kube.client import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
 from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
-from helmr.operator.at_once import each_at_once
+from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.disks.workspaces import Disks, RestoreFailed
 from helmr.operator.runners import pods
 from helmr.operator.runners.identity import RunnerPods
@@ -39,10 +39,6 @@ from helmr.resources import Actor, Session
 from helmr.store import utc_now
 
 log = logging.getLogger(__name__)
-
-STARTED_AT_ONCE = 16
-"""Sessions one supervisor pass handles at the same time: whose limits it reads, and
-whose runner pods it prepares."""
 
 
 class Supervisor:
@@ -148,7 +144,7 @@ class Supervisor:
             await self._isolated(session_id, self._ended(session_id, epoch, pod))
 
         await each_at_once(
-            STARTED_AT_ONCE,
+            AT_ONCE,
             (
                 partial(followed, sid, epoch, pod)
                 for (sid, epoch), pod in list(self._ending.items())
@@ -185,7 +181,7 @@ class Supervisor:
         async def isolated(session: SessionView) -> None:
             await self._isolated(session.id, step(session))
 
-        await each_at_once(STARTED_AT_ONCE, (partial(isolated, session) for session in sessions))
+        await each_at_once(AT_ONCE, (partial(isolated, session) for session in sessions))
 
     async def _isolated(self, session_id: str, step: Awaitable[None]) -> None:
         """Runs one session's step: its failure is logged and retried on the next
