@@ -21,11 +21,11 @@ import aiohttp
 from helmr.protocol import routes
 from helmr.protocol.api_routes import session_turns
 from helmr.protocol.contract import EPOCH_HEADER
-from helmr.runner.session import POLL_WINDOW
+from helmr.runner.session import RECEIVE_WINDOW
 
 # As a runner does (helmr.runner.session, helmr.runner.transport): each receive waits
 # up to 30 s, and a failed call is retried after 0.1 s, doubling up to 5 s.
-RECEIVE_WAIT = POLL_WINDOW
+RECEIVE_WAIT = RECEIVE_WINDOW
 RETRY_FIRST, RETRY_MOST = 0.1, 5.0
 
 

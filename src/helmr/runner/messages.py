@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[Message], Awaitable[None]]
 
-POLL_WINDOW = 30.0
+NEXT_MESSAGE_WINDOW = 30.0
 """Seconds one ``messages/next`` request may wait; the pump polls again after it."""
 
 
@@ -102,8 +102,8 @@ class MessagePump:
     async def _request_next(self) -> NextMessageReply:
         reply = await self._call(
             routes.messages_next(self._session_id, self._turn_id),
-            NextMessageRequest(timeout=POLL_WINDOW),
-            wait=POLL_WINDOW,
+            NextMessageRequest(timeout=NEXT_MESSAGE_WINDOW),
+            wait=NEXT_MESSAGE_WINDOW,
         )
         return NextMessageReply.from_json(reply)
 

@@ -22,7 +22,7 @@ from helmr.runner.transport import Transport
 from helmr.runner.turn import Turn
 from helmr.runner.wire import request
 
-POLL_WINDOW = 120.0
+RECEIVE_WINDOW = 120.0
 """Seconds one ``receive`` request may wait. Each window is a request, and an idle
 Session's only cost to the control plane: 5,000 idle Sessions renew 42 a second
 (167 with 30 s windows). A connection that silently died (the control plane's
@@ -91,7 +91,7 @@ class Session:
                 # The server answered "no turn" for a wait that lasted until the
                 # idle end, so no turn was given to this process: it may end.
                 return None
-            window = POLL_WINDOW if deadline is None else min(deadline - now, POLL_WINDOW)
+            window = RECEIVE_WINDOW if deadline is None else min(deadline - now, RECEIVE_WINDOW)
             if window <= 0:
                 raise ReceiveTimeout(f"no turn arrived within {timeout} s")
             if idle_end is not None:

@@ -15,7 +15,7 @@ import logging
 
 from helmr.errors import HelmrError, StaleEpoch
 from helmr.protocol import StopsReply, StopsRequest, routes
-from helmr.runner.session import POLL_WINDOW, Session
+from helmr.runner.session import RECEIVE_WINDOW, Session
 from helmr.runner.transport import Transport
 from helmr.runner.turn import Turn
 
@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 STOP_REQUESTED = "stop_requested"
 """The signal's reason when the stop channel set it."""
+
+STOPS_WINDOW = RECEIVE_WINDOW
+"""Seconds one ``stops`` request may wait (a running Turn\'s stop channel), as long as
+a ``receive``: each window is one more request to the control plane."""
 
 ERROR_PAUSE = 1.0
 """Seconds to wait before polling again after a poll failed."""
@@ -35,8 +39,8 @@ async def listen_for_stops(session: Session, transport: Transport) -> None:
         try:
             reply = await transport.call(
                 routes.stops(session.id),
-                StopsRequest(turn_ids=[turn.id], timeout=POLL_WINDOW),
-                wait=POLL_WINDOW,
+                StopsRequest(turn_ids=[turn.id], timeout=STOPS_WINDOW),
+                wait=STOPS_WINDOW,
             )
         except StaleEpoch:
             return  # a newer process runs the session: nothing of ours to stop

@@ -57,7 +57,7 @@ from helmr.protocol import (
 )
 from helmr.runner import Message, Session, Turn, actor
 from helmr.runner.entrypoint import read_token
-from helmr.runner.session import POLL_WINDOW
+from helmr.runner.session import RECEIVE_WINDOW
 from helmr.runner.transport import Transport
 from helmr.server.inputs import parse
 
@@ -268,7 +268,7 @@ async def test_a_turn_carries_its_assignment(plane: FakeControlPlane, session: S
     )
     assert turn.created_at.year == 2024
     assert not turn.signal.aborted
-    assert plane.calls[0] == ("receive", {"timeout": POLL_WINDOW, "idle_timeout": None})
+    assert plane.calls[0] == ("receive", {"timeout": RECEIVE_WINDOW, "idle_timeout": None})
 
 
 async def test_complete_without_result_differs_from_complete_with_null(
@@ -440,12 +440,12 @@ async def test_a_server_window_ending_is_not_a_timeout(
         await plane.turns.put(assignment("turn_1", 1, "late"))
 
     plane.hooks["receive"] = short_window
-    turn = await session.receive(idle_timeout=2 * POLL_WINDOW)
+    turn = await session.receive(idle_timeout=2 * RECEIVE_WINDOW)
 
     assert turn is not None
     assert turn.input == "late"
     assert [body for name, body in plane.calls] == [
-        {"timeout": POLL_WINDOW, "idle_timeout": 2 * POLL_WINDOW}
+        {"timeout": RECEIVE_WINDOW, "idle_timeout": 2 * RECEIVE_WINDOW}
     ] * 2
 
 
