@@ -27,6 +27,8 @@ from pydantic import (
 # pydantic needs typing_extensions' TypedDict before Python 3.12.
 from typing_extensions import TypedDict
 
+from helmr.states import TerminalTurnStatus
+
 
 class SessionEventKind(StrEnum):
     """Every event kind of spec/002, plus ``session.execution_lost`` (spec/001)."""
@@ -55,6 +57,19 @@ class SessionEventKind(StrEnum):
     SESSION_RECOVERY_GAP = "session.recovery_gap"
     SESSION_STORAGE_PRESSURE = "session.storage_pressure"
     SLACK_DELIVERY_UNAVAILABLE = "slack.delivery_unavailable"
+
+
+TURN_ENDINGS: dict[SessionEventKind, TerminalTurnStatus] = {
+    SessionEventKind.TURN_COMPLETED: "completed",
+    SessionEventKind.TURN_FAILED: "failed",
+    SessionEventKind.TURN_INTERRUPTED: "interrupted",
+    SessionEventKind.TURN_CANCELLED: "cancelled",
+}
+"""The events that end a Turn, each with the status it leaves the Turn in."""
+TURN_ENDED: dict[TerminalTurnStatus, SessionEventKind] = {
+    status: kind for kind, status in TURN_ENDINGS.items()
+}
+"""The event that records a Turn's terminal status."""
 
 
 class SessionEvent(BaseModel):

@@ -19,10 +19,22 @@ SessionStatus = Literal["open", "closing", "closed", "failed"]
 ENDED_SESSION_STATUSES: frozenset[SessionStatus] = frozenset({"closed", "failed"})
 """A Session in one of these admits nothing and has nothing left to cancel."""
 
-TurnStatus = Literal["queued", "running", "completed", "failed", "interrupted", "cancelled"]
-TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
-    {"completed", "failed", "interrupted", "cancelled"}
-)
+TerminalTurnStatus = Literal["completed", "failed", "interrupted", "cancelled"]
+"""A Turn that has ended; it never runs again (each has its ``turn.<status>`` event)."""
+TurnStatus = Literal["queued", "running", TerminalTurnStatus]
+TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(get_args(TerminalTurnStatus))
+
+
+class TurnSource(enum.StrEnum):
+    """Who admitted a Turn (its ``source``); a Turn resource may name a source of its own."""
+
+    API = "api"
+    """The REST API's enqueue."""
+    SEND = "send"
+    """A send while no Turn was active, admitted as a Turn of its own."""
+    KUBERNETES = "kubernetes"
+    """A Turn resource applied with kubectl that names no source."""
+
 
 Outcome = Literal["completed", "failed"]
 """How a runner settles a Turn (``complete`` or ``fail``)."""
@@ -60,6 +72,70 @@ EpisodeState = Literal["paused", "stopped"]
 
 CloseHow = Literal["close", "cancel", "idle"]
 """How a Session closed: drained after ``close``, cancelled, or closed when idle."""
+
+
+class StopReason(enum.StrEnum):
+    """Why a Session's live runner process must stop (the Session's ``stop_reason``),
+    and the ``session.process_stopped`` reason once it has."""
+
+    CLOSE = "close"
+    CANCEL = "cancel"
+    IDLE = "idle"
+    """The three ways a Session closes (``CloseHow``): its process stops with it."""
+    SESSION_FAILED = "session_failed"
+    TURN_DEADLINE_ELAPSED = "turn_deadline_elapsed"
+    """Its Turn ran past ``maxTurnDuration``: that Turn is interrupted, the next runs
+    on a new process."""
+    STOP_DEADLINE_ELAPSED = "stop_deadline_elapsed"
+    """It did not let go of an interrupted Turn within the stop grace period: stopped
+    by force, and that end counts as a process failure."""
+    RUN_DURATION_ELAPSED = "run_duration_elapsed"
+    """Its Run lasted ``maxDurationSeconds``: a stop, not a failure; queued Turns
+    continue in a new Run."""
+    STORAGE_EXHAUSTED = "storage_exhausted"
+    """Its Computer disk reached ``stopAt`` while a Turn ran."""
+    EXITED = "exited"
+    """Nothing asked it to stop: it ended by itself (a ``process_stopped`` reason only)."""
+
+
+class InterruptReason(enum.StrEnum):
+    """Why a Turn ended ``interrupted`` (its ``turn.interrupted`` reason); a process
+    failure's own reason may stand there too."""
+
+    INTERRUPT = "interrupt"
+    """An explicit interrupt: its hold lasts until resume."""
+    CANCEL = "cancel"
+    SESSION_FAILED = "session_failed"
+    TURN_DEADLINE_ELAPSED = StopReason.TURN_DEADLINE_ELAPSED.value
+    STOP_DEADLINE_ELAPSED = StopReason.STOP_DEADLINE_ELAPSED.value
+    STORAGE_EXHAUSTED = StopReason.STORAGE_EXHAUSTED.value
+    COMPUTER_EXECUTION_LOST = "computer_execution_lost"
+    """Its runner was lost with the Computer it ran on (spec/002)."""
+    PROCESS_FAILED = "process_failed"
+    """Its process ended while it ran, and nothing more precise is known."""
+    PREPARATION_FAILED = "preparation_failed"
+    """Its process never got to run (also the ``session.process_failed`` reason)."""
+
+
+class FailureReason(enum.StrEnum):
+    """Why a Session failed (its ``failure_reason``); some are followed by ``: detail``."""
+
+    EXECUTION_LOST = "execution_lost"
+    ACTOR_INIT_FAILED = "actor_init_failed"
+    """Its runner could not load the actor."""
+    PREPARATION_EXHAUSTED = "preparation_exhausted"
+    """Every preparation its Actor's ``retry`` allows failed."""
+    ACTOR_NOT_FOUND = "actor_not_found"
+    RESTORE_FAILED = "restore_failed"
+    """Its Computer disk's save is gone or unusable."""
+    NAMESPACE_TERMINATING = "namespace_terminating"
+    """Its namespace is being deleted, or is gone: no runner can start there again."""
+    HISTORY_LOST = "history_lost"
+    """The store lost its history (also the error code of its Turns)."""
+
+    def because(self, detail: object) -> str:
+        """The reason with what it is about: ``restore_failed: <why>``."""
+        return f"{self.value}: {detail}"
 
 
 class _NoResult(enum.Enum):

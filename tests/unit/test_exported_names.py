@@ -75,7 +75,6 @@ EXPECTED = {
         "API_VERSION",
         "GROUP",
         "SESSIONS",
-        "TERMINAL_TURN_PHASES",
         "TURNS",
         "VERSION",
         "WORKSPACES",

@@ -41,6 +41,7 @@ def _check_values(sql: str, column: str) -> tuple[str, ...]:
         ("turns", "settling", states.Outcome),
         ("messages", "status", states.MessageStatus),
         ("storage", "state", states.EpisodeState),
+        ("saves", "status", states.SaveStatus),
     ],
 )
 async def test_sql_check_constraints_are_the_vocabulary(
@@ -48,6 +49,19 @@ async def test_sql_check_constraints_are_the_vocabulary(
 ) -> None:
     sql = (await _table_sql(tmp_path / "store.db"))[table]
     assert _check_values(sql, column) == states.values(vocabulary)
+
+
+def test_the_reasons_that_name_one_thing_spell_it_alike() -> None:
+    stops = {reason.value for reason in states.StopReason}
+    interrupts = {reason.value for reason in states.InterruptReason}
+    assert set(states.values(states.CloseHow)) <= stops  # a close stops its process
+    assert stops & interrupts == {
+        "cancel",
+        "session_failed",
+        "turn_deadline_elapsed",
+        "stop_deadline_elapsed",
+        "storage_exhausted",
+    }
 
 
 def test_terminal_and_outcome_sets_are_within_their_vocabularies() -> None:

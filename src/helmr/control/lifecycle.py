@@ -7,28 +7,15 @@ and the events that record it commit together.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
 
 from pydantic import JsonValue
 
 from helmr.control import computer
 from helmr.control.record import record
 from helmr.control.stops import StopRequest, stop_request
-from helmr.events import EventKind
+from helmr.events import TURN_ENDED, EventKind
+from helmr.states import InterruptReason, StopReason, TerminalTurnStatus
 from helmr.store import ReadTx, SessionRow, TurnRow, Tx, holds, messages, sessions, turns
-
-Ending = Literal["completed", "failed", "interrupted", "cancelled"]
-
-_KIND: dict[Ending, EventKind] = {
-    "completed": EventKind.TURN_COMPLETED,
-    "failed": EventKind.TURN_FAILED,
-    "interrupted": EventKind.TURN_INTERRUPTED,
-    "cancelled": EventKind.TURN_CANCELLED,
-}
-
-RUN_DURATION_ELAPSED = "run_duration_elapsed"
-"""The stop reason of a process whose Run lasted the Session's ``maxDurationSeconds``:
-a stop, not a failure; queued Turns continue in a new Run."""
 
 
 def active_turn(rt: ReadTx, session: SessionRow) -> TurnRow | None:
@@ -40,7 +27,7 @@ def active_turn(rt: ReadTx, session: SessionRow) -> TurnRow | None:
 def end_turn(
     tx: Tx,
     turn: TurnRow,
-    status: Ending,
+    status: TerminalTurnStatus,
     data: dict[str, JsonValue],
     *,
     reason: str | None = None,
@@ -63,7 +50,7 @@ def end_turn(
     record(
         tx,
         turn.session_id,
-        _KIND[status],
+        TURN_ENDED[status],
         data,
         subject=turn.id,
         turn_id=turn.id,
@@ -179,12 +166,12 @@ def fail_session(tx: Tx, session_id: str, reason: str) -> None:
     to stop; the Workspace stays owned until it is gone.
     """
     session = sessions.require(tx, session_id)
-    cancel_queued(tx, session_id, reason="session_failed")
+    cancel_queued(tx, session_id, reason=InterruptReason.SESSION_FAILED)
     turn = active_turn(tx, session)
     if turn is not None:
         # Ended now, before its process is gone: the Session is over, and the stop
         # asked for below fences every later call. A stop already accepted keeps its reason.
-        stop = stop_request(session, turn) or StopRequest("session_failed", {})
+        stop = stop_request(session, turn) or StopRequest(InterruptReason.SESSION_FAILED, {})
         interrupt_turn(tx, turn, stop.reason, **stop.details)
     if session.hold is not None:
         holds.release(tx, session.hold.id, how="failed")
@@ -195,7 +182,7 @@ def fail_session(tx: Tx, session_id: str, reason: str) -> None:
         failure_reason=reason,
         closed_at=tx.now,
         hold_id=None,
-        stop_reason="session_failed" if session.process_live else None,
+        stop_reason=StopReason.SESSION_FAILED if session.process_live else None,
     )
 
 

@@ -16,7 +16,7 @@ from helmr.control.views import message_view, turn_view
 from helmr.errors import Conflict, SessionHeld, TurnNotActive, TurnSettling
 from helmr.events import EventKind
 from helmr.protocol.api import MessageView, SendResult, TurnView
-from helmr.states import MessageOutcome, MessageStatus
+from helmr.states import MessageOutcome, MessageStatus, TurnSource
 from helmr.store import ReadTx, Tx, messages, sessions, turns
 
 # For each reportable outcome: the statuses it may follow, and the event it records.
@@ -54,7 +54,7 @@ def send(tx: Tx, session_id: str, data: JsonValue, turn_id: str | None = None) -
     target_id = turn_id if turn_id is not None else session.active_turn_id
     if target_id is None:
         guards.admitting(tx, session)
-        turn = admit(tx, session_id, data, idempotency_key=None, source="send")
+        turn = admit(tx, session_id, data, idempotency_key=None, source=TurnSource.SEND)
         return SendResult(kind="enqueued", turn=turn_view(turn), message=None)
     target = turns.require(tx, session_id, target_id)
     if target.status != "running":

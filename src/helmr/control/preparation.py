@@ -23,12 +23,9 @@ from helmr.control.record import record
 from helmr.control.views import ProcessOutcome, load_session
 from helmr.events import EventKind
 from helmr.protocol.api import SessionView
+from helmr.states import FailureReason, InterruptReason
 from helmr.store import ReadTx, Tx, sessions
 
-PREPARATION_FAILED = "preparation_failed"
-"""The ``session.process_failed`` reason of a process that never got to run."""
-PREPARATION_EXHAUSTED = "preparation_exhausted"
-"""The ``failure_reason`` prefix of a Session whose preparations all failed."""
 MAX_BACKOFF = timedelta(minutes=5)
 
 
@@ -83,7 +80,7 @@ def failed(
         EventKind.SESSION_PROCESS_FAILED,
         {
             "processEpoch": epoch,
-            "reason": PREPARATION_FAILED,
+            "reason": InterruptReason.PREPARATION_FAILED,
             "detail": detail,
             "attempt": attempt,
             "maxAttempts": max_attempts,
@@ -95,7 +92,7 @@ def failed(
     delay = min(backoff * 2 ** (attempt - 1), MAX_BACKOFF)
     sessions.update(tx, session_id, preparation_failures=attempt, retry_at=tx.now + delay)
     if attempt >= max_attempts:
-        fail_session(tx, session_id, f"{PREPARATION_EXHAUSTED}: {detail}")
+        fail_session(tx, session_id, FailureReason.PREPARATION_EXHAUSTED.because(detail))
     return outcome(tx, session_id, epoch, "failed", None)
 
 

@@ -15,7 +15,6 @@ from datetime import datetime
 from helmr.control import computer
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
-    RUN_DURATION_ELAPSED,
     active_turn,
     converge_stop,
     fail_session,
@@ -28,12 +27,8 @@ from helmr.errors import Conflict, SessionNotOpen
 from helmr.events import EventKind
 from helmr.protocol import ExitCode
 from helmr.protocol.api import SessionView
-from helmr.states import ENDED_SESSION_STATUSES
+from helmr.states import ENDED_SESSION_STATUSES, FailureReason, InterruptReason, StopReason
 from helmr.store import ReadTx, SessionRow, Tx, holds, sessions, turns
-
-STOP_DEADLINE_ELAPSED = "stop_deadline_elapsed"
-"""The stop reason, and the process failure reason, of a process that did not let
-go of an interrupted Turn within the stop grace period."""
 
 
 def started(tx: Tx, config: ControlConfig, session_id: str) -> int:
@@ -100,10 +95,10 @@ def exited(
     turn = active_turn(tx, session)
     # With the process gone it has let go: a Turn whose stop was accepted ends now.
     left_running = turn is not None and converge_stop(tx, session) is None
-    if failure is None and session.stop_reason == STOP_DEADLINE_ELAPSED:
-        failure = STOP_DEADLINE_ELAPSED
+    if failure is None and session.stop_reason == StopReason.STOP_DEADLINE_ELAPSED:
+        failure = StopReason.STOP_DEADLINE_ELAPSED
     failed = failure is not None or left_running or (session.stop_reason is None and exit_code != 0)
-    reason = failure or "process_failed"
+    reason = failure or InterruptReason.PROCESS_FAILED
     end_process(tx, session)
     if turn is not None and left_running:
         interrupt_turn(tx, turn, reason, processEpoch=epoch)
@@ -123,14 +118,14 @@ def exited(
             tx,
             session_id,
             EventKind.SESSION_PROCESS_STOPPED,
-            {"processEpoch": epoch, "reason": session.stop_reason or "exited"},
+            {"processEpoch": epoch, "reason": session.stop_reason or StopReason.EXITED},
             subject=epoch,
             epoch=epoch,
         )
     finish_closing(tx, session_id)
     ended = sessions.require(tx, session_id).status in ENDED_SESSION_STATUSES
     if failed and exit_code == ExitCode.INIT_FAILED and not ended:
-        fail_session(tx, session_id, "actor_init_failed")
+        fail_session(tx, session_id, FailureReason.ACTOR_INIT_FAILED)
     return outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
 
 
@@ -172,7 +167,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
         interrupt_turn(
             tx,
             turn,
-            "computer_execution_lost",
+            InterruptReason.COMPUTER_EXECUTION_LOST,
             computerId=restore.computer_id,
             leaseEpoch=epoch,
             recoveryGap=hold_id is not None,
@@ -181,7 +176,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
         tx,
         session_id,
         EventKind.SESSION_PROCESS_FAILED,
-        {"processEpoch": epoch, "reason": "execution_lost", "holdId": None},
+        {"processEpoch": epoch, "reason": FailureReason.EXECUTION_LOST, "holdId": None},
         subject=epoch,
         epoch=epoch,
     )
@@ -217,7 +212,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
         losses >= config.max_execution_losses
         and sessions.require(tx, session_id).status not in ENDED_SESSION_STATUSES
     ):
-        fail_session(tx, session_id, "execution_lost")
+        fail_session(tx, session_id, FailureReason.EXECUTION_LOST)
     return outcome(tx, session_id, epoch, "lost", hold_id)
 
 
@@ -246,32 +241,38 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
     stop too, with reason ``stop_deadline_elapsed``: their end is a process failure."""
     stops: list[ProcessStop] = []
     for turn in turns.past_deadline(tx, now):
-        interrupt_turn(tx, turn, "turn_deadline_elapsed")
+        interrupt_turn(tx, turn, InterruptReason.TURN_DEADLINE_ELAPSED)
         session = sessions.require(tx, turn.session_id)
         if is_live(session, turn.epoch):
-            sessions.update(tx, session.id, stop_reason="turn_deadline_elapsed")
+            sessions.update(tx, session.id, stop_reason=StopReason.TURN_DEADLINE_ELAPSED)
             stops.append(
                 ProcessStop(
                     session_id=session.id,
                     epoch=session.process_epoch,
-                    reason="turn_deadline_elapsed",
+                    reason=StopReason.TURN_DEADLINE_ELAPSED,
                 )
             )
         finish_closing(tx, session.id)
     for session in sessions.past_stop_deadline(tx, now):
-        sessions.update(tx, session.id, stop_reason=STOP_DEADLINE_ELAPSED, stop_deadline_at=None)
+        sessions.update(
+            tx, session.id, stop_reason=StopReason.STOP_DEADLINE_ELAPSED, stop_deadline_at=None
+        )
         stops.append(
             ProcessStop(
-                session_id=session.id, epoch=session.process_epoch, reason=STOP_DEADLINE_ELAPSED
+                session_id=session.id,
+                epoch=session.process_epoch,
+                reason=StopReason.STOP_DEADLINE_ELAPSED,
             )
         )
     # A Run past its maxDuration holding a Turn stops when it asks for the next
     # one (turns.take_next); one waiting for work is stopped now.
     for session in sessions.idle_past_run_deadline(tx, now):
-        sessions.update(tx, session.id, stop_reason=RUN_DURATION_ELAPSED)
+        sessions.update(tx, session.id, stop_reason=StopReason.RUN_DURATION_ELAPSED)
         stops.append(
             ProcessStop(
-                session_id=session.id, epoch=session.process_epoch, reason=RUN_DURATION_ELAPSED
+                session_id=session.id,
+                epoch=session.process_epoch,
+                reason=StopReason.RUN_DURATION_ELAPSED,
             )
         )
     return stops

@@ -40,13 +40,9 @@ from helmr.control.lifecycle import active_turn, finish_closing, interrupt_turn
 from helmr.control.record import record
 from helmr.control.stops import stop_request
 from helmr.events import EventKind
-from helmr.states import ENDED_SESSION_STATUSES, StoragePressureState
+from helmr.states import ENDED_SESSION_STATUSES, InterruptReason, StopReason, StoragePressureState
 from helmr.store import ReadTx, SessionRow, StorageLimits, TurnRow, Tx, holds, sessions, storage
 from helmr.store.rows import StorageRow
-
-STORAGE_EXHAUSTED = "storage_exhausted"
-"""The ``interrupted`` reason of a Turn stopped by a ``stopped`` episode, and the stop
-reason of its process."""
 
 Level = Literal["clear", "steady", "pause", "stop"]
 
@@ -124,9 +120,9 @@ def _stop(
     hold_id = _hold(tx, session, turn.id)
     storage.set_episode(tx, session.id, episode=episode, state="stopped", hold_id=hold_id)
     _record(tx, session, row, episode, "stopped", used_bytes, hold_id, turnId=turn.id)
-    interrupt_turn(tx, turn, STORAGE_EXHAUSTED, holdId=hold_id)
+    interrupt_turn(tx, turn, InterruptReason.STORAGE_EXHAUSTED, holdId=hold_id)
     if session.stop_reason is None:
-        sessions.update(tx, session.id, stop_reason=STORAGE_EXHAUSTED)
+        sessions.update(tx, session.id, stop_reason=StopReason.STORAGE_EXHAUSTED)
     finish_closing(tx, session.id)
     return "stopped"
 

@@ -16,7 +16,6 @@ from pydantic import JsonValue
 
 from helmr.control import guards
 from helmr.control.lifecycle import (
-    RUN_DURATION_ELAPSED,
     active_turn,
     converge_stop,
     finish_closing,
@@ -28,7 +27,7 @@ from helmr.control.stops import stop_request
 from helmr.control.views import load_session, turn_view
 from helmr.events import Event, EventKind
 from helmr.protocol.api import SessionView, TurnView
-from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome
+from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome, StopReason, TurnSource
 from helmr.store import ReadTx, SessionRow, TurnRow, Tx, sessions, timeline, turns
 from helmr.store.codec import dump_json
 
@@ -43,7 +42,7 @@ def enqueue(
     input: JsonValue,
     *,
     idempotency_key: str | None = None,
-    source: str = "api",
+    source: str = TurnSource.API,
 ) -> TurnView:
     """Admits a FIFO Turn to an open Session (held or not), else SessionNotOpen.
 
@@ -64,7 +63,7 @@ def enqueue_answering_session(
     input: JsonValue,
     *,
     idempotency_key: str | None = None,
-    source: str = "api",
+    source: str = TurnSource.API,
 ) -> tuple[SessionView, TurnView]:
     """:func:`enqueue`, answering the Session as the admission left it too: one
     transaction where the API's enqueue read the Session apart before (for the
@@ -199,7 +198,7 @@ def take_next(
     if answer is not Unanswered.TAKE_NEXT:
         return answer
     if step is Step.END_RUN:
-        sessions.update(tx, session_id, stop_reason=RUN_DURATION_ELAPSED)
+        sessions.update(tx, session_id, stop_reason=StopReason.RUN_DURATION_ELAPSED)
         return "drained"
     if step is Step.START and turn is not None:
         return _start(tx, session, turn, epoch, _labels(metadata, tags))

@@ -26,11 +26,6 @@ R = TypeVar("R", bound=Resource[Any, Any])
 S = TypeVar("S", bound=Status)
 
 
-NAMESPACE_TERMINATING = "namespace_terminating"
-"""The failure reason of a Session whose namespace is being deleted, or is gone:
-the apiserver refuses every new object there, so its runner can never start again."""
-
-
 def namespace_terminating(error: BaseException) -> bool:
     """Whether ``error`` is the apiserver refusing a create because the namespace
     is being deleted (403 with the cause ``NamespaceTerminating``) or is gone

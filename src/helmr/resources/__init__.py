@@ -47,7 +47,6 @@ from helmr.resources.session import (
     SessionStatus,
 )
 from helmr.resources.turn import (
-    TERMINAL_TURN_PHASES,
     SessionRef,
     Turn,
     TurnError,
@@ -68,7 +67,6 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "SESSIONS",
-    "TERMINAL_TURN_PHASES",
     "TURNS",
     "VERSION",
     "WORKSPACES",

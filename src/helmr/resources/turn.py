@@ -14,7 +14,6 @@ from helmr.states import ERROR_CODE_MAX, ERROR_MESSAGE_MAX
 
 # The store's vocabulary, under the names the CRD uses.
 TurnPhase = states.TurnStatus
-TERMINAL_TURN_PHASES = states.TERMINAL_TURN_STATUSES
 
 
 class SessionRef(WireModel):

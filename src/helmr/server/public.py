@@ -48,11 +48,11 @@ from helmr.protocol.api_requests import (
 from helmr.server import sse
 from helmr.server.routing import route
 from helmr.server.traces import NoTraces, TurnTraceFacts
+from helmr.states import TurnSource
 
 log = logging.getLogger(__name__)
 
 TAG = "sessions"
-SOURCE = "api"
 
 # Every route here is authorised as a Kubernetes user, with the verb it names.
 public = partial(route, tag=TAG, access="public")
@@ -125,7 +125,7 @@ class PublicApi:
         requested = datetime.now(UTC)
         # The Session comes with the admission (the guard need not read it: no subject).
         session, turn = await self._control.enqueue_answering_session(
-            path.session_id, body.input, idempotency_key=body.idempotency_key, source=SOURCE
+            path.session_id, body.input, idempotency_key=body.idempotency_key, source=TurnSource.API
         )
         self._traces.admitted(turn, requested)
         await self._mirrored(f"turn {turn.id}", lambda m: m.turn_enqueued(session, turn))

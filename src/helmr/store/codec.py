@@ -49,6 +49,8 @@ def db_value(value: object) -> DbValue:
         return value.total_seconds()
     if isinstance(value, bool):
         return int(value)
-    if value is None or isinstance(value, str | int | float):
+    if isinstance(value, str):
+        return str(value)  # a vocabulary's enum (helmr.states) is stored as its value
+    if value is None or isinstance(value, int | float):
         return value
     raise TypeError(f"no column type for {type(value).__name__}")

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from helmr.operator.mirror.lost_history import (
-    HISTORY_LOST,
     HistoryLost,
     admitted,
     fail_session,
     refuse_turn,
 )
 from helmr.resources import GROUP, TURNS, VERSION, Session, SessionStatus, Turn, TurnStatus
+from helmr.states import FailureReason
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
 
@@ -94,9 +94,9 @@ async def test_the_lost_session_fails_and_its_unended_turns_with_it() -> None:
     for name in ("demo-2", "demo-3"):
         failed = kube.statuses[("Turn", name)]
         assert isinstance(failed, TurnStatus)
-        assert (failed.phase, failed.reason) == ("failed", HISTORY_LOST)
+        assert (failed.phase, failed.reason) == ("failed", FailureReason.HISTORY_LOST)
         assert failed.error is not None
-        assert failed.error.code == HISTORY_LOST
+        assert failed.error.code == FailureReason.HISTORY_LOST
     assert kube.log.count("event") == 3  # one Warning Event per resource
 
 

@@ -13,7 +13,7 @@ import json
 from kubernetes.client.exceptions import ApiException
 
 from helmr.control import SessionView
-from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
+from helmr.kube.client import namespace_terminating
 from helmr.kube.errors import KubeError, translated
 from helmr.operator.mirror.custom_resources import CustomResourceMirror, turn_cr_name
 from helmr.operator.mirror.status_sync import StatusSync
@@ -22,7 +22,7 @@ from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import TurnStatus
-from helmr.states import ErrorInfo
+from helmr.states import ErrorInfo, FailureReason
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import DYING, ClusterKube, terminating
 
@@ -76,7 +76,7 @@ async def test_the_supervisor_ends_a_session_in_a_terminating_namespace_and_star
     assert kube.created == ["team/claim", "team/serviceaccount", "team/pod"]
     ended = await h.control.get_session(dying.id)
     assert ended.status == "failed"
-    assert ended.failure_reason == NAMESPACE_TERMINATING
+    assert ended.failure_reason == FailureReason.NAMESPACE_TERMINATING
     assert (await h.control.get_turn(dying.id, queued.id)).status == "cancelled"
     assert (await h.control.get_session(other.id)).process_live
 
@@ -106,7 +106,7 @@ async def test_the_status_sync_ends_a_session_in_a_terminating_namespace_and_mir
     assert "team/event" in kube.created
     ended = await h.control.get_session(dying.id)
     assert ended.status == "failed"
-    assert ended.failure_reason == NAMESPACE_TERMINATING
+    assert ended.failure_reason == FailureReason.NAMESPACE_TERMINATING
 
     # Its end is mirrored once more (the status patch is allowed), and then nothing is left.
     await sync.sync(await h.control.changed_sessions(timeout=0))

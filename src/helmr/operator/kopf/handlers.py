@@ -32,13 +32,13 @@ from helmr.resources import (
     ACTORS,
     GROUP,
     SESSIONS,
-    TERMINAL_TURN_PHASES,
     TURNS,
     VERSION,
     Actor,
     Session,
     Turn,
 )
+from helmr.states import TERMINAL_TURN_STATUSES, TurnSource
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ async def turn_admit(
     namespace = _namespaced(namespace)
     turn_resource = Turn.from_manifest(body)
     status = turn_resource.status
-    if status is not None and status.phase in TERMINAL_TURN_PHASES:
+    if status is not None and status.phase in TERMINAL_TURN_STATUSES:
         return
     spec = turn_resource.spec
     session_name = spec.session_ref.name
@@ -232,7 +232,7 @@ async def turn_admit(
         session_id,
         spec.input,
         idempotency_key=f"k8s:{uid}",
-        source=spec.source or "kubernetes",
+        source=spec.source or TurnSource.KUBERNETES,
     )
     if plane.traces is not None:
         # The admission began when the Turn resource was created.

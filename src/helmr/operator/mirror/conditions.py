@@ -15,7 +15,7 @@ from typing import Literal
 
 from helmr.control import SessionView, TurnView
 from helmr.resources import Condition
-from helmr.states import HoldReason
+from helmr.states import HoldReason, InterruptReason
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -50,11 +50,11 @@ def words(code: str) -> str:
 
 
 # How the common interruption reasons read after "interrupted"; others read as words.
-_INTERRUPTED_BY = {
-    "interrupt": "by an interrupt",
-    "cancel": "by cancel",
-    "turn_deadline_elapsed": "after maxTurnDuration elapsed",
-    "computer_execution_lost": "by the loss of its runner",
+_INTERRUPTED_BY: dict[str, str] = {
+    InterruptReason.INTERRUPT: "by an interrupt",
+    InterruptReason.CANCEL: "by cancel",
+    InterruptReason.TURN_DEADLINE_ELAPSED: "after maxTurnDuration elapsed",
+    InterruptReason.COMPUTER_EXECUTION_LOST: "by the loss of its runner",
 }
 
 

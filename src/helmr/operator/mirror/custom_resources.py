@@ -47,7 +47,7 @@ from helmr.resources import (
     TurnSpec,
     TurnStatus,
 )
-from helmr.server.public import SOURCE as API_SOURCE
+from helmr.states import TurnSource
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class CustomResourceMirror:
         """Whether the Turn has a resource to mirror: applied with kubectl (its
         admission noted its name; its source is not the API's after a restart,
         before the resume handler notes it again), or made by the API's mirror."""
-        return self.api_turn_resources or turn_id in self.turn_names or source != API_SOURCE
+        return self.api_turn_resources or turn_id in self.turn_names or source != TurnSource.API
 
     def turn_name(self, session: SessionView, turn_id: str) -> str:
         """The Turn's resource name: as applied with kubectl, or derived from its id."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from helmr.events import Event, EventKind
 from helmr.operator.mirror.conditions import interrupted, words
+from helmr.states import FailureReason, InterruptReason
 
 _CLOSED_HOW = {"close": "after its queued Turns finished", "cancel": "by cancel", "idle": "idle"}
 
@@ -72,8 +73,8 @@ def _session_event(
         how = _CLOSED_HOW.get(str(data.get("how")), "")
         return KubeEvent("SessionClosed", f"Session closed {how}".rstrip())
     if event.kind == EventKind.SESSION_PROCESS_FAILED:
-        reason = str(data.get("reason", "process_failed"))
-        if reason == "execution_lost":
+        reason = str(data.get("reason", InterruptReason.PROCESS_FAILED))
+        if reason == FailureReason.EXECUTION_LOST:
             return None  # session.execution_lost, recorded with it, says so
         failed = f"{process} failed: {words(reason)}"
         if hold:

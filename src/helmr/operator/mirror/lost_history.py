@@ -25,7 +25,6 @@ from helmr.kube.client import Kube
 from helmr.operator.mirror.conditions import Observation, settle
 from helmr.resources import (
     GROUP,
-    TERMINAL_TURN_PHASES,
     TURNS,
     VERSION,
     Condition,
@@ -35,9 +34,8 @@ from helmr.resources import (
     TurnError,
     TurnStatus,
 )
+from helmr.states import TERMINAL_TURN_STATUSES, FailureReason
 
-HISTORY_LOST = "history_lost"
-"""The failure reason of a Session, and the error code of its Turns, once its history is lost."""
 REASON = "HistoryLost"
 """The same as a condition and Event reason."""
 
@@ -107,7 +105,7 @@ async def refuse_turn(kube: Kube, turn: Turn, session: Session) -> None:
     """Writes the Turn ``failed`` (code and reason ``history_lost``) with a Warning Event,
     unless it already ended: an ended Turn keeps its outcome."""
     status = turn.status
-    if status is not None and status.phase in TERMINAL_TURN_PHASES:
+    if status is not None and status.phase in TERMINAL_TURN_STATUSES:
         return
     namespace = turn.metadata.namespace or ""
     name = turn.metadata.name or ""
@@ -116,8 +114,8 @@ async def refuse_turn(kube: Kube, turn: Turn, session: Session) -> None:
     failed = TurnStatus(
         phase="failed",
         ended_at=now,
-        error=TurnError(code=HISTORY_LOST, message=message),
-        reason=HISTORY_LOST,
+        error=TurnError(code=FailureReason.HISTORY_LOST, message=message),
+        reason=FailureReason.HISTORY_LOST,
         conditions=settle(
             None if status is None else status.conditions,
             [Observation("Failed", "True", REASON, message)],

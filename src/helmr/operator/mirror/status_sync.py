@@ -20,28 +20,22 @@ from functools import partial
 
 from helmr import logs
 from helmr.control import Control, SessionView, TurnView
-from helmr.events import Event, EventKind, EventPage
-from helmr.kube.client import NAMESPACE_TERMINATING, namespace_terminating
+from helmr.events import TURN_ENDINGS, Event, EventKind, EventPage
+from helmr.kube.client import namespace_terminating
 from helmr.kube.errors import BadRequest, Invalid, KubeError
 from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.runners import pods
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.telemetry.turn_traces import TurnTraces
-from helmr.states import ENDED_SESSION_STATUSES
+from helmr.states import ENDED_SESSION_STATUSES, FailureReason
 
 log = logging.getLogger(__name__)
 
-_TERMINAL = {
-    EventKind.TURN_COMPLETED,
-    EventKind.TURN_FAILED,
-    EventKind.TURN_INTERRUPTED,
-    EventKind.TURN_CANCELLED,
-}
 # Kinds that may be worth a Kubernetes Event on the CR (`kubectl describe`;
 # helmr.operator.mirror.event_text says which and how); output and message facts
 # stay in the timeline only.
-_K8S_EVENT_KINDS = _TERMINAL | {
+_K8S_EVENT_KINDS = TURN_ENDINGS.keys() | {
     EventKind.SESSION_INTERRUPT,
     EventKind.SESSION_RESUME,
     EventKind.SESSION_CLOSED,
@@ -298,7 +292,7 @@ class StatusSync:
                 return
         if turn_id not in without:
             self._turns.setdefault(session_id, set()).add(turn_id)
-        elif event.kind in _TERMINAL:
+        elif event.kind in TURN_ENDINGS:
             without.discard(turn_id)
             if not without:
                 del self._without_resource[session_id]
@@ -315,7 +309,7 @@ class StatusSync:
             if namespace_terminating(e):
                 if session.status not in ENDED_SESSION_STATUSES:
                     log.info("session %s: its namespace is being deleted; it fails", session.id)
-                    await self.control.fail_session(session.id, NAMESPACE_TERMINATING)
+                    await self.control.fail_session(session.id, FailureReason.NAMESPACE_TERMINATING)
                 return True
             if isinstance(e, _INVALID):
                 log.error(

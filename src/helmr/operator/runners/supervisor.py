@@ -23,7 +23,7 @@ from typing import Any
 from helmr import logs
 from helmr.control import Control, ProcessStop, SessionView
 from helmr.errors import NotFound
-from helmr.kube.client import NAMESPACE_TERMINATING, Kube, PodRef, namespace_terminating
+from helmr.kube.client import Kube, PodRef, namespace_terminating
 from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.at_once import AT_ONCE, each_at_once
@@ -36,6 +36,7 @@ from helmr.operator.runners.preparation import container_started, pending_detail
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
+from helmr.states import FailureReason
 from helmr.store import utc_now
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ class Supervisor:
         except Exception as exc:
             if namespace_terminating(exc):
                 log.info("session %s: its namespace is being deleted; it fails", session_id)
-                await self.control.fail_session(session_id, NAMESPACE_TERMINATING)
+                await self.control.fail_session(session_id, FailureReason.NAMESPACE_TERMINATING)
                 return
             log.exception("session %s: supervisor step failed; retrying", session_id)
 
@@ -220,7 +221,9 @@ class Supervisor:
             return actor
         if now - session.created_at >= self.settings.actor_grace:
             log.warning("session %s: Actor %s not found; it fails", session.id, session.actor)
-            await self.control.fail_session(session.id, f"actor_not_found: {session.actor}")
+            await self.control.fail_session(
+                session.id, FailureReason.ACTOR_NOT_FOUND.because(session.actor)
+            )
         elif session.id not in self._waiting_for_actor:
             log.warning("session %s waits for Actor %s", session.id, session.actor)
             self._waiting_for_actor.add(session.id)
@@ -335,7 +338,7 @@ class Supervisor:
             disk = await self.disks.prepare(session, actor)
         except RestoreFailed as exc:
             log.warning("session %s: %s; the session fails", session.id, exc)
-            await self.control.fail_session(session.id, f"restore_failed: {exc}")
+            await self.control.fail_session(session.id, FailureReason.RESTORE_FAILED.because(exc))
             self.metrics.restores_failed.inc()
             return
         epoch = await self.control.process_started(session.id)

@@ -22,7 +22,7 @@ from datetime import datetime
 from prometheus_client import Counter, Histogram
 from prometheus_client.registry import Collector
 
-from helmr.events import Event, EventKind
+from helmr.events import TURN_ENDINGS, Event, EventKind
 from helmr.states import HoldReason
 
 # Histogram buckets (seconds), each spanning what its quantity plausibly takes.
@@ -31,12 +31,6 @@ _DISPATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600, 14400)
 _COLD_START_BUCKETS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300)
 
-_ENDINGS = {
-    EventKind.TURN_COMPLETED: "completed",
-    EventKind.TURN_FAILED: "failed",
-    EventKind.TURN_INTERRUPTED: "interrupted",
-    EventKind.TURN_CANCELLED: "cancelled",
-}
 # Events that name the Session's hold (holdId) and the reason of a hold they open.
 # One naming a hold the Session already has (storage pressure on a held Session)
 # opens none, except a recovery gap naming a storage pressure hold: that hold is
@@ -151,8 +145,8 @@ class TimelineMetrics:
             self._queued_at[event.turn_id] = event.created_at
         elif event.kind == EventKind.TURN_RUNNING and event.turn_id is not None:
             self._running(event, count)
-        elif event.kind in _ENDINGS and event.turn_id is not None:
-            self._ended(event, _ENDINGS[event.kind], count)
+        elif event.kind in TURN_ENDINGS and event.turn_id is not None:
+            self._ended(event, TURN_ENDINGS[event.kind], count)
         elif event.kind == EventKind.SESSION_RESUME:
             self._resumed(event, count)
         if event.kind == EventKind.SESSION_PROCESS_FAILED and count:

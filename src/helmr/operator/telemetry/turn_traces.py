@@ -42,18 +42,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from helmr.events import Event, EventKind
+from helmr.events import TURN_ENDINGS, Event, EventKind
 from helmr.protocol.api import TurnView
 from helmr.store.rows import SaveRow
 
 ROOT = "turn"
 
-_ENDINGS = {
-    EventKind.TURN_COMPLETED: "completed",
-    EventKind.TURN_FAILED: "failed",
-    EventKind.TURN_INTERRUPTED: "interrupted",
-    EventKind.TURN_CANCELLED: "cancelled",
-}
 
 Attributes = Mapping[str, str | int | bool]
 
@@ -171,7 +165,7 @@ class TurnTraces:
             self._turns[turn_id] = _Turn(event.session_id, event.created_at)
         elif event.kind == EventKind.TURN_RUNNING and turn_id is not None:
             self._running(turn_id, event, emit)
-        elif event.kind in _ENDINGS and turn_id is not None:
+        elif event.kind in TURN_ENDINGS and turn_id is not None:
             self._ended(turn_id, event, emit)
         elif event.kind == EventKind.SESSION_RESUME:
             # A held Session starts nothing: its next Turn could start from the release.
@@ -202,7 +196,7 @@ class TurnTraces:
         self._ready_at[event.session_id] = event.created_at
         if turn is None or not emit:
             return
-        end, status = event.created_at, _ENDINGS[event.kind]
+        end, status = event.created_at, TURN_ENDINGS[event.kind]
         data = _data(event)
         error = _error(data) if status == "failed" else None
         epoch: Attributes = {} if turn.epoch is None else {"helmr.epoch": turn.epoch}
