@@ -14,7 +14,8 @@ reference (``help(Control.enqueue)`` shows them):
 - ``processes``: the operator's side (process started, exited, lost; deadlines);
 - ``preparation``: a new process until it runs (failed preparations, retries);
 - ``limits``: a Session's limits, resolved once from its Actor, and its idle expiry;
-- ``storage``: Computer disk pressure episodes, from the runner's usage reports;
+- ``disks``: the Computer disk's saves and restores, and the Workspace that holds it;
+- ``storage_pressure``: Computer disk pressure episodes, from the runner's usage reports;
 - ``lifecycle``: the transitions those share; ``guards`` their preconditions;
   ``stops`` whether a running Turn's stop (interrupt, cancel) is pending.
 

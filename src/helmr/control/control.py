@@ -19,7 +19,7 @@ from typing import TypeVar
 from pydantic import JsonValue
 
 from helmr.control import (
-    computer,
+    disks,
     limits,
     messages,
     mirror_reads,
@@ -28,7 +28,7 @@ from helmr.control import (
     record,
     sessions,
     stop_notices,
-    storage,
+    storage_pressure,
     turns,
 )
 from helmr.control.config import ControlConfig
@@ -162,7 +162,7 @@ class Control:
     fail = writes(turns.fail)
     messages_ready = writes(messages.ready)
     report_message = writes(messages.report)
-    report_storage = writes(storage.report)
+    report_storage = writes(storage_pressure.report)
 
     async def next_message(
         self,
@@ -228,20 +228,20 @@ class Control:
 
     # The Computer disk (operator side, and the Workspace routes) ------------------------------
 
-    current_disk = writes(computer.current_disk)
-    pending_saves = reads(computer.pending_saves)
-    take_save = writes(computer.take_save)
-    save_ready = writes(computer.save_ready)
-    covered_saves = reads(computer.covered_saves)
-    save_failed = writes_configured(computer.save_failed)
-    saves_to_prune = reads(computer.saves_to_prune)
-    save_pruned = writes(computer.save_pruned)
-    get_workspace = reads(computer.workspace_view)
-    require_unheld_workspace = reads(computer.require_unheld)
-    forget_workspace = writes(computer.forget_workspace)
-    reset_workspace = writes(computer.reset_workspace)
-    set_storage_limits = writes(storage.set_limits)
-    sessions_under_storage_pressure = reads(storage.under_pressure)
+    current_disk = writes(disks.current_disk)
+    pending_saves = reads(disks.pending_saves)
+    take_save = writes(disks.take_save)
+    save_ready = writes(disks.save_ready)
+    covered_saves = reads(disks.covered_saves)
+    save_failed = writes_configured(disks.save_failed)
+    saves_to_prune = reads(disks.saves_to_prune)
+    save_pruned = writes(disks.save_pruned)
+    get_workspace = reads(disks.workspace_view)
+    require_unheld_workspace = reads(disks.require_unheld)
+    forget_workspace = writes(disks.forget_workspace)
+    reset_workspace = writes(disks.reset_workspace)
+    set_storage_limits = writes(storage_pressure.set_limits)
+    sessions_under_storage_pressure = reads(storage_pressure.under_pressure)
 
     # The status mirror's cursors: how far it followed each timeline --------------------------
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from pydantic import JsonValue
 
-from helmr.control import computer
+from helmr.control import disks
 from helmr.control.record import record
 from helmr.control.stops import StopRequest, stop_request
 from helmr.events import TURN_ENDED, EventKind
@@ -65,7 +65,7 @@ def end_turn(
     sessions.update(tx, session.id, **session_changes)
     if status == "completed":
         # In the transaction that commits the outcome: a crash cannot lose the request.
-        computer.request_save(tx, session, turn)
+        disks.request_save(tx, session, turn)
     return turn
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from helmr.control import computer
+from helmr.control import disks
 from helmr.control.config import ControlConfig
 from helmr.control.lifecycle import (
     active_turn,
@@ -137,7 +137,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     A running Turn whose interrupt was accepted converges with reason
     ``interrupt``; otherwise it is interrupted by the loss. The next runner
     gets a disk restored from the last ready save
-    (:func:`helmr.control.computer.lose_disk`). Recorded, in order: the running
+    (:func:`helmr.control.disks.lose_disk`). Recorded, in order: the running
     Turn ``interrupted`` (``computer_execution_lost`` with ``computerId``,
     ``leaseEpoch`` and ``recoveryGap``), ``session.process_failed`` (reason
     ``execution_lost``; counted toward the loss limit, never toward the
@@ -161,7 +161,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     # A stop accepted before the loss (an interrupt) converges with its own reason.
     stopped = converge_stop(tx, session)
     end_process(tx, session)
-    restore = computer.lose_disk(tx, session)
+    restore = disks.lose_disk(tx, session)
     hold_id = _hold_for_gap(tx, session_id) if restore.gap else None
     if turn is not None and stopped is None:
         interrupt_turn(

@@ -218,7 +218,7 @@ CREATE TABLE IF NOT EXISTS leader_term (
 INSERT INTO leader_term (id, term, holder) VALUES (1, 0, '') ON CONFLICT (id) DO NOTHING;
 """
 
-# Coalesced saves (version 8; helmr.control.computer): a save never taken because
+# Coalesced saves (version 8; helmr.control.disks): a save never taken because
 # a newer one of the same disk was taken in its place is ``covered``, and
 # ``covered_by`` names that newer save. SQLite cannot change a CHECK in place,
 # so the table is copied (every row kept); part of a new database's schema

@@ -10,7 +10,7 @@ from pydantic import JsonValue
 
 from helmr.control import StorageLimits
 from helmr.events import Event, EventKind
-from helmr.operator.telemetry.disk_pressure import StoragePressureMetrics
+from helmr.operator.telemetry.storage_pressure import StoragePressureMetrics
 from tests.unit.control.harness import Harness
 
 

@@ -4,7 +4,7 @@ VolumeSnapshots of its saves, pruning, and the Workspace's status.
 
 One save of a Workspace is taken at a time. While its snapshot is not ready,
 the Turns completed meanwhile each request a save; when it ends, the newest of
-those is taken and covers the others (``helmr.control.computer``): a snapshot
+those is taken and covers the others (``helmr.control.disks``): a snapshot
 costs the apiserver about 20 writes (ours, the snapshot controller's and the
 CSI snapshotter's), so fast Turns share one.
 

@@ -13,7 +13,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
 from helmr.control import SessionCounts
-from helmr.operator.telemetry.disk_pressure import StoragePressureMetrics
+from helmr.operator.telemetry.storage_pressure import StoragePressureMetrics
 from helmr.operator.telemetry.timeline_metrics import TimelineMetrics
 from helmr.states import HoldReason, SessionStatus, values
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import JsonValue
 
 from helmr.control import ControlConfig, HoldView, SessionView, StorageLimits
-from helmr.control.computer import covered_by_taking, uncommitted
+from helmr.control.disks import covered_by_taking, uncommitted
 from helmr.errors import Conflict
 from helmr.protocol import ErrorInfo
 from helmr.states import SaveStatus

@@ -2,7 +2,7 @@
 
 One row per Session that has had a runner with a disk: the operator writes
 the thresholds before each runner starts, and Control moves the episode
-(:mod:`helmr.control.storage`).
+(:mod:`helmr.control.storage_pressure`).
 """
 
 from __future__ import annotations

@@ -41,7 +41,16 @@ from helmr.control.record import record
 from helmr.control.stops import stop_request
 from helmr.events import EventKind
 from helmr.states import ENDED_SESSION_STATUSES, InterruptReason, StopReason, StoragePressureState
-from helmr.store import ReadTx, SessionRow, StorageLimits, TurnRow, Tx, holds, sessions, storage
+from helmr.store import (
+    ReadTx,
+    SessionRow,
+    StorageLimits,
+    TurnRow,
+    Tx,
+    holds,
+    sessions,
+    storage_pressure,
+)
 from helmr.store.rows import StorageRow
 
 Level = Literal["clear", "steady", "pause", "stop"]
@@ -51,12 +60,12 @@ def set_limits(tx: Tx, session_id: str, limits: StorageLimits) -> None:
     """Stores what the Session's disk is measured against (before each runner starts:
     a Workspace's settings may have changed). An open episode carries on."""
     sessions.require(tx, session_id)
-    storage.set_limits(tx, session_id, limits)
+    storage_pressure.set_limits(tx, session_id, limits)
 
 
 def under_pressure(rt: ReadTx) -> int:
     """How many Sessions not ended are in an episode (paused or stopped)."""
-    return storage.count_under_pressure(rt)
+    return storage_pressure.count_under_pressure(rt)
 
 
 def level(used_bytes: int, limits: StorageLimits) -> Level:
@@ -79,7 +88,7 @@ def report(tx: Tx, session_id: str, epoch: int, used_bytes: int) -> StoragePress
     (no disk was prepared for it) or already ended changes nothing.
     """
     session = guards.runner(tx, session_id, epoch)
-    row = storage.get(tx, session_id)
+    row = storage_pressure.get(tx, session_id)
     if row is None or session.status in ENDED_SESSION_STATUSES:
         return None
     now = level(used_bytes, row.limits)
@@ -109,7 +118,7 @@ def _stoppable_turn(tx: Tx, session: SessionRow) -> TurnRow | None:
 def _pause(tx: Tx, session: SessionRow, row: StorageRow, used_bytes: int) -> StoragePressureState:
     hold_id = _hold(tx, session, None)
     episode = row.episode + 1
-    storage.set_episode(tx, session.id, episode=episode, state="paused", hold_id=hold_id)
+    storage_pressure.set_episode(tx, session.id, episode=episode, state="paused", hold_id=hold_id)
     _record(tx, session, row, episode, "paused", used_bytes, hold_id)
     return "paused"
 
@@ -118,7 +127,7 @@ def _stop(
     tx: Tx, session: SessionRow, row: StorageRow, episode: int, used_bytes: int, turn: TurnRow
 ) -> StoragePressureState:
     hold_id = _hold(tx, session, turn.id)
-    storage.set_episode(tx, session.id, episode=episode, state="stopped", hold_id=hold_id)
+    storage_pressure.set_episode(tx, session.id, episode=episode, state="stopped", hold_id=hold_id)
     _record(tx, session, row, episode, "stopped", used_bytes, hold_id, turnId=turn.id)
     interrupt_turn(tx, turn, InterruptReason.STORAGE_EXHAUSTED, holdId=hold_id)
     if session.stop_reason is None:
@@ -134,7 +143,7 @@ def _resolve(tx: Tx, session: SessionRow, row: StorageRow, used_bytes: int) -> S
         holds.release(tx, hold.id, how="storage_resolved")
         if session.hold is not None and session.hold.id == hold.id:
             sessions.update(tx, session.id, hold_id=None)
-    storage.set_episode(tx, session.id, episode=row.episode, state=None, hold_id=None)
+    storage_pressure.set_episode(tx, session.id, episode=row.episode, state=None, hold_id=None)
     _record(tx, session, row, row.episode, "resolved", used_bytes, row.hold_id)
     return "resolved"
 
