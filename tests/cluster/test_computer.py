@@ -174,23 +174,39 @@ def _settled(status: dict[str, Any], version: str) -> bool:
     return status.get("pendingSaves") == 0 and status.get("computerVersion") == version
 
 
-async def test_a_turn_whose_save_was_not_ready_is_in_the_recovery_gap_and_holds(
+async def test_a_disk_the_cluster_cannot_save_says_so_and_a_loss_says_nothing_was_saved(
     helmr: Client,
     api_client: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
     runner_image: str,
 ) -> None:
-    # Saves through a class no CSI driver serves never become ready.
+    """Saves through a VolumeSnapshotClass that does not exist can never be made, as
+    on a cluster without CSI snapshots: the Actor says so, no VolumeSnapshot is made,
+    and a loss says nothing was saved and holds for the Turns whose files it lost."""
     files_actor(
         api_client,
         namespace,
         runner_image,
-        computer={"volumeSnapshotClassName": "helmr-test-never-ready"},
+        computer={"volumeSnapshotClassName": "helmr-test-absent"},
     )
+    saves = await eventually(
+        lambda: _condition(api_client, namespace, "files", "SavesAvailable"),
+        timeout=60,
+        what="the Actor's SavesAvailable condition",
+    )
+    assert (saves["status"], saves["reason"]) == ("False", "SnapshotClassMissing")
+    assert "helmr-test-absent" in saves["message"]
     session = await start(helmr, namespace)
     unsaved = await session.enqueue({"write": {"c.txt": "never saved"}})
     await completed(unsaved)
+    # Given up at once, with no VolumeSnapshot made.
+    await eventually(
+        lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
+        timeout=60,
+        what="the save given up",
+    )
+    assert save_names(api_client, namespace) == []
     busy = await session.enqueue({"sleep": 300})
     await running(busy)
     await lose_runner(core, namespace)
@@ -198,18 +214,44 @@ async def test_a_turn_whose_save_was_not_ready_is_in_the_recovery_gap_and_holds(
     lost = await busy.wait(timeout=120)
     assert (lost.status, lost.reason) == ("interrupted", "computer_execution_lost")
     state = await eventually(lambda: _held(session), timeout=60, what="the recovery-gap hold")
-    [gap] = event_data(await all_events(session), "session.recovery_gap")
+    events = await all_events(session)
+    [execution_lost] = event_data(events, "session.execution_lost")
+    assert execution_lost["computerVersion"] is None
+    assert "VolumeSnapshotClass helmr-test-absent" in execution_lost["savesUnavailable"]
+    [gap] = event_data(events, "session.recovery_gap")
     assert gap["turnIds"] == [unsaved.id]
     assert gap["holdId"] == state.hold.hold_id
     assert gap["restorePoint"] is None
-    interrupted = event_data(await all_events(session), "turn.interrupted")
-    assert interrupted[0]["recoveryGap"] is True
+    assert event_data(events, "turn.interrupted")[0]["recoveryGap"] is True
+    said = await eventually(
+        lambda: _kube_events(core, namespace, "ExecutionLost"),
+        timeout=60,
+        what="the ExecutionLost Event",
+    )
+    assert "nothing was saved" in said[0]
 
     # Held until acknowledged: queued work waits, then runs on an empty disk.
     reader = await session.enqueue({"read": ["c.txt"]})
     assert (await reader.retrieve()).status == "queued"
     await session.resume(hold_id=state.hold.hold_id)
     assert await completed(reader) == {"read": {"c.txt": None}}
+
+
+def _condition(
+    api_client: client.ApiClient, namespace: str, actor: str, kind: str
+) -> dict[str, Any] | None:
+    got = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, "actors", actor
+    )
+    assert isinstance(got, dict)
+    conditions = (got.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+def _kube_events(core: client.CoreV1Api, namespace: str, reason: str) -> list[str]:
+    return [
+        str(e.message) for e in core.list_namespaced_event(namespace).items if e.reason == reason
+    ]
 
 
 async def _held(session: SessionRef) -> Any:

@@ -159,7 +159,12 @@ async def test_a_deleted_runner_pod_is_an_execution_loss_not_a_process_failure(
     [loss] = of_kind(events, "session.execution_lost")
     computer_id = loss["computerId"]  # the lost disk's claim
     assert isinstance(computer_id, str)
-    assert loss == {"processEpoch": epoch, "computerId": computer_id, "computerVersion": None}
+    assert loss == {
+        "processEpoch": epoch,
+        "computerId": computer_id,
+        "computerVersion": None,
+        "savesUnavailable": None,
+    }
     # Recorded as process_failed with reason execution_lost, counted toward the loss limit.
     assert [d for d in of_kind(events, "session.process_failed") if d["processEpoch"] == epoch] == [
         {"processEpoch": epoch, "reason": "execution_lost", "holdId": None}

@@ -526,6 +526,9 @@ CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
     # An Actor's Accepted condition: is its imagePullPolicy Never image on a node?
     ("", "nodes"): {"list"},
+    # An Actor's SavesAvailable condition: can the cluster save a Computer disk?
+    ("storage.k8s.io", "storageclasses"): {"list"},
+    ("snapshot.storage.k8s.io", "volumesnapshotclasses"): {"list"},
 }
 # kopf lists and watches namespaces only when serving a list of them
 # (kopf/_core/reactor/observation.py: namespace_observer skips it when clusterwide).

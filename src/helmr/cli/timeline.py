@@ -131,8 +131,15 @@ def _process_failed(data: Data) -> str:
 
 def _lost(data: Data) -> str:
     version = data.get("computerVersion")
+    unavailable = data.get("savesUnavailable")
+    if unavailable and not version:
+        return (
+            f"{_process(data)} lost; the next one starts from an empty disk:"
+            f" nothing was saved (saves are unavailable: {unavailable})"
+        )
     restore = f"save {version}" if version else "a fresh disk"
-    return f"{_process(data)} lost; the next one starts from {restore}"
+    later = f" (no later save: saves are unavailable: {unavailable})" if unavailable else ""
+    return f"{_process(data)} lost; the next one starts from {restore}{later}"
 
 
 def _recovery_gap(data: Data) -> str:

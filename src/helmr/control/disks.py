@@ -147,15 +147,23 @@ def covered_saves(rt: ReadTx, namespace: str, workspace: str, version: int) -> l
 
 
 def save_failed(
-    tx: Tx, config: ControlConfig, namespace: str, workspace: str, version: int, error: str
+    tx: Tx,
+    config: ControlConfig,
+    namespace: str,
+    workspace: str,
+    version: int,
+    error: str,
+    *,
+    final: bool = False,
 ) -> SaveRow:
     """One attempt failed: the save stays pending, to be taken again, until
-    ``config.max_save_attempts`` attempts have failed. Nothing is rerun."""
+    ``config.max_save_attempts`` attempts have failed, or at once when ``final``
+    (no attempt can succeed: the cluster cannot save this disk). Nothing is rerun."""
     save = disks.require_save(tx, namespace, workspace, version)
     if save.status != "pending":
         return save
     attempts = save.attempts + 1
-    status = "failed" if attempts >= config.max_save_attempts else "pending"
+    status = "failed" if final or attempts >= config.max_save_attempts else "pending"
     tx.touch(save.session_id)
     return disks.update_save(tx, save, status=status, attempts=attempts, error=error[:1024])
 

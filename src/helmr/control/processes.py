@@ -129,7 +129,14 @@ def exited(
     return outcome(tx, session_id, epoch, "failed" if failed else "stopped", hold_id)
 
 
-def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -> ProcessOutcome:
+def execution_lost(
+    tx: Tx,
+    config: ControlConfig,
+    session_id: str,
+    epoch: int,
+    *,
+    saves_unavailable: str | None = None,
+) -> ProcessOutcome:
     """The process's execution was lost (eviction, deleted pod, node loss), and
     with it the disk it wrote: reported once the old pod is gone, so the old
     writer is physically excluded.
@@ -142,7 +149,9 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
     ``leaseEpoch`` and ``recoveryGap``), ``session.process_failed`` (reason
     ``execution_lost``; counted toward the loss limit, never toward the
     process-failure hold: infrastructure recovery is automatic),
-    ``session.execution_lost`` (the selected saved version) and
+    ``session.execution_lost`` (the selected saved version, and
+    ``savesUnavailable``: why the cluster cannot save this disk, when the
+    operator knows it cannot; null otherwise) and
     ``session.recovery_gap``: the completed Turns whose saves were not ready,
     whose files may be missing. When there are any, the Session is held for
     acknowledgement (reason ``recovery_gap``) until ``resume(hold_id)``.
@@ -188,6 +197,7 @@ def execution_lost(tx: Tx, config: ControlConfig, session_id: str, epoch: int) -
             "processEpoch": epoch,
             "computerId": restore.computer_id,
             "computerVersion": restore.restore_point,
+            "savesUnavailable": saves_unavailable,
         },
         subject=epoch,
         epoch=epoch,

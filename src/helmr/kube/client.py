@@ -19,7 +19,7 @@ from kubernetes.client import ApiClient as ApiClient
 
 from helmr.kube import threads as kube_threads
 from helmr.kube.errors import Conflict, Forbidden, NotFound
-from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.kube.snapshots import SNAPSHOT_CLASSES, SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
 R = TypeVar("R", bound=Resource[Any, Any])
@@ -86,11 +86,33 @@ def pod_refs(listing: dict[str, Any]) -> list[PodRef]:
     return refs
 
 
+@dataclass(frozen=True, slots=True)
+class ClassRef:
+    """A StorageClass (``driver``: its provisioner) or a VolumeSnapshotClass (its
+    CSI driver), and whether it is marked its kind's default."""
+
+    name: str
+    driver: str
+    default: bool
+
+
+DEFAULT_STORAGE_CLASS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+DEFAULT_SNAPSHOT_CLASS = ("snapshot.storage.kubernetes.io/is-default-class",)
+
+
+def _marked(annotations: dict[str, str] | None, keys: tuple[str, ...]) -> bool:
+    return any((annotations or {}).get(key) == "true" for key in keys)
+
+
 class Kube:
     def __init__(self, api: client.ApiClient) -> None:
         self._api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.storage = client.StorageV1Api(api)
 
     # --- custom resources: the operator's own code uses the typed methods, which
     # read and write helmr.resources models; the plain ones are their transport.
@@ -175,6 +197,36 @@ class Kube:
             ]
             for node in nodes.items
         }
+
+    # --- storage and snapshot classes: whether the Computer disk can be saved
+
+    async def list_storage_classes(self) -> tuple[ClassRef, ...]:
+        listing = await kube_threads.call(self.storage.list_storage_class)
+        return tuple(
+            ClassRef(
+                name=str(meta.name),
+                driver=str(sc.provisioner),
+                default=_marked(meta.annotations, DEFAULT_STORAGE_CLASS),
+            )
+            for sc in listing.items
+            for meta in [sc.metadata or client.V1ObjectMeta()]
+        )
+
+    async def list_snapshot_classes(self) -> tuple[ClassRef, ...] | None:
+        """The VolumeSnapshotClasses; None when the cluster serves no VolumeSnapshot API."""
+        listing = await _absent_as_none(
+            self.custom.list_cluster_custom_object, *_SNAPSHOTS, SNAPSHOT_CLASSES
+        )
+        if listing is None:
+            return None
+        return tuple(
+            ClassRef(
+                name=str(item["metadata"]["name"]),
+                driver=str(item.get("driver")),
+                default=_marked(item["metadata"].get("annotations"), DEFAULT_SNAPSHOT_CLASS),
+            )
+            for item in listing.get("items") or []
+        )
 
     # --- pods and secrets
 

@@ -69,8 +69,6 @@ class ControlPlane:
         self.control = Control(store.background(), config, fence=self.leadership.fence)
         self.api_control = Control(store, config)
         self.kube = Kube(api)
-        # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
-        self.actor_recheck = ActorRecheck(self.kube)
         self.runner_pods = RunnerPods()
         # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
         self.mirror = CustomResourceMirror(
@@ -86,6 +84,8 @@ class ControlPlane:
         )
         if self.traces is not None:
             self.supervisor.disks.save_ended = self.traces.save_ended
+        # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
+        self.actor_recheck = ActorRecheck(self.kube, self.supervisor.disks.save_support)
         # Fed by kopf's watch of runner pods (helmr.operator.kopf.handlers.runner_pod_event).
         self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=AT_ONCE)
         self.status_sync = StatusSync(

@@ -128,7 +128,9 @@ class ComputerSpec(WireModel):
         default=None,
         description=(
             "VolumeSnapshotClass used to save the Computer disk. Unset: the default class of"
-            " the disk's CSI driver, or the portable fallback on clusters without CSI snapshots."
+            " the disk's CSI driver. Saves are VolumeSnapshots only: on a cluster without the"
+            " VolumeSnapshot API or such a class the disk is never saved (the Actor's"
+            " `SavesAvailable` condition says why) and an execution loss restarts it empty."
         ),
     )
     access_mode: AccessMode = Field(
@@ -326,6 +328,12 @@ class Actor(Resource[ActorSpec, ActorStatus]):
             "type": "string",
             "jsonPath": '.status.conditions[?(@.type=="Accepted")].reason',
             "priority": 1,
+        },
+        {
+            "name": "Saves",
+            "type": "string",
+            "description": "Whether the cluster can save its Sessions' Computer disks.",
+            "jsonPath": '.status.conditions[?(@.type=="SavesAvailable")].status',
         },
         {
             "name": "Max Turn",

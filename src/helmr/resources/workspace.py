@@ -30,7 +30,8 @@ class WorkspaceSpec(WireModel):
     volume_snapshot_class_name: DnsSubdomain | None = Field(
         default=None,
         description=(
-            "VolumeSnapshotClass of the disk's saves. Unset: the Actor's, else the default class."
+            "VolumeSnapshotClass of the disk's saves. Unset: the Actor's, else the default class"
+            " of the disk's CSI driver; without one the disk is never saved."
         ),
     )
     access_mode: AccessMode | None = Field(

@@ -125,6 +125,17 @@ def test_a_session_fact_has_no_turn() -> None:
             "process 3 lost; the next one starts from save 5",
         ),
         (
+            "session.execution_lost",
+            {
+                "processEpoch": 3,
+                "computerId": "c",
+                "computerVersion": None,
+                "savesUnavailable": "no VolumeSnapshot API",
+            },
+            "process 3 lost; the next one starts from an empty disk: nothing was saved"
+            " (saves are unavailable: no VolumeSnapshot API)",
+        ),
+        (
             "session.recovery_gap",
             {"restorePoint": None, "computerId": "c", "turnIds": ["a", "b"], "holdId": "hold_2"},
             "restored a fresh disk: 2 completed turn(s) may have lost files;"

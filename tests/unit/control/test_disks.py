@@ -129,6 +129,7 @@ async def test_loss_restores_the_last_ready_save_and_holds_for_the_gap(h: Harnes
                 "processEpoch": epoch,
                 "computerId": f"{ws}-disk-1",
                 "computerVersion": f"{ws}-save-1",
+                "savesUnavailable": None,
             },
         ),
         (

@@ -167,7 +167,12 @@ async def test_execution_loss_is_not_a_process_failure(h: Harness) -> None:
         ),
         (
             "session.execution_lost",
-            {"processEpoch": epoch, "computerId": lost_disk, "computerVersion": None},
+            {
+                "processEpoch": epoch,
+                "computerId": lost_disk,
+                "computerVersion": None,
+                "savesUnavailable": None,
+            },
         ),
         (
             "session.recovery_gap",

@@ -7,19 +7,36 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from helmr.kube.client import Kube, PodRef
+from helmr.kube.client import ClassRef, Kube, PodRef
 from helmr.kube.errors import KubeError, translated
 from helmr.resources import API_VERSION, Actor, Resource, Session, Status, Workspace
 
+DRIVER = "hostpath.csi.k8s.io"
+
 
 class StubKube(Kube):
-    """Records what the operator writes; names in ``failing`` answer 500."""
+    """Records what the operator writes; names in ``failing`` answer 500. Its
+    cluster saves disks as the local cluster does: a default StorageClass and
+    VolumeSnapshotClass of one CSI driver (``snapshot_classes`` None: no
+    VolumeSnapshot API is served)."""
 
     def __init__(self) -> None:
         self.log: list[str] = []
         self.statuses: dict[tuple[str, str], Status] = {}
         self.deleted_pods: list[str] = []
         self.failing: set[str] = set()
+        self.storage_classes = (ClassRef("helmr-hostpath", DRIVER, default=True),)
+        self.snapshot_classes: tuple[ClassRef, ...] | None = (
+            ClassRef("helmr-hostpath", DRIVER, default=True),
+        )
+        self.class_reads = 0
+
+    async def list_storage_classes(self) -> tuple[ClassRef, ...]:
+        self.class_reads += 1
+        return self.storage_classes
+
+    async def list_snapshot_classes(self) -> tuple[ClassRef, ...] | None:
+        return self.snapshot_classes
 
     async def patch_resource_status(
         self, kind: type[Resource[Any, Any]], namespace: str, name: str, status: Any
@@ -73,6 +90,21 @@ def terminating(namespace: str) -> KubeError:
     return translated(error)
 
 
+def any_resource(kind: type[Any], namespace: str, name: str) -> Any:
+    """A Session, Actor or Workspace of that name, as if it existed; None for other kinds."""
+    meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    manifest: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind.KIND, "metadata": meta}
+    if kind is Session:
+        manifest["spec"] = {"actorRef": {"name": "reviewer"}, "workspace": "ws"}
+    elif kind is Actor:
+        manifest["spec"] = {"image": "runner:dev", "entrypoint": "echo.echo:echo"}
+    elif kind is Workspace:
+        manifest["spec"] = {}
+    else:
+        return None
+    return kind.from_manifest(manifest)
+
+
 class ClusterKube(StubKube):
     """Every object the supervisor reads exists; creates in ``DYING`` are refused."""
 
@@ -88,17 +120,7 @@ class ClusterKube(StubKube):
         self.created.append(f"{namespace}/{what}")
 
     async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
-        meta = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
-        manifest: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind.KIND, "metadata": meta}
-        if kind is Session:
-            manifest["spec"] = {"actorRef": {"name": "reviewer"}, "workspace": "ws"}
-        elif kind is Actor:
-            manifest["spec"] = {"image": "runner:dev", "entrypoint": "echo.echo:echo"}
-        elif kind is Workspace:
-            manifest["spec"] = {}
-        else:
-            return None
-        return kind.from_manifest(manifest)
+        return any_resource(kind, namespace, name)
 
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None

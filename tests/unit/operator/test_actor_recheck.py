@@ -1,13 +1,16 @@
-"""The periodic recheck of Actors' Accepted condition (helmr.operator.mirror.actor_acceptance):
+"""The periodic recheck of Actors' conditions (helmr.operator.mirror.actor_acceptance):
 the leader's task that replaced a kopf timer (whose finalizer blocked deleting
-Actors while no operator ran). Only ``imagePullPolicy: Never`` Actors are checked
-again; one Actor failing leaves the others checked; a failing pass never ends it."""
+Actors while no operator ran). Every Actor is checked again (whether its disks
+can be saved can change alone), the nodes read only for ``imagePullPolicy:
+Never`` ones; one Actor failing leaves the others checked; a failing pass never
+ends it."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from helmr.operator.disks.save_support import SaveSupport
 from helmr.operator.mirror.actor_acceptance import ActorRecheck, NodeImages
 from helmr.resources import Actor, ActorStatus, Resource
 
@@ -41,6 +44,10 @@ class NodesKube(StubKube):
         return written
 
 
+def _recheck(kube: StubKube) -> ActorRecheck:
+    return ActorRecheck(kube, SaveSupport(kube))
+
+
 def actor(name: str, policy: str = "Never", status: dict[str, Any] | None = None) -> Actor:
     manifest: dict[str, Any] = {
         "apiVersion": "helmr.dev/v1alpha1",
@@ -62,20 +69,27 @@ def reason(kube: StubKube, name: str) -> str | None:
     return condition.reason
 
 
-async def test_only_actors_whose_condition_changes_alone_are_checked_again() -> None:
+async def test_every_actor_is_checked_again_and_the_nodes_read_once_for_those_needing_them() -> (
+    None
+):
     kube = NodesKube({"n1": [[IMAGE]]})
-    recheck = ActorRecheck(kube)
+    recheck = _recheck(kube)
     recheck.seen(None, actor("never"))
     recheck.seen("ADDED", actor("pulled", policy="IfNotPresent"))
     await recheck.recheck()
     assert reason(kube, "never") == "ImagePresent"
-    assert ("Actor", "pulled") not in kube.statuses
+    assert reason(kube, "pulled") == "Valid"
     assert kube.node_reads == 1
+    kube.statuses.clear()
+    recheck.seen("MODIFIED", actor("never", policy="IfNotPresent"))
+    await recheck.recheck()
+    assert set(kube.statuses) == {("Actor", "never"), ("Actor", "pulled")}
+    assert kube.node_reads == 1  # no Actor needs them now
 
 
 async def test_the_nodes_are_read_once_per_pass_and_one_failing_actor_stops_no_other() -> None:
     kube = NodesKube({"n1": [["other:1"]]})
-    recheck = ActorRecheck(kube)
+    recheck = _recheck(kube)
     for name in ("a", "broken", "c"):
         recheck.seen("ADDED", actor(name))
     kube.failing.add("broken")
@@ -85,21 +99,19 @@ async def test_the_nodes_are_read_once_per_pass_and_one_failing_actor_stops_no_o
     assert kube.node_reads == 1
 
 
-async def test_deleted_actors_and_those_no_longer_never_pulled_are_dropped() -> None:
+async def test_deleted_actors_are_dropped() -> None:
     kube = NodesKube({"n1": [[IMAGE]]})
-    recheck = ActorRecheck(kube)
+    recheck = _recheck(kube)
     recheck.seen("ADDED", actor("gone"))
-    recheck.seen("ADDED", actor("changed"))
     recheck.seen("DELETED", actor("gone"))
-    recheck.seen("MODIFIED", actor("changed", policy="IfNotPresent"))
     await recheck.recheck()
     assert kube.statuses == {}
-    assert kube.node_reads == 0  # nothing to check: not even the nodes are read
+    assert (kube.node_reads, kube.class_reads) == (0, 0)  # nothing to check, nothing read
 
 
 async def test_an_unchanged_condition_is_not_written_again() -> None:
     kube = NodesKube({"n1": [[IMAGE]]})
-    recheck = ActorRecheck(kube)
+    recheck = _recheck(kube)
     recheck.seen("ADDED", actor("a"))
     await recheck.recheck()
     written = kube.statuses[("Actor", "a")].status_patch()["status"]
@@ -111,7 +123,7 @@ async def test_an_unchanged_condition_is_not_written_again() -> None:
 
 async def test_a_failed_pass_is_retried_at_the_next_interval() -> None:
     kube = NodesKube({"n1": [[IMAGE]]}, failures=2)
-    recheck = ActorRecheck(kube, interval=0.01)
+    recheck = ActorRecheck(kube, SaveSupport(kube), interval=0.01)
     recheck.seen("ADDED", actor("a"))
     task = asyncio.create_task(recheck.run())
     try:

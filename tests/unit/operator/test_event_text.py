@@ -86,3 +86,19 @@ async def test_a_failed_turn_and_process_failures_are_warnings(h: Harness) -> No
     assert all(k.warning for k in failures)
     assert failures[0].message.startswith("Runner process 1 failed: process failed")
     assert "three consecutive failures hold the Session" in failures[2].message
+
+
+async def test_a_loss_where_saves_are_unavailable_says_nothing_was_saved(h: Harness) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    why = "the cluster serves no VolumeSnapshot API (snapshot.storage.k8s.io/v1)"
+    await h.control.execution_lost(session.id, epoch, saves_unavailable=why)
+
+    [(_, lost)] = [
+        (e, k) for e, k in told(await h.events(session.id)) if k.reason == "ExecutionLost"
+    ]
+    assert lost.warning
+    assert lost.message == (
+        f"Runner process {epoch} was lost (its pod was evicted or deleted, or its node was"
+        f" lost); nothing was saved, the next runner starts from an empty disk: {why}"
+    )

@@ -15,7 +15,7 @@ from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from tests.unit.control.harness import Harness
-from tests.unit.operator.stub_kube import StubKube
+from tests.unit.operator.stub_kube import StubKube, any_resource
 
 
 class RestartedKube(StubKube):
@@ -80,3 +80,28 @@ async def test_a_pod_being_deleted_at_the_restart_is_followed_until_it_is_gone(
 
     await plane.reconcile()  # followed no more: reported once
     assert (await h.kinds(session.id)).count("session.execution_lost") == 1
+
+
+class NoSnapshotsKube(RestartedKube):
+    """A cluster that serves no VolumeSnapshot API, whose Actors and Workspaces exist."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshot_classes = None
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        return any_resource(kind, namespace, name)
+
+
+async def test_a_loss_where_the_cluster_cannot_save_says_so(h: Harness) -> None:
+    session = await h.session()
+    await h.running(session.id)
+
+    await supervisor(h, NoSnapshotsKube()).recover()
+
+    [lost] = [e.data for e in await h.events(session.id) if e.kind == "session.execution_lost"]
+    assert isinstance(lost, dict)
+    why = lost["savesUnavailable"]
+    assert isinstance(why, str)
+    assert why.startswith("the cluster serves no VolumeSnapshot API")
+    assert lost["computerVersion"] is None

@@ -38,6 +38,7 @@ from helmr.operator.disks.manifests import (
     build_workspace,
     disk_usage_spec,
 )
+from helmr.operator.disks.save_support import SaveSupport
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
@@ -73,6 +74,11 @@ class Disks:
         # The status last written per Workspace: the status sync asks after every
         # change of its Session (each Turn), and the status rarely changes.
         self._statuses = WrittenStatuses[tuple[str, str], WorkspaceStatus](WorkspaceStatus)
+        # Whether the cluster can save a disk at all (its snapshot classes, read once a minute).
+        self.save_support = SaveSupport(kube)
+        # Why each Workspace's disk cannot be saved (None: it can, or may), as last
+        # resolved: when a runner's disk is prepared and when a save is taken.
+        self._unsaved: dict[tuple[str, str], str | None] = {}
 
     async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The claim the Session's next runner mounts, created if missing (from
@@ -98,6 +104,7 @@ class Disks:
         await self._prune(namespace, name, computer.keep_saves)
         usage = disk_usage_spec(computer)
         await self.control.set_storage_limits(session.id, usage.limits)
+        await self._resolve_unsaved((namespace, name), computer)
         return PreparedDisk(claim, usage)
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
@@ -121,6 +128,7 @@ class Disks:
                 await self.control.require_unheld_workspace(namespace, name)
                 continue
             self._statuses.forget((namespace, name))
+            self._unsaved.pop((namespace, name), None)
             return
         workspace = await self.kube.get_resource(Workspace, namespace, name)
         status = None if workspace is None else workspace.status
@@ -220,8 +228,7 @@ class Disks:
         save = await self.control.save_failed(namespace, name, version, message)
         self.metrics.saves.labels("failed").inc()
         if save.status != "pending":
-            self.save_ended(save)  # given up
-            await self._covered_ended(save)
+            await self._given_up(save)
         # Backoff: 2, 4, 8... seconds (at most a minute) before the Workspace's
         # next attempt (of this save, or of a newer one covering it).
         delay = min(2.0**save.attempts, 60.0)
@@ -235,6 +242,25 @@ class Disks:
             message,
         )
 
+    async def _unavailable(self, save: SaveRow, why: str) -> None:
+        """The cluster cannot save this disk (:mod:`helmr.operator.disks.save_support`):
+        the save is given up now, with no VolumeSnapshot made and nothing retried;
+        the Actor's ``SavesAvailable`` condition tells why, once, not a warning per save."""
+        given_up = await self.control.save_failed(
+            save.namespace,
+            save.workspace,
+            save.version,
+            f"saves are unavailable: {why}",
+            final=True,
+        )
+        self.metrics.saves.labels("unavailable").inc()
+        await self._given_up(given_up)
+
+    async def _given_up(self, save: SaveRow) -> None:
+        """``save`` will never be ready, and neither will those it covered."""
+        self.save_ended(save)
+        await self._covered_ended(save)
+
     async def _covered_ended(self, save: SaveRow) -> None:
         """The saves ``save`` covered ended with it (committed if it is ready)."""
         for covered in await self.control.covered_saves(
@@ -245,12 +271,34 @@ class Disks:
     async def _resolved(self, save: SaveRow) -> tuple[Workspace, ComputerSpec] | None:
         """The save's Workspace and the disk settings in force (its overrides, else
         the Actor's), or None when the Workspace or the session's Actor is gone."""
-        workspace = await self.kube.get_resource(Workspace, save.namespace, save.workspace)
         session = await self.control.get_session(save.session_id)
-        actor = await self._actor(save.namespace, session.actor)
+        return await self._settings(session)
+
+    async def _settings(self, session: SessionView) -> tuple[Workspace, ComputerSpec] | None:
+        """The Session's Workspace and its disk settings in force, or None when the
+        Workspace or the Actor is gone."""
+        workspace = await self.kube.get_resource(Workspace, session.namespace, session.workspace)
+        actor = await self._actor(session.namespace, session.actor)
         if workspace is None or actor is None:
             return None
         return workspace, workspace.spec.resolve(actor.spec.computer)
+
+    async def why_unsaved(self, session: SessionView) -> str | None:
+        """Why the cluster cannot save the Session's disk at all (an execution loss
+        says so), or None: it can, may, or its Workspace or Actor is gone. As last
+        resolved for its Workspace; resolved now only if never since this started."""
+        key = (session.namespace, session.workspace)
+        if key not in self._unsaved:
+            resolved = await self._settings(session)
+            if resolved is None:
+                return None
+            await self._resolve_unsaved(key, resolved[1])
+        return self._unsaved[key]
+
+    async def _resolve_unsaved(self, key: tuple[str, str], computer: ComputerSpec) -> str | None:
+        why = (await self.save_support.verdict(computer)).why_unavailable
+        self._unsaved[key] = why
+        return why
 
     async def _take(self, save: SaveRow) -> None:
         resolved = await self._resolved(save)
@@ -263,6 +311,10 @@ class Disks:
             )
             return
         workspace, computer = resolved
+        why = await self._resolve_unsaved((save.namespace, save.workspace), computer)
+        if why is not None:
+            await self._unavailable(save, why)
+            return
         spec = SaveSpec(
             workspace=_ref(workspace),
             version=save.version,

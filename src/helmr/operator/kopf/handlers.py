@@ -24,7 +24,6 @@ from helmr.operator.kopf import settings as kopf_settings
 from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 from helmr.operator.kopf.namespaces import install as read_listed_namespaces
 from helmr.operator.kopf.session_controls import NotYet, Refused, apply_spec
-from helmr.operator.mirror.actor_acceptance import check
 from helmr.operator.mirror.lost_history import HistoryLost, admitted, fail_session, refuse_turn
 from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.settings import Settings
@@ -250,8 +249,9 @@ async def turn_admit(
 @kopf.on.create(GROUP, VERSION, ACTORS)
 @kopf.on.update(GROUP, VERSION, ACTORS, field="spec")
 async def actor_accepted(body: kopf.Body, memo: Any, **_: Any) -> None:
-    """Writes the Actor's ``Accepted`` condition (helmr.operator.mirror.actor_acceptance)."""
-    await check(_plane(memo).kube, Actor.from_manifest(body))
+    """Writes the Actor's ``Accepted`` and ``SavesAvailable`` conditions
+    (helmr.operator.mirror.actor_acceptance)."""
+    await _plane(memo).actor_recheck.check(Actor.from_manifest(body))
 
 
 @kopf.on.event(GROUP, VERSION, ACTORS)

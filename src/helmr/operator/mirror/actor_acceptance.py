@@ -1,10 +1,13 @@
-"""Writes Actors' ``Accepted`` condition (:mod:`helmr.operator.mirror.actor_status`
-decides it): when an Actor is created or its spec changes (kopf's handlers),
-and every minute again for the Actors whose condition can change with no edit
-of theirs.
+"""Writes Actors' conditions: ``Accepted`` (:mod:`helmr.operator.mirror.actor_status`
+decides it) and ``SavesAvailable`` (whether the cluster can save their Sessions'
+Computer disks, :mod:`helmr.operator.disks.save_support`): when an Actor is
+created or its spec changes (kopf's handlers), and every minute again, since
+both can change with no edit of the Actor's.
 
-Only ``imagePullPolicy: Never`` makes it change so: whether a node has the
-image changes as images are imported into, or removed from, the nodes. That
+``Accepted`` changes so only with ``imagePullPolicy: Never``: whether a node
+has the image changes as images are imported into, or removed from, the nodes
+(the nodes are read only for those). ``SavesAvailable`` changes as snapshot
+classes, or the VolumeSnapshot API itself, are installed or removed. The
 recheck is a task of the leader's work (:class:`ActorRecheck`), not a kopf
 timer: kopf puts its finalizer on every object a timer or daemon watches, and
 that finalizer blocks deleting the Actor, and its namespace, whenever no
@@ -20,20 +23,21 @@ from datetime import UTC, datetime
 
 from helmr.kube.client import Kube
 from helmr.kube.errors import KubeError
-from helmr.operator.mirror.actor_status import accepted
+from helmr.operator.disks.save_support import SaveSupport, Verdict
+from helmr.operator.mirror.actor_status import accepted, saves_available
 from helmr.operator.mirror.conditions import settle
 from helmr.resources import Actor, ActorStatus
 
 RECHECK_SECONDS = 60.0
-"""How often the Actors that :func:`changes_alone` names are checked again."""
+"""How often every Actor's conditions are checked again."""
 
 NodeImages = dict[str, list[list[str]]]
 
 log = logging.getLogger(__name__)
 
 
-def changes_alone(actor: Actor) -> bool:
-    """Whether the Actor's ``Accepted`` condition can change while its spec does not."""
+def needs_nodes(actor: Actor) -> bool:
+    """Whether the Actor's ``Accepted`` condition depends on the nodes' images."""
     return actor.spec.image_pull_policy == "Never"
 
 
@@ -45,14 +49,16 @@ async def read_nodes(kube: Kube) -> tuple[NodeImages | None, str]:
         return None, f"the operator may not list nodes ({e.status} {e.reason})"
 
 
-async def write_accepted(kube: Kube, actor: Actor, nodes: NodeImages | None, why: str) -> None:
-    """Patches the Actor's status when its ``Accepted`` condition differs from what
-    ``nodes`` (the nodes' images, or None: unknown, ``why``) make it."""
-    observed = accepted(actor.spec, nodes, why)
+async def write_conditions(
+    kube: Kube, actor: Actor, nodes: NodeImages | None, why: str, saves: Verdict
+) -> None:
+    """Patches the Actor's status when its conditions differ from what ``nodes`` (the
+    nodes' images, or None: unknown, ``why``) and ``saves`` make them."""
+    observed = [accepted(actor.spec, nodes, why), saves_available(saves)]
     previous = None if actor.status is None else actor.status.conditions
     generation = actor.metadata.generation
     status = ActorStatus(
-        conditions=settle(previous, [observed], datetime.now(UTC), generation),
+        conditions=settle(previous, observed, datetime.now(UTC), generation),
         observed_generation=generation,
     )
     if actor.status is None or actor.status.conditions != status.conditions:
@@ -64,25 +70,28 @@ def _place(actor: Actor) -> tuple[str, str]:
     return actor.metadata.namespace or "", actor.metadata.name or ""
 
 
-async def check(kube: Kube, actor: Actor) -> None:
-    """Writes the condition of one Actor, reading the nodes only when it needs them."""
-    nodes, why = await read_nodes(kube) if changes_alone(actor) else (None, "")
-    await write_accepted(kube, actor, nodes, why)
-
-
 class ActorRecheck:
-    """Checks again, every ``interval`` seconds, the watched Actors whose condition
-    can change alone, as last seen (:meth:`seen`, from kopf's watch of Actors)."""
+    """Writes an Actor's conditions (:meth:`check`), and checks every watched Actor
+    again every ``interval`` seconds, as last seen (:meth:`seen`, from kopf's
+    watch of Actors)."""
 
-    def __init__(self, kube: Kube, interval: float = RECHECK_SECONDS) -> None:
+    def __init__(
+        self, kube: Kube, save_support: SaveSupport, interval: float = RECHECK_SECONDS
+    ) -> None:
         self._kube = kube
+        self._save_support = save_support
         self._interval = interval
         self._actors: dict[tuple[str, str], Actor] = {}
+
+    async def check(self, actor: Actor) -> None:
+        """Writes the conditions of one Actor, reading the nodes only when it needs them."""
+        nodes, why = await read_nodes(self._kube) if needs_nodes(actor) else (None, "")
+        await self._write(actor, nodes, why)
 
     def seen(self, event_type: str | None, actor: Actor) -> None:
         """An Actor's watch event (``type`` None: kopf's initial listing)."""
         key = _place(actor)
-        if event_type == "DELETED" or not changes_alone(actor):
+        if event_type == "DELETED":
             self._actors.pop(key, None)
         else:
             self._actors[key] = actor
@@ -97,12 +106,19 @@ class ActorRecheck:
                 log.exception("rechecking Actors failed; retrying")
 
     async def recheck(self) -> None:
-        """One pass: the nodes are read once; one Actor's failure leaves the others checked."""
-        if not self._actors:
-            return
-        nodes, why = await read_nodes(self._kube)
-        for (namespace, name), actor in list(self._actors.items()):
+        """One pass: the nodes are read once, if any Actor needs them; one Actor's
+        failure leaves the others checked."""
+        actors = list(self._actors.items())
+        nodes: NodeImages | None = None
+        why = ""
+        if any(needs_nodes(actor) for _, actor in actors):
+            nodes, why = await read_nodes(self._kube)
+        for (namespace, name), actor in actors:
             try:
-                await write_accepted(self._kube, actor, nodes, why)
+                await self._write(actor, nodes if needs_nodes(actor) else None, why)
             except Exception:
                 log.exception("rechecking Actor %s/%s failed", namespace, name)
+
+    async def _write(self, actor: Actor, nodes: NodeImages | None, why: str) -> None:
+        saves = await self._save_support.verdict(actor.spec.computer)
+        await write_conditions(self._kube, actor, nodes, why, saves)

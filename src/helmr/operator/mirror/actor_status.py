@@ -1,4 +1,5 @@
-"""An Actor's ``Accepted`` condition: whether its spec can run.
+"""An Actor's conditions: ``Accepted``, whether its spec can run, and
+``SavesAvailable``, whether its Sessions' Computer disks can be saved.
 
 The CRD's schema already refuses a malformed entrypoint at admission; this
 says so on the resource, catches what a pattern cannot (a Python keyword is
@@ -11,6 +12,7 @@ from __future__ import annotations
 import keyword
 import re
 
+from helmr.operator.disks.save_support import Verdict
 from helmr.operator.mirror.conditions import Observation
 from helmr.resources import ActorSpec
 from helmr.resources.actor import ENTRYPOINT_PATTERN
@@ -80,3 +82,9 @@ def accepted(
         " container runtime, or use imagePullPolicy IfNotPresent"
     )
     return Observation("Accepted", "False", "ImageNotPresent", message)
+
+
+def saves_available(saves: Verdict) -> Observation:
+    """The ``SavesAvailable`` condition: whether the cluster can save the Computer
+    disks of the Actor's Sessions (:mod:`helmr.operator.disks.save_support`)."""
+    return Observation("SavesAvailable", saves.available, saves.reason, saves.message)

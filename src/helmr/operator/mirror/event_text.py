@@ -82,14 +82,23 @@ def _session_event(
             return KubeEvent("SessionHeld", message, warning=True)
         return KubeEvent("ProcessFailed", failed, warning=True)
     if event.kind == EventKind.SESSION_EXECUTION_LOST:
-        version = data.get("computerVersion")
-        restore = f"save {version}" if version else "a fresh disk"
-        message = (
-            f"{process} was lost (its pod was evicted or deleted, or its node was lost);"
-            f" the next runner starts from {restore}"
-        )
-        return KubeEvent("ExecutionLost", message, warning=True)
+        return KubeEvent("ExecutionLost", _lost(process, data), warning=True)
     if event.kind == EventKind.SESSION_RECOVERY_GAP and hold:
         message = f"Completed Turns may have lost files with the Computer{resume}"
         return KubeEvent("SessionHeld", message, warning=True)
     return None
+
+
+def _lost(process: str, data: dict[str, Any]) -> str:
+    """What an execution loss restored the disk from; plainly that nothing was
+    saved when the cluster cannot save it (``savesUnavailable``)."""
+    lost = f"{process} was lost (its pod was evicted or deleted, or its node was lost)"
+    version = data.get("computerVersion")
+    unavailable = data.get("savesUnavailable")
+    if unavailable and not version:
+        return (
+            f"{lost}; nothing was saved, the next runner starts from an empty disk: {unavailable}"
+        )
+    restore = f"save {version}" if version else "a fresh disk"
+    later = f" (nothing was saved after it: {unavailable})" if unavailable else ""
+    return f"{lost}; the next runner starts from {restore}{later}"

@@ -104,7 +104,11 @@ class Supervisor:
             pod = existing.get(process)
             if pod is None:
                 log.info("session %s: process %d vanished", session.id, session.process_epoch)
-                await self.control.execution_lost(session.id, session.process_epoch)
+                await self.control.execution_lost(
+                    session.id,
+                    session.process_epoch,
+                    saves_unavailable=await self.disks.why_unsaved(session),
+                )
             elif pod.deleting:
                 self._ending[process] = pod
 
@@ -294,7 +298,9 @@ class Supervisor:
             # Deleted before it ended (eviction, node loss, someone's kubectl
             # delete), or evicted: the execution was lost, not a process failure.
             # A stop the supervisor asked for is recognised by Control as a stop.
-            result = await self.control.execution_lost(session_id, epoch)
+            result = await self.control.execution_lost(
+                session_id, epoch, saves_unavailable=await self.disks.why_unsaved(session)
+            )
         if result.outcome != "ignored":
             self.metrics.processes_ended.labels(result.outcome).inc()
             log.info("session %s process %d: %s", session_id, epoch, result.outcome)
