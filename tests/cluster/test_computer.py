@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from pydantic import JsonValue
 
 from helmr.client import Client, SessionRef, TurnRef
 from helmr.errors import Conflict
@@ -167,6 +168,69 @@ async def test_fast_turns_share_saves_and_a_loss_restores_the_newest_saved_state
     assert execution_lost["computerVersion"] == f"{WORKSPACE}-save-8"
     [gap] = event_data(events, "session.recovery_gap")
     assert (gap["turnIds"], gap["holdId"]) == ([], None)  # every covered Turn was committed
+
+
+async def test_a_runner_lost_mid_burst_leaves_a_gap_of_exactly_the_turns_after_the_restore(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    """Coalesced saves (issue 28, item 2): one save of a Workspace in flight at a
+    time, the Turns completed meanwhile sharing the next one, which names them
+    (``helmr.dev/turns``); a runner lost mid-burst restores the last ready save and
+    the recovery gap is exactly the completed Turns after it."""
+    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 50})
+    session = await start(helmr, namespace)
+    burst = [await session.enqueue({"write": {f"b{i}.txt": f"v{i}"}}) for i in range(12)]
+    await completed(burst[5])
+    during = save_names(api_client, namespace)
+    await lose_runner(core, namespace)
+    assert len(during) < 6, during  # six Turns completed, fewer snapshots taken
+
+    events = await eventually(
+        lambda: _events_once(session, "session.recovery_gap"), timeout=120, what="the loss"
+    )
+    lost_at = next(e.sequence for e in events if e.kind == "session.execution_lost")
+    done = [e.turn_id for e in events if e.kind == "turn.completed" and e.sequence < lost_at]
+    [execution_lost] = event_data(events, "session.execution_lost")
+    [gap] = event_data(events, "session.recovery_gap")
+    restored = execution_lost["computerVersion"]
+    assert gap["restorePoint"] == restored
+    saved = 0  # how many of the completed Turns the restored save holds
+    if restored is not None:
+        labels, turns = _save_turns(api_client, namespace, restored)
+        saved = done.index(labels["helmr.dev/turn-id"]) + 1
+        # The save names a run of completed Turns ending with its own.
+        assert turns == done[saved - len(turns) : saved], (turns, done)
+    assert gap["turnIds"] == done[saved:], (gap, done, restored)
+    if gap["holdId"] is not None:
+        await session.resume(hold_id=gap["holdId"])
+
+    outcomes = [await turn.wait(timeout=120) for turn in burst]
+    assert {o.status for o in outcomes} <= {"completed", "interrupted"}
+    names: list[JsonValue] = [f"b{i}.txt" for i in range(saved)]
+    after = await completed(await session.enqueue({"read": names}))
+    assert after == {"read": {f"b{i}.txt": f"v{i}" for i in range(saved)}}
+
+
+async def _events_once(session: SessionRef, kind: str) -> list[Any] | None:
+    """The Session's events once one of ``kind`` is among them."""
+    events = await all_events(session)
+    return events if any(e.kind == kind for e in events) else None
+
+
+def _save_turns(
+    api_client: client.ApiClient, namespace: str, name: str
+) -> tuple[dict[str, str], list[str]]:
+    """A save's labels and the Turns it says it holds."""
+    snapshot = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        "snapshot.storage.k8s.io", "v1", namespace, "volumesnapshots", name
+    )
+    assert isinstance(snapshot, dict)
+    meta = snapshot["metadata"]
+    return meta["labels"], meta["annotations"]["helmr.dev/turns"].split(",")
 
 
 def _settled(status: dict[str, Any], version: str) -> bool:

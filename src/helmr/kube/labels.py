@@ -17,4 +17,7 @@ LABEL_WORKSPACE = "helmr.dev/workspace"
 """The Workspace a disk's claim or save belongs to."""
 LABEL_DISK = "helmr.dev/disk"
 """The disk generation of a claim, or the one a save snapshots."""
+ANNOTATION_TURNS = "helmr.dev/turns"
+"""The Turns whose state a save holds (annotation), oldest first and comma-separated:
+those whose saves it covers (coalesced into it) and its own, the last."""
 LABEL_SAVE_VERSION = "helmr.dev/save-version"

@@ -254,6 +254,12 @@ async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_
     assert kube.created_snapshots == ["ws-save-1", "ws-save-4"]
     assert kube.snapshots["ws-save-4"]["metadata"]["labels"]["helmr.dev/save-version"] == "4"
     assert [s.version for s in await h.control.pending_saves()] == [4]
+    # The snapshot names the three Turns whose state it holds, its own last.
+    covered = [s.turn_id for s in await h.control.covered_saves(NS, "ws", 4)]
+    [own] = await h.control.pending_saves()
+    assert len(covered) == 2
+    annotations = kube.snapshots["ws-save-4"]["metadata"]["annotations"]
+    assert annotations == {"helmr.dev/turns": ",".join([*covered, own.turn_id])}
 
     kube.snapshots["ws-save-4"]["status"] = {"readyToUse": True}
     await disks.reconcile()
@@ -286,6 +292,8 @@ async def test_a_failed_attempt_is_retried_as_the_newest_save_covering_it(
     assert kube.created_snapshots == ["ws-save-1", "ws-save-2"]
     [covered] = await h.control.covered_saves(NS, "ws", 2)
     assert (covered.version, covered.attempts, covered.error) == (1, 1, "no space")
+    turns = kube.snapshots["ws-save-2"]["metadata"]["annotations"]["helmr.dev/turns"]
+    assert turns.split(",")[0] == covered.turn_id
 
 
 async def test_after_a_loss_the_disk_is_restored_from_the_last_ready_save(

@@ -49,7 +49,7 @@ def test_a_restored_disk_names_its_save_as_the_data_source() -> None:
 
 
 def test_a_save_snapshots_the_claim_of_its_disk_and_says_what_it_saves() -> None:
-    spec = SaveSpec(WORKSPACE, 7, 3, "ses_1", "turn_9", snapshot_class="csi-snapclass")
+    spec = SaveSpec(WORKSPACE, 7, 3, "ses_1", "turn_9", "csi-snapclass", ("turn_7", "turn_8"))
     save = build_save_spec(spec)
 
     assert save["metadata"]["name"] == "repo-save-7"
@@ -60,6 +60,8 @@ def test_a_save_snapshots_the_claim_of_its_disk_and_says_what_it_saves() -> None
         "helmr.dev/session-id": "ses_1",
         "helmr.dev/turn-id": "turn_9",
     }
+    # The Turns whose state it holds: those of the saves it covers, and its own.
+    assert save["metadata"]["annotations"] == {"helmr.dev/turns": "turn_7,turn_8,turn_9"}
     assert save["spec"] == {
         "source": {"persistentVolumeClaimName": "repo-disk-3"},
         "volumeSnapshotClassName": "csi-snapclass",

@@ -12,6 +12,7 @@ from typing import Any
 
 from helmr.control import StorageLimits
 from helmr.kube.labels import (
+    ANNOTATION_TURNS,
     LABEL_DISK,
     LABEL_SAVE_VERSION,
     LABEL_SESSION_ID,
@@ -131,10 +132,13 @@ class SaveSpec:
     session_id: str
     turn_id: str
     snapshot_class: str | None
+    covered_turns: tuple[str, ...] = ()
+    """The Turns of the saves it covers, oldest first: its snapshot holds their state too."""
 
 
 def build_save_spec(spec: SaveSpec) -> dict[str, Any]:
-    """The VolumeSnapshot of save ``version``, taken of the claim of disk ``disk``."""
+    """The VolumeSnapshot of save ``version``, taken of the claim of disk ``disk``,
+    naming the Turns whose state it holds."""
     metadata = _metadata(
         spec.workspace,
         save_name(spec.workspace.name, spec.version),
@@ -145,6 +149,7 @@ def build_save_spec(spec: SaveSpec) -> dict[str, Any]:
             LABEL_TURN_ID: spec.turn_id,
         },
     )
+    metadata["annotations"] = {ANNOTATION_TURNS: ",".join((*spec.covered_turns, spec.turn_id))}
     body: dict[str, Any] = {
         "source": {"persistentVolumeClaimName": claim_name(spec.workspace.name, spec.disk)}
     }

@@ -322,6 +322,12 @@ class Disks:
             session_id=save.session_id,
             turn_id=save.turn_id,
             snapshot_class=computer.volume_snapshot_class_name,
+            covered_turns=tuple(
+                covered.turn_id
+                for covered in await self.control.covered_saves(
+                    save.namespace, save.workspace, save.version
+                )
+            ),
         )
         try:
             await self.kube.create_snapshot(save.namespace, build_save_spec(spec))
