@@ -29,7 +29,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from tests.compose import open_plane
 
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.store.store import POSTGRES_SCHEMES
 
 NOT_COPIED = ("schema_version",)

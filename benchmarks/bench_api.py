@@ -32,7 +32,7 @@ from pathlib import Path
 
 import aiohttp
 
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.events import EventKind
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api_requests import MAX_PAGE, EnqueueBody, EventsQuery

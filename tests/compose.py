@@ -21,7 +21,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from helmr.control import Control, ControlConfig
+from helmr.control import ControlConfig
+from helmr.control.control import Control
 from helmr.protocol.api_routes import STREAM_KEEPALIVE
 from helmr.server import (
     Grant,

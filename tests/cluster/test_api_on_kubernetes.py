@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from kubernetes import client
 
 from helmr.client import Client, SessionRef
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.resources import GROUP, SESSIONS, TURNS, VERSION
 from helmr.server import StaticRunnerTokens, build_app
 from helmr.server.kube_auth import KubeAuthenticator

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.kube.lease import KubeLease, LeaseRecord
 from helmr.operator.leadership.leader import Leadership
 from helmr.operator.leadership.lease import LeaderElector, LeaseTiming

@@ -15,7 +15,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from pydantic import JsonValue
 
-from helmr.control import Control, SessionView, TurnView
+from helmr.control import SessionView, TurnView
+from helmr.control.control import Control
 from helmr.protocol import EPOCH_HEADER
 from helmr.server import Grant, StaticRunnerTokens, User
 

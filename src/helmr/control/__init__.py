@@ -1,7 +1,13 @@
 """The Session/Turn state machine over the timeline store (plain async code, no Kubernetes).
 
-``Control(store, config=None)`` (:mod:`helmr.control.control`) is the one entry
-point. Every method is ``async`` and each control is one store transaction, so
+Control has a side for each caller, each a small typed surface: ``PublicControl``
+(the REST API), ``RunnerControl`` (the runner API), ``OperatorControl`` (the
+operator; the only one whose writes the leader's term fences), the first and last
+sharing the Session verbs (``SessionControls``). ``ApiControl`` is the two APIs'
+and ``Control`` all of them (:mod:`helmr.control.control`). Each caller imports
+its side from its module (import-linter holds each to it); this package gives the
+views and names every side shares. Every method is
+``async`` and each control is one store transaction, so
 a state change commits together with the events that record it. Its methods
 are the transaction functions of these modules, whose docstrings are the
 reference (``help(Control.enqueue)`` shows them):
@@ -27,7 +33,6 @@ their data: docs/architecture.md.
 """
 
 from helmr.control.config import ControlConfig
-from helmr.control.control import Control
 from helmr.control.record import REPORTED_KINDS
 from helmr.control.views import ProcessOutcome, ProcessStop, SessionCounts, SessionName
 from helmr.protocol.api import (
@@ -44,7 +49,6 @@ from helmr.store import SessionLimits, StorageLimits
 __all__ = [
     "NO_RESULT",
     "REPORTED_KINDS",
-    "Control",
     "ControlConfig",
     "HoldView",
     "MessageView",

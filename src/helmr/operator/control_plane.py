@@ -14,7 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from helmr.control import Control, ControlConfig, SessionView
+from helmr.control import ControlConfig, SessionView
+from helmr.control.control import ApiControl
+from helmr.control.operator_api import OperatorControl
 from helmr.kube.client import ApiClient, Kube, load_config
 from helmr.operator.at_once import AT_ONCE
 from helmr.operator.heap_trim import trim_heap_periodically
@@ -66,8 +68,8 @@ class ControlPlane:
         # The leader's work (supervisor, status mirror, kopf's handlers) writes
         # fenced by its term, in the store's background lane; the APIs, served by
         # every replica, unfenced, never queued behind it.
-        self.control = Control(store.background(), config, fence=self.leadership.fence)
-        self.api_control = Control(store, config)
+        self.control = OperatorControl(store.background(), config, fence=self.leadership.fence)
+        self.api_control = ApiControl(store, config)
         self.kube = Kube(api)
         self.runner_pods = RunnerPods()
         # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).

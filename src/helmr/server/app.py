@@ -8,7 +8,7 @@ from aiohttp import web
 from prometheus_client.registry import Collector
 
 from helmr import __version__
-from helmr.control import Control
+from helmr.control.control import ApiControl
 from helmr.errors import ErrorBody
 from helmr.protocol.api_routes import STREAM_KEEPALIVE
 from helmr.server.access import AccessGuard
@@ -38,7 +38,7 @@ def _always_leading() -> bool:
 
 
 def build_app(
-    control: Control,
+    control: ApiControl,
     authenticator: Authenticator,
     runner_tokens: RunnerTokenVerifier,
     *,

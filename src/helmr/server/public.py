@@ -17,7 +17,7 @@ from typing import Protocol
 from aiohttp import web
 from ulid import ULID
 
-from helmr.control import Control
+from helmr.control.public_api import PublicControl
 from helmr.events import Event, EventPage
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api import (
@@ -75,7 +75,7 @@ class Mirror(Protocol):
 class PublicApi:
     def __init__(
         self,
-        control: Control,
+        control: PublicControl,
         mirror: Mirror | None,
         streams: sse.Streams,
         *,

@@ -14,7 +14,8 @@ from functools import partial
 
 from pydantic import RootModel
 
-from helmr.control import NO_RESULT, Control
+from helmr.control import NO_RESULT
+from helmr.control.runner_api import RunnerControl
 from helmr.protocol import (
     Ack,
     CompleteRequest,
@@ -72,7 +73,7 @@ def ignore_connection(session_id: str, epoch: int) -> None:
 class RunnerApi:
     def __init__(
         self,
-        control: Control,
+        control: RunnerControl,
         connected: RunnerConnected = ignore_connection,
         *,
         traces: TurnTraceFacts | None = None,

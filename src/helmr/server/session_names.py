@@ -11,7 +11,8 @@ of the first enqueue's own.
 
 from __future__ import annotations
 
-from helmr.control import Control, SessionName
+from helmr.control import SessionName
+from helmr.control.public_api import PublicControl
 
 KEPT = 16_384
 """Sessions whose name is kept (the earliest kept is forgotten first): about
@@ -19,7 +20,7 @@ KEPT = 16_384
 
 
 class SessionNames:
-    def __init__(self, control: Control, kept: int = KEPT) -> None:
+    def __init__(self, control: PublicControl, kept: int = KEPT) -> None:
         self._control = control
         self._kept = kept
         self._names: dict[str, SessionName] = {}

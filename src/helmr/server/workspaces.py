@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Protocol
 
-from helmr.control import Control
+from helmr.control.public_api import PublicControl
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api import WorkspaceView
 from helmr.protocol.api_requests import WorkspacePath
@@ -23,7 +23,7 @@ class WorkspaceDeleter(Protocol):
 
 
 class WorkspaceApi:
-    def __init__(self, control: Control, deleter: WorkspaceDeleter | None) -> None:
+    def __init__(self, control: PublicControl, deleter: WorkspaceDeleter | None) -> None:
         self._control = control
         self._deleter = deleter
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.errors import (
     InvalidInput,
     NotFound,

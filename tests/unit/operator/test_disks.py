@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from helmr.control import Control, ControlConfig
+from helmr.control import ControlConfig
+from helmr.control.control import Control
 from helmr.errors import Conflict
 from helmr.kube.client import HELD_POLICY
 from helmr.kube.errors import KubeError, translated

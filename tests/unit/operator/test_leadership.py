@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.operator.leadership.leader import Leadership
 from helmr.operator.leadership.lease import LeaderElector
 from helmr.operator.mirror.custom_resources import CustomResourceMirror

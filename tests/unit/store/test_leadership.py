@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helmr.control import Control
+from helmr.control.control import Control
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from helmr.control import Control, SessionView
+from helmr.control import SessionView
+from helmr.control.operator_api import OperatorControl
 from helmr.errors import Conflict
 from helmr.kube.client import Kube, namespace_terminating, refused_as_held
 from helmr.kube.errors import Forbidden
@@ -62,7 +63,7 @@ class RestoreFailed(Exception):
 
 
 class Disks:
-    def __init__(self, control: Control, kube: Kube, metrics: OperatorMetrics) -> None:
+    def __init__(self, control: OperatorControl, kube: Kube, metrics: OperatorMetrics) -> None:
         self.control = control
         self.kube = kube
         self.metrics = metrics

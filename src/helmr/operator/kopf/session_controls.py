@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from helmr.control import Control, SessionView
+from helmr.control import SessionView
+from helmr.control.operator_api import OperatorControl
 from helmr.errors import HoldMismatch, HoldNotConverged, SessionNotOpen
 from helmr.resources import SessionSpec
 from helmr.states import ENDED_SESSION_STATUSES
@@ -28,7 +29,7 @@ class Refused(Exception):
 
 
 async def apply_spec(
-    control: Control, view: SessionView, spec: SessionSpec, *, interrupt: bool
+    control: OperatorControl, view: SessionView, spec: SessionSpec, *, interrupt: bool
 ) -> None:
     """Brings the Session (``view``, as the caller just read it) to what ``spec``
     asks; ``interrupt``: ``spec.interrupt`` is new. Nothing is read again: a resumed
@@ -52,7 +53,7 @@ async def apply_spec(
         await _resume(control, session_id, spec.resume.hold_id)
 
 
-async def _resume(control: Control, session_id: str, hold_id: str) -> None:
+async def _resume(control: OperatorControl, session_id: str, hold_id: str) -> None:
     try:
         await control.resume(session_id, hold_id)
     except HoldNotConverged as e:

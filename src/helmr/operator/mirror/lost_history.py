@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from helmr.control import Control, SessionView
+from helmr.control import SessionView
+from helmr.control.operator_api import OperatorControl
 from helmr.errors import NotFound
 from helmr.kube import threads as kube_threads
 from helmr.kube.client import Kube
@@ -44,7 +45,7 @@ class HistoryLost(Exception):
     """The resource shows its Session was admitted, and the store no longer has it."""
 
 
-async def admitted(control: Control, session: Session) -> SessionView | None:
+async def admitted(control: OperatorControl, session: Session) -> SessionView | None:
     """The store's view of the Session the resource's ``status.sessionId`` names (one
     read), or None when the status names none (not admitted yet, or not mirrored
     yet). Raises :class:`HistoryLost` when the store no longer has it."""

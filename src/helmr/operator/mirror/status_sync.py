@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from functools import partial
 
 from helmr import logs
-from helmr.control import Control, SessionView, TurnView
+from helmr.control import SessionView, TurnView
+from helmr.control.operator_api import OperatorControl
 from helmr.events import TURN_ENDINGS, Event, EventKind, EventPage
 from helmr.kube.client import namespace_terminating
 from helmr.kube.errors import BadRequest, Invalid, KubeError
@@ -57,7 +58,7 @@ SessionHook = Callable[[SessionView], Awaitable[None]]
 class StatusSync:
     def __init__(
         self,
-        control: Control,
+        control: OperatorControl,
         mirror: CustomResourceMirror,
         metrics: OperatorMetrics,
         *,

@@ -21,7 +21,8 @@ from functools import partial
 from typing import Any
 
 from helmr import logs
-from helmr.control import Control, ProcessStop, SessionView
+from helmr.control import ProcessStop, SessionView
+from helmr.control.operator_api import OperatorControl
 from helmr.errors import NotFound
 from helmr.kube.client import Kube, PodRef, namespace_terminating
 from helmr.kube.errors import KubeError
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 class Supervisor:
     def __init__(
         self,
-        control: Control,
+        control: OperatorControl,
         kube: Kube,
         runner_pods: RunnerPods,
         settings: Settings,

@@ -1,0 +1,118 @@
+"""The runner API's Control: what a runner process asks of its Session.
+
+Every call is fenced by the process's epoch: ``StaleEpoch`` unless ``epoch`` is
+the live process's. Most are transaction functions bound as methods
+(:mod:`helmr.control.transaction`); the rest are long polls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from pydantic import JsonValue
+
+from helmr.control import limits, messages, sessions, stop_notices, storage_pressure, turns
+from helmr.control.surface import Surface
+from helmr.control.transaction import writes
+from helmr.errors import ReceiveTimeout
+from helmr.protocol.api import MessageView, TurnView
+
+
+class RunnerControl(Surface):
+    async def receive(
+        self,
+        session_id: str,
+        epoch: int,
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+        *,
+        metadata: dict[str, JsonValue] | None = None,
+        tags: list[str] | None = None,
+    ) -> TurnView | None:
+        """The Turn to run (:func:`helmr.control.turns.take_next`, which records
+        ``metadata`` and ``tags`` on the ``turn.running`` of a Turn it starts); None
+        once there is none for this process (closing Session drained, or the
+        process must stop); ReceiveTimeout after ``timeout``."""
+        take_next = partial(
+            self._store.write,
+            partial(
+                turns.take_next, session_id=session_id, epoch=epoch, metadata=metadata, tags=tags
+            ),
+        )
+        answer = await self._wait_for(
+            session_id,
+            timeout,
+            partial(self._look_first, session_id, epoch, take_next),
+            lambda found: found is not None,
+            # Woken by a commit to the Session, most often the enqueue it waited
+            # for: a read first would only add a transaction before the write.
+            again=take_next,
+        )
+        if answer is None:
+            raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
+        return None if answer == "drained" else answer
+
+    async def _look_first(
+        self,
+        session_id: str,
+        epoch: int,
+        take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+    ) -> TurnView | turns.Drained | None:
+        """``take_next``, in a write transaction only when a read one cannot answer
+        (:func:`~helmr.control.turns.look`): most receives find nothing to do, all
+        of them at once after a restart."""
+        answer = await self._store.read(partial(turns.look, session_id=session_id, epoch=epoch))
+        if answer is not turns.Unanswered.TAKE_NEXT:
+            return answer
+        return await take_next()
+
+    cancel_own = writes(sessions.cancel_own)
+    take_code_settings = writes(limits.take_code_settings)
+    output = writes(turns.output)
+    respond = writes(turns.respond)
+    complete = writes(turns.complete)
+    fail = writes(turns.fail)
+    messages_ready = writes(messages.ready)
+    report_message = writes(messages.report)
+    report_storage = writes(storage_pressure.report)
+
+    async def next_message(
+        self,
+        session_id: str,
+        epoch: int,
+        turn_id: str,
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+    ) -> MessageView | None:
+        """The oldest message not yet started (:func:`helmr.control.messages.next_waiting`),
+        or None when ``timeout`` ends first."""
+        return await self._wait_for(
+            session_id,
+            timeout,
+            partial(
+                self._store.read,
+                partial(messages.next_waiting, session_id=session_id, epoch=epoch, turn_id=turn_id),
+            ),
+            lambda message: message is not None,
+        )
+
+    async def requested_stops(
+        self,
+        session_id: str,
+        epoch: int,
+        turn_ids: list[str],
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+    ) -> list[str]:
+        """The stop channel: the ids among ``turn_ids`` this process must stop
+        (:func:`helmr.control.stop_notices.requested`), as soon as there are any;
+        empty when ``timeout`` ends first."""
+        return await self._wait_for(
+            session_id,
+            timeout,
+            partial(
+                self._store.read,
+                partial(
+                    stop_notices.requested, session_id=session_id, epoch=epoch, turn_ids=turn_ids
+                ),
+            ),
+            bool,
+        )
