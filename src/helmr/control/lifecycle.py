@@ -37,16 +37,7 @@ def end_turn(
         # A settling Turn's waiting messages were rejected as it began settling,
         # and it admits none since (TurnSettling): nothing to look for.
         reject_waiting_messages(tx, turn, reason=f"turn_{status}")
-    changes: dict[str, object] = {
-        "status": status,
-        "ended_at": tx.now,
-        "settling": None,
-        "reason": reason,
-    }
-    if status != "completed":
-        # A response is delivered only with a successful outcome.
-        changes |= {"has_response": False, "response": None}
-    turn = turns.update(tx, turn, **changes)
+    turn = turns.ended(tx, turn, status, reason)
     record(
         tx,
         turn.session_id,
@@ -57,12 +48,7 @@ def end_turn(
         epoch=turn.epoch,
     )
     session = sessions.require(tx, turn.session_id)
-    session_changes: dict[str, object] = {}
-    if session.active_turn_id == turn.id:
-        session_changes["active_turn_id"] = None
-    if status == "completed":
-        session_changes |= {"consecutive_failures": 0, "consecutive_losses": 0}
-    sessions.update(tx, session.id, **session_changes)
+    sessions.turn_ended(tx, session, turn.id, completed=status == "completed")
     if status == "completed":
         # In the transaction that commits the outcome: a crash cannot lose the request.
         disks.request_save(tx, session, turn)
@@ -83,14 +69,14 @@ def request_stop(tx: Tx, turn: TurnRow, grace: timedelta) -> None:
     failure. A stop asked for meanwhile (cancel, close) supersedes the deadline;
     an earlier deadline stands.
     """
-    turns.update(tx, turn, deadline_at=None)
+    turns.no_deadline(tx, turn)
     session = sessions.require(tx, turn.session_id)
     if (
         session.process_live
         and session.process_epoch == turn.epoch
         and session.stop_deadline_at is None
     ):
-        sessions.update(tx, session.id, stop_deadline_at=tx.now + grace)
+        sessions.stop_deadline(tx, session.id, tx.now + grace)
 
 
 def converge_stop(tx: Tx, session: SessionRow) -> TurnRow | None:
@@ -98,7 +84,7 @@ def converge_stop(tx: Tx, session: SessionRow) -> TurnRow | None:
     becomes that Turn's ``interrupted`` outcome now, exactly once. Returns the Turn
     it ended, if any; the stop grace deadline is cleared either way."""
     if session.stop_deadline_at is not None:
-        sessions.update(tx, session.id, stop_deadline_at=None)
+        sessions.stop_deadline(tx, session.id, None)
     turn = active_turn(tx, session)
     stop = None if turn is None else stop_request(session, turn)
     if turn is None or stop is None:
@@ -149,12 +135,12 @@ def finish_closing(tx: Tx, session_id: str) -> None:
     ):
         return
     if session.process_live:
-        if session.stop_reason is None:
-            sessions.update(tx, session_id, stop_reason=session.close_how)
+        if session.stop_reason is None and session.close_how is not None:
+            sessions.ask_stop(tx, session_id, session.close_how)
         return
     if session.hold is not None:
         holds.release(tx, session.hold.id, how="closed")
-    sessions.update(tx, session_id, status="closed", closed_at=tx.now, hold_id=None)
+    sessions.closed(tx, session_id)
     record(tx, session_id, EventKind.SESSION_CLOSED, {"how": session.close_how}, subject=None)
 
 
@@ -175,21 +161,15 @@ def fail_session(tx: Tx, session_id: str, reason: str) -> None:
         interrupt_turn(tx, turn, stop.reason, **stop.details)
     if session.hold is not None:
         holds.release(tx, session.hold.id, how="failed")
-    sessions.update(
-        tx,
-        session_id,
-        status="failed",
-        failure_reason=reason,
-        closed_at=tx.now,
-        hold_id=None,
-        stop_reason=StopReason.SESSION_FAILED if session.process_live else None,
+    sessions.failed(
+        tx, session_id, reason, StopReason.SESSION_FAILED if session.process_live else None
     )
 
 
 def reject_waiting_messages(tx: Tx, turn: TurnRow, *, reason: str) -> None:
     """Rejects the Turn's accepted messages whose handler never started."""
     for message in messages.with_status(tx, turn.id, "admitted"):
-        messages.update(tx, message, status="rejected", reason=reason)
+        messages.set_status(tx, message, "rejected", reason)
         record(
             tx,
             turn.session_id,

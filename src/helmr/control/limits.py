@@ -65,7 +65,7 @@ def take_code_settings(tx: Tx, session_id: str, epoch: int, declared: ActorSetti
     )
     sessions.set_limits(tx, session_id, taken)
     if run_starts_now and taken.max_run_duration is not None:
-        sessions.update(tx, session_id, run_deadline_at=tx.now + taken.max_run_duration)
+        sessions.run_deadline(tx, session_id, tx.now + taken.max_run_duration)
 
 
 def with_code_settings(limits: SessionLimits, declared: ActorSettings) -> SessionLimits:
@@ -103,7 +103,7 @@ def expire_idle(tx: Tx, now: datetime) -> list[str]:
     """
     expired = [session_id for session_id, at in _idle_expiries(tx) if at <= now]
     for session_id in expired:
-        sessions.update(tx, session_id, status="closing", close_how="idle")
+        sessions.begin_closing(tx, session_id, "idle")
         finish_closing(tx, session_id)
     return expired
 

@@ -84,7 +84,7 @@ def ready(tx: Tx, session_id: str, epoch: int, turn_id: str) -> TurnView:
     session = guards.runner(tx, session_id, epoch)
     turn = guards.active(tx, session, turn_id)
     if turn.messages_ready_at is None:
-        turn = turns.update(tx, turn, messages_ready_at=tx.now)
+        turn = turns.messages_ready(tx, turn)
     return turn_view(turn)
 
 
@@ -126,7 +126,7 @@ def report(
             f"message {message_id} is {message.status} and cannot become {outcome}",
             message_id=message_id,
         )
-    message = messages.update(tx, message, status=outcome.value, reason=reason)
+    message = messages.set_status(tx, message, outcome.value, reason)
     data: dict[str, JsonValue] = {"messageId": message_id}
     if outcome is MessageOutcome.UNKNOWN:
         data |= {"reason": HANDLER_FAILED, "outcome": outcome.value, "error": reason}

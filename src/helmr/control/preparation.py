@@ -37,14 +37,7 @@ def prepared(tx: Tx, session_id: str, epoch: int) -> None:
     session = sessions.require(tx, session_id)
     if is_live(session, epoch) and session.prepare_deadline_at is not None:
         run = None if session.limits is None else session.limits.max_run_duration
-        sessions.update(
-            tx,
-            session_id,
-            prepare_deadline_at=None,
-            preparation_failures=0,
-            retry_at=None,
-            run_deadline_at=None if run is None else tx.now + run,
-        )
+        sessions.prepared(tx, session_id, None if run is None else tx.now + run)
 
 
 def failed(
@@ -90,7 +83,7 @@ def failed(
         epoch=epoch,
     )
     delay = min(backoff * 2 ** (attempt - 1), MAX_BACKOFF)
-    sessions.update(tx, session_id, preparation_failures=attempt, retry_at=tx.now + delay)
+    sessions.preparation_failed(tx, session_id, attempt, tx.now + delay)
     if attempt >= max_attempts:
         fail_session(tx, session_id, FailureReason.PREPARATION_EXHAUSTED.because(detail))
     return outcome(tx, session_id, epoch, "failed", None)

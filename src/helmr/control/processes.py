@@ -50,15 +50,7 @@ def started(tx: Tx, config: ControlConfig, session_id: str) -> int:
             epoch=session.process_epoch,
         )
     epoch = session.process_epoch + 1
-    sessions.update(
-        tx,
-        session_id,
-        process_epoch=epoch,
-        process_live=True,
-        stop_reason=None,
-        prepare_deadline_at=tx.now + config.preparation_timeout,
-        retry_at=None,
-    )
+    sessions.process_started(tx, session_id, epoch, tx.now + config.preparation_timeout)
     return epoch
 
 
@@ -216,7 +208,7 @@ def execution_lost(
         epoch=epoch,
     )
     losses = session.consecutive_losses + 1
-    sessions.update(tx, session_id, consecutive_losses=losses)
+    sessions.execution_losses(tx, session_id, losses)
     finish_closing(tx, session_id)
     if (
         losses >= config.max_execution_losses
@@ -241,7 +233,7 @@ def _hold_for_gap(tx: Tx, session_id: str) -> str:
             holds.set_reason(tx, session.hold.id, "recovery_gap")
         return session.hold.id
     hold = holds.insert(tx, session_id, reason="recovery_gap", scope="session", turn_id=None)
-    sessions.update(tx, session_id, hold_id=hold.id)
+    sessions.hold(tx, session_id, hold.id)
     return hold.id
 
 
@@ -254,7 +246,7 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
         interrupt_turn(tx, turn, InterruptReason.TURN_DEADLINE_ELAPSED)
         session = sessions.require(tx, turn.session_id)
         if is_live(session, turn.epoch):
-            sessions.update(tx, session.id, stop_reason=StopReason.TURN_DEADLINE_ELAPSED)
+            sessions.ask_stop(tx, session.id, StopReason.TURN_DEADLINE_ELAPSED)
             stops.append(
                 ProcessStop(
                     session_id=session.id,
@@ -264,9 +256,7 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
             )
         finish_closing(tx, session.id)
     for session in sessions.past_stop_deadline(tx, now):
-        sessions.update(
-            tx, session.id, stop_reason=StopReason.STOP_DEADLINE_ELAPSED, stop_deadline_at=None
-        )
+        sessions.ask_stop(tx, session.id, StopReason.STOP_DEADLINE_ELAPSED, overdue=True)
         stops.append(
             ProcessStop(
                 session_id=session.id,
@@ -277,7 +267,7 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
     # A Run past its maxDuration holding a Turn stops when it asks for the next
     # one (turns.take_next); one waiting for work is stopped now.
     for session in sessions.idle_past_run_deadline(tx, now):
-        sessions.update(tx, session.id, stop_reason=StopReason.RUN_DURATION_ELAPSED)
+        sessions.ask_stop(tx, session.id, StopReason.RUN_DURATION_ELAPSED)
         stops.append(
             ProcessStop(
                 session_id=session.id,
@@ -319,29 +309,19 @@ def is_live(session: SessionRow, epoch: int | None) -> bool:
 
 
 def end_process(tx: Tx, session: SessionRow) -> None:
-    sessions.update(
-        tx,
-        session.id,
-        process_live=False,
-        stop_reason=None,
-        stop_deadline_at=None,
-        prepare_deadline_at=None,
-        run_deadline_at=None,
-    )
+    sessions.process_ended(tx, session.id)
 
 
 def _count_failure(tx: Tx, config: ControlConfig, session_id: str) -> str | None:
     """Counts one process failure; returns the hold it caused, if it caused one."""
     session = sessions.require(tx, session_id)
     count = session.consecutive_failures + 1
-    changes: dict[str, object] = {"consecutive_failures": count}
     hold_id = None
     if count >= config.max_process_failures and session.hold is None:
         hold_id = holds.insert(
             tx, session_id, reason="process_failures", scope="session", turn_id=None
         ).id
-        changes["hold_id"] = hold_id
-    sessions.update(tx, session_id, **changes)
+    sessions.process_failures(tx, session_id, count, hold_id)
     return hold_id
 
 

@@ -105,7 +105,7 @@ def interrupt(
     hold = holds.insert(
         tx, session_id, reason="interrupt", scope=scope, turn_id=None if turn is None else turn.id
     )
-    sessions.update(tx, session_id, hold_id=hold.id)
+    sessions.hold(tx, session_id, hold.id)
     record(
         tx,
         session_id,
@@ -140,10 +140,7 @@ def resume(tx: Tx, session_id: str, hold_id: str) -> SessionView:
                 turn_id=hold.turn_id,
             )
         holds.release(tx, hold_id, how="resume")
-        changes: dict[str, object] = {"hold_id": None}
-        if hold.reason == "process_failures":
-            changes["consecutive_failures"] = 0
-        sessions.update(tx, session_id, **changes)
+        sessions.release_hold(tx, session_id, reset_failures=hold.reason == "process_failures")
         record(
             tx,
             session_id,
@@ -178,14 +175,12 @@ def cancel(tx: Tx, session_id: str) -> SessionView:
         return load_session(tx, session_id)
     if session.status in ENDED_SESSION_STATUSES:
         raise SessionNotOpen(f"session {session_id} is already {session.status}")
-    sessions.update(
-        tx, session_id, status="closing", close_how="cancel", cancel_requested_at=tx.now
-    )
+    sessions.begin_closing(tx, session_id, "cancel")
     cancel_queued(tx, session_id, reason=None)
     turn = active_turn(tx, session)
     if turn is not None:
         # Stopping for the cancel now: its maxTurnDuration must not end it otherwise.
-        turns.update(tx, turn, deadline_at=None)
+        turns.no_deadline(tx, turn)
     finish_closing(tx, session_id)
     return load_session(tx, session_id)
 
@@ -212,7 +207,7 @@ def close(tx: Tx, session_id: str, *, how: Literal["close", "idle"] = "close") -
     idle = session.active_turn_id is None and not turns.count_queued(tx, session_id)
     if how == "idle" and not idle:
         raise Conflict(f"session {session_id} is not idle", session_id=session_id)
-    sessions.update(tx, session_id, status="closing", close_how=how)
+    sessions.begin_closing(tx, session_id, how)
     if not idle:
         record(tx, session_id, EventKind.SESSION_CLOSE, {}, subject=None)
     finish_closing(tx, session_id)

@@ -131,7 +131,7 @@ def _stop(
     _record(tx, session, row, episode, "stopped", used_bytes, hold_id, turnId=turn.id)
     interrupt_turn(tx, turn, InterruptReason.STORAGE_EXHAUSTED, holdId=hold_id)
     if session.stop_reason is None:
-        sessions.update(tx, session.id, stop_reason=StopReason.STORAGE_EXHAUSTED)
+        sessions.ask_stop(tx, session.id, StopReason.STORAGE_EXHAUSTED)
     finish_closing(tx, session.id)
     return "stopped"
 
@@ -142,7 +142,7 @@ def _resolve(tx: Tx, session: SessionRow, row: StorageRow, used_bytes: int) -> S
     if hold is not None and hold.released_at is None and hold.reason == "storage_pressure":
         holds.release(tx, hold.id, how="storage_resolved")
         if session.hold is not None and session.hold.id == hold.id:
-            sessions.update(tx, session.id, hold_id=None)
+            sessions.release_hold(tx, session.id)
     storage_pressure.set_episode(tx, session.id, episode=row.episode, state=None, hold_id=None)
     _record(tx, session, row, row.episode, "resolved", used_bytes, row.hold_id)
     return "resolved"
@@ -154,7 +154,7 @@ def _hold(tx: Tx, session: SessionRow, turn_id: str | None) -> str:
     if session.hold is not None:
         return session.hold.id
     hold = holds.insert(tx, session.id, reason="storage_pressure", scope="session", turn_id=turn_id)
-    sessions.update(tx, session.id, hold_id=hold.id)
+    sessions.hold(tx, session.id, hold.id)
     return hold.id
 
 

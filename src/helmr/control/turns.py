@@ -7,7 +7,7 @@ process can never commit output or outcomes.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from typing import Literal
@@ -29,7 +29,6 @@ from helmr.events import Event, EventKind
 from helmr.protocol.api import SessionView, TurnView
 from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome, StopReason, TurnSource
 from helmr.store import ReadTx, SessionRow, TurnRow, Tx, sessions, timeline, turns
-from helmr.store.codec import dump_json
 
 Drained = Literal["drained"]
 """``take_next``'s answer when this process gets no more Turns: the closing
@@ -198,7 +197,7 @@ def take_next(
     if answer is not Unanswered.TAKE_NEXT:
         return answer
     if step is Step.END_RUN:
-        sessions.update(tx, session_id, stop_reason=StopReason.RUN_DURATION_ELAPSED)
+        sessions.ask_stop(tx, session_id, StopReason.RUN_DURATION_ELAPSED)
         return "drained"
     if step is Step.START and turn is not None:
         return _start(tx, session, turn, epoch, _labels(metadata, tags))
@@ -222,10 +221,8 @@ def _start(
     session_id = session.id
     limit = None if session.limits is None else session.limits.max_turn_duration
     deadline = None if limit is None else tx.now + limit
-    turn = turns.update(
-        tx, head, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline
-    )
-    sessions.update(tx, session_id, active_turn_id=turn.id)
+    turn = turns.started(tx, head, epoch, deadline)
+    sessions.turn_started(tx, session_id, turn.id)
     record(
         tx,
         session_id,
@@ -265,27 +262,32 @@ def respond(tx: Tx, session_id: str, epoch: int, turn_id: str, value: JsonValue)
     (TurnSettling once the Turn settles)."""
     session = guards.runner(tx, session_id, epoch)
     turn = guards.unsettled(guards.active(tx, session, turn_id))
-    return turn_view(turns.update(tx, turn, has_response=True, response=dump_json(value)))
+    return turn_view(turns.responded(tx, turn, value))
 
 
 def complete(
     tx: Tx, session_id: str, epoch: int, turn_id: str, result: JsonValue | NoResult = NO_RESULT
 ) -> TurnView:
     """Settles the Turn as completed, with ``result`` (None is JSON null) or without one."""
-    if result is NO_RESULT:
-        return _settle(tx, session_id, epoch, turn_id, "completed", has_result=False, result=None)
     return _settle(
-        tx, session_id, epoch, turn_id, "completed", has_result=True, result=dump_json(result)
+        tx, session_id, epoch, turn_id, "completed", lambda turn: turns.completing(tx, turn, result)
     )
 
 
 def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) -> TurnView:
     """Settles the Turn as failed with ``error`` (bounded to what the Turn CRD holds)."""
-    return _settle(tx, session_id, epoch, turn_id, "failed", error=dump_json(asdict(error)))
+    return _settle(
+        tx, session_id, epoch, turn_id, "failed", lambda turn: turns.failing(tx, turn, error)
+    )
 
 
 def _settle(
-    tx: Tx, session_id: str, epoch: int, turn_id: str, outcome: Outcome, **changes: object
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    turn_id: str,
+    outcome: Outcome,
+    settling: Callable[[TurnRow], TurnRow],
 ) -> TurnView:
     """Starts settlement: no more sends, unstarted messages rejected, outcome kept.
 
@@ -298,6 +300,6 @@ def _settle(
     if outcome in (turn.status, turn.settling):
         return turn_view(turn)
     turn = guards.unsettled(guards.running(session, turn))
-    turn = turns.update(tx, turn, settling=outcome, **changes)
+    turn = settling(turn)
     reject_waiting_messages(tx, turn, reason="turn_settling")
     return turn_view(settle_if_drained(tx, turn))

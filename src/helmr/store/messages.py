@@ -41,8 +41,11 @@ def with_status(rt: ReadTx, turn_id: str, status: MessageStatus) -> list[Message
     return [MessageRow.load(row) for row in rows]
 
 
-def update(tx: Tx, message: MessageRow, **changes: object) -> MessageRow:
-    tx.update("messages", message.id, changes)
+def set_status(
+    tx: Tx, message: MessageRow, status: MessageStatus, reason: str | None
+) -> MessageRow:
+    """``message`` moved to ``status`` (``reason``: why it was rejected, or failed)."""
+    tx.update("messages", message.id, {"status": status, "reason": reason})
     tx.touch(message.session_id)
     return _require(tx, message.id)
 

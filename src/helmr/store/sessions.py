@@ -1,4 +1,5 @@
-"""Session rows: creation, lookup and the queries the operator side polls."""
+"""Session rows: creation, lookup, each change of state by its name (Control says
+when; no column name leaves this module), and the queries the operator side polls."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from helmr.errors import NotFound
-from helmr.states import HoldReason, SessionStatus
+from helmr.states import CloseHow, HoldReason, SessionStatus, StopReason
 from helmr.store import holds, turns
 from helmr.store.codec import dump_time, load_time, new_id
 from helmr.store.rows import SessionLimits, SessionRow
@@ -116,9 +117,130 @@ def workspace_owner(rt: ReadTx, namespace: str, workspace: str) -> SessionRow | 
     )
 
 
-def update(tx: Tx, session_id: str, **changes: object) -> None:
+def _update(tx: Tx, session_id: str, **changes: object) -> None:
     tx.update("sessions", session_id, changes)
     tx.touch(session_id)
+
+
+def hold(tx: Tx, session_id: str, hold_id: str) -> None:
+    """The Session is held by ``hold_id`` (its row in ``holds``)."""
+    _update(tx, session_id, hold_id=hold_id)
+
+
+def release_hold(tx: Tx, session_id: str, *, reset_failures: bool = False) -> None:
+    """The Session is held no more; ``reset_failures``: its process failures count anew."""
+    changes: dict[str, object] = {"hold_id": None}
+    if reset_failures:
+        changes["consecutive_failures"] = 0
+    _update(tx, session_id, **changes)
+
+
+def begin_closing(tx: Tx, session_id: str, how: CloseHow) -> None:
+    """The Session closes ``how``; a cancel is asked for now."""
+    changes: dict[str, object] = {"status": "closing", "close_how": how}
+    if how == "cancel":
+        changes["cancel_requested_at"] = tx.now
+    _update(tx, session_id, **changes)
+
+
+def closed(tx: Tx, session_id: str) -> None:
+    _update(tx, session_id, status="closed", closed_at=tx.now, hold_id=None)
+
+
+def failed(tx: Tx, session_id: str, reason: str, stop: StopReason | None) -> None:
+    """The Session failed for ``reason``; its live process, if any, is asked to ``stop``."""
+    changes = {"failure_reason": reason, "closed_at": tx.now, "hold_id": None}
+    _update(tx, session_id, status="failed", stop_reason=stop, **changes)
+
+
+def ask_stop(tx: Tx, session_id: str, reason: str, *, overdue: bool = False) -> None:
+    """The live process must stop, for ``reason``; ``overdue``: its stop deadline
+    has passed, and is no more."""
+    changes: dict[str, object] = {"stop_reason": reason}
+    if overdue:
+        changes["stop_deadline_at"] = None
+    _update(tx, session_id, **changes)
+
+
+def stop_deadline(tx: Tx, session_id: str, at: datetime | None) -> None:
+    """When the live process must have let go of an interrupted Turn (None: no more)."""
+    _update(tx, session_id, stop_deadline_at=at)
+
+
+def run_deadline(tx: Tx, session_id: str, at: datetime | None) -> None:
+    """When the live process's Run ends (``maxDurationSeconds``)."""
+    _update(tx, session_id, run_deadline_at=at)
+
+
+def process_started(tx: Tx, session_id: str, epoch: int, prepare_by: datetime) -> None:
+    """Process ``epoch`` is live, preparing until ``prepare_by`` at the latest."""
+    _update(
+        tx,
+        session_id,
+        process_epoch=epoch,
+        process_live=True,
+        stop_reason=None,
+        prepare_deadline_at=prepare_by,
+        retry_at=None,
+    )
+
+
+def prepared(tx: Tx, session_id: str, run_ends: datetime | None) -> None:
+    """The live process's preparation succeeded; its Run ends at ``run_ends``."""
+    _update(
+        tx,
+        session_id,
+        prepare_deadline_at=None,
+        preparation_failures=0,
+        retry_at=None,
+        run_deadline_at=run_ends,
+    )
+
+
+def preparation_failed(tx: Tx, session_id: str, attempt: int, retry_at: datetime) -> None:
+    """Its ``attempt``-th preparation in a row failed: no new process before ``retry_at``."""
+    _update(tx, session_id, preparation_failures=attempt, retry_at=retry_at)
+
+
+def process_ended(tx: Tx, session_id: str) -> None:
+    """No process of the Session is live: no stop, deadline or Run is pending."""
+    _update(
+        tx,
+        session_id,
+        process_live=False,
+        stop_reason=None,
+        stop_deadline_at=None,
+        prepare_deadline_at=None,
+        run_deadline_at=None,
+    )
+
+
+def process_failures(tx: Tx, session_id: str, count: int, hold_id: str | None) -> None:
+    """``count`` process failures in a row; ``hold_id``: the hold the last one caused."""
+    changes: dict[str, object] = {"consecutive_failures": count}
+    if hold_id is not None:
+        changes["hold_id"] = hold_id
+    _update(tx, session_id, **changes)
+
+
+def execution_losses(tx: Tx, session_id: str, count: int) -> None:
+    """``count`` execution losses in a row."""
+    _update(tx, session_id, consecutive_losses=count)
+
+
+def turn_started(tx: Tx, session_id: str, turn_id: str) -> None:
+    _update(tx, session_id, active_turn_id=turn_id)
+
+
+def turn_ended(tx: Tx, session: SessionRow, turn_id: str, *, completed: bool) -> None:
+    """Turn ``turn_id`` ended: it is active no more; ``completed``: the failures and
+    losses in a row are over."""
+    changes: dict[str, object] = {}
+    if session.active_turn_id == turn_id:
+        changes["active_turn_id"] = None
+    if completed:
+        changes |= {"consecutive_failures": 0, "consecutive_losses": 0}
+    _update(tx, session.id, **changes)
 
 
 def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:
@@ -126,7 +248,7 @@ def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:
 
 
 def set_limits(tx: Tx, session_id: str, limits: SessionLimits, **changes: object) -> None:
-    update(
+    _update(
         tx,
         session_id,
         **changes,

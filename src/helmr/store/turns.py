@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 
 from pydantic import JsonValue
 
 from helmr.errors import NotFound
+from helmr.states import NO_RESULT, ErrorInfo, NoResult, TerminalTurnStatus
 from helmr.store.codec import dump_json, dump_time, load_time, new_id
 from helmr.store.rows import TurnRow
 from helmr.store.tx import ReadTx, Tx
@@ -92,9 +94,58 @@ def next_deadline(rt: ReadTx) -> datetime | None:
     return load_time(deadline)
 
 
-def update(tx: Tx, turn: TurnRow, **changes: object) -> TurnRow:
+def _update(tx: Tx, turn: TurnRow, **changes: object) -> TurnRow:
     """The Turn with ``changes`` applied, as stored."""
     row = tx.updated("turns", turn.id, changes)
     assert row is not None, f"turn {turn.id} is gone"
     tx.touch(turn.session_id)
     return TurnRow.load(row)
+
+
+# The state changes of a Turn's row, each named for what it is (Control says when).
+
+
+def started(tx: Tx, turn: TurnRow, epoch: int, deadline: datetime | None) -> TurnRow:
+    """``turn`` runs on process ``epoch``, until ``deadline`` at most (``maxTurnDuration``)."""
+    return _update(tx, turn, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline)
+
+
+def no_deadline(tx: Tx, turn: TurnRow) -> TurnRow:
+    """``turn``'s ``maxTurnDuration`` no longer applies (a stop is under way)."""
+    return _update(tx, turn, deadline_at=None)
+
+
+def messages_ready(tx: Tx, turn: TurnRow) -> TurnRow:
+    """The runner takes ``turn``'s messages from now on."""
+    return _update(tx, turn, messages_ready_at=tx.now)
+
+
+def responded(tx: Tx, turn: TurnRow, value: JsonValue) -> TurnRow:
+    """``value`` is the response delivered with a successful outcome."""
+    return _update(tx, turn, has_response=True, response=dump_json(value))
+
+
+def completing(tx: Tx, turn: TurnRow, result: JsonValue | NoResult) -> TurnRow:
+    """The runner settles ``turn`` as completed, with ``result`` (or none)."""
+    if result is NO_RESULT:
+        return _update(tx, turn, settling="completed", has_result=False, result=None)
+    return _update(tx, turn, settling="completed", has_result=True, result=dump_json(result))
+
+
+def failing(tx: Tx, turn: TurnRow, error: ErrorInfo) -> TurnRow:
+    """The runner settles ``turn`` as failed with ``error``."""
+    return _update(tx, turn, settling="failed", error=dump_json(asdict(error)))
+
+
+def ended(tx: Tx, turn: TurnRow, status: TerminalTurnStatus, reason: str | None) -> TurnRow:
+    """``turn`` reached ``status`` (for ``reason``); a response goes only with a
+    successful outcome."""
+    changes: dict[str, object] = {
+        "status": status,
+        "ended_at": tx.now,
+        "settling": None,
+        "reason": reason,
+    }
+    if status != "completed":
+        changes |= {"has_response": False, "response": None}
+    return _update(tx, turn, **changes)

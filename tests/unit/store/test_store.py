@@ -241,7 +241,7 @@ async def test_retention_removes_a_prefix_of_events_and_ended_payloads(
             lambda tx: turns.insert(tx, session, input="old", idempotency_key=None, source="api")
         )
         await s.write(
-            lambda tx: turns.update(tx, ended, status="completed", ended_at=tx.now, result='"r"')
+            lambda tx: turns.ended(tx, turns.completing(tx, ended, "r"), "completed", None)
         )
         queued = await s.write(
             lambda tx: turns.insert(tx, session, input="new", idempotency_key=None, source="api")
