@@ -1,7 +1,8 @@
-"""Keeps runner pods in step with the state machine: start, stop, notice loss.
+"""Keeps runner processes in step with the state machine: start, stop, notice loss.
 
 The store says which sessions need a process and which processes must stop;
-this module turns that into pods. It never keeps state of its own that a
+this module turns that into runners, through a :class:`~.backend.RunnerBackend`
+(pods: :mod:`.pod_runners`). It never keeps state of its own that a
 restart could lose: epochs come from the store, pods are found by label, and
 deadlines are computed from stored timestamps by Control.
 
@@ -18,22 +19,20 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from helmr import logs
 from helmr.control import ProcessStop, SessionView
 from helmr.control.operator_api import OperatorControl
 from helmr.errors import NotFound
-from helmr.kube.client import Kube, PodRef, namespace_terminating
-from helmr.kube.errors import KubeError
-from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
+from helmr.kube.client import Kube, namespace_terminating
 from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.disks.workspaces import Disks, RestoreFailed
 from helmr.operator.runners import pods
+from helmr.operator.runners.backend import RunnerBackend, RunnerRef, StartRefused
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.limits import effective_limits
 from helmr.operator.runners.pod_reports import PodReport
-from helmr.operator.runners.preparation import container_started, pending_detail
+from helmr.operator.runners.pod_runners import PodRunners
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
@@ -52,22 +51,23 @@ class Supervisor:
         settings: Settings,
         metrics: OperatorMetrics,
         clock: Callable[[], datetime] = utc_now,
+        runners: RunnerBackend | None = None,
     ) -> None:
+        """``runners``: where runner processes run (a pod each unless given)."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
         self.kube = kube
         self.runner_pods = runner_pods
+        self.runners: RunnerBackend = runners or PodRunners(kube)
         self.settings = settings
         self.disks = Disks(control, kube, metrics)
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
-        # Namespaces whose runner service account this process has made sure of.
-        self._accounts: set[str] = set()
-        # Pods of live processes that were being deleted when this process
+        # Runners of live processes that were being removed when this process
         # started, by (session, epoch): followed to their end (see recover).
-        self._ending: dict[tuple[str, int], PodRef] = {}
+        self._ending: dict[tuple[str, int], RunnerRef] = {}
 
     def wake(self) -> None:
         """Asks for a pass now (a turn was admitted, a pod ended)."""
@@ -92,13 +92,12 @@ class Supervisor:
         gone (:meth:`_follow_ending`): its DELETED event may come after this listing
         but before kopf's watch of pods lists them, and then nothing else would ever
         report the loss (the Session would wait for its runner forever)."""
-        selector = f"{LABEL_COMPONENT}={RUNNER}"
         # With namespaced RBAC (watched namespaces given) pods are listed per namespace.
         scopes: tuple[str | None, ...] = self.settings.watch_namespaces or (None,)
         existing = {
-            (pod.labels[LABEL_SESSION_ID], int(pod.labels[LABEL_EPOCH])): pod
+            (runner.session_id, runner.epoch): runner
             for scope in scopes
-            for pod in await self.kube.list_pods(scope, selector)
+            for runner in await self.runners.runners(scope)
         }
         for session in await self.control.live_processes():
             process = (session.id, session.process_epoch)
@@ -146,7 +145,7 @@ class Supervisor:
         report of it, from kopf's watch, is ignored by Control). A pod read each,
         a few at once, as the pass's other per-Session steps."""
 
-        async def followed(session_id: str, epoch: int, pod: PodRef) -> None:
+        async def followed(session_id: str, epoch: int, pod: RunnerRef) -> None:
             await self._isolated(session_id, self._ended(session_id, epoch, pod))
 
         await each_at_once(
@@ -157,8 +156,8 @@ class Supervisor:
             ),
         )
 
-    async def _ended(self, session_id: str, epoch: int, pod: PodRef) -> None:
-        if await self.kube.get_pod(pod.namespace, pod.name) is not None:
+    async def _ended(self, session_id: str, epoch: int, pod: RunnerRef) -> None:
+        if not (await self.runners.state(pod.namespace, pod.name)).gone:
             return
         del self._ending[(session_id, epoch)]
         report = PodReport(
@@ -197,7 +196,7 @@ class Supervisor:
             with logs.bound(session=session_id):
                 await step
         except Exception as exc:
-            if namespace_terminating(exc):
+            if namespace_terminating(exc) or (isinstance(exc, StartRefused) and exc.gone):
                 log.info("session %s: its namespace is being deleted; it fails", session_id)
                 await self.control.fail_session(session_id, FailureReason.NAMESPACE_TERMINATING)
                 return
@@ -234,23 +233,23 @@ class Supervisor:
             self._waiting_for_actor.add(session.id)
         return None
 
-    async def _leftovers(self, session: SessionView) -> list[PodRef]:
-        """The Session's runner pods that are still there. A Session that never
-        started a process has none: its epoch is raised before each pod is made."""
+    async def _leftovers(self, session: SessionView) -> list[RunnerRef]:
+        """The Session's runners that are still there. A Session that never
+        started a process has none: its epoch is raised before each runner is made."""
         if session.process_epoch == 0:
             return []
-        return await self.kube.list_pods(session.namespace, f"{LABEL_SESSION_ID}={session.id}")
+        return await self.runners.runners(session.namespace, session.id)
 
     async def preparation_overdue(self, session: SessionView) -> None:
         """A process not running by its preparation deadline has failed to prepare,
         unless its pod says it has started (an event missed, say while the operator
         was down)."""
-        name = pods.pod_name(session.name, session.process_epoch)
-        pod = await self.kube.get_pod(session.namespace, name)
-        if pod is not None and container_started(pod):
+        name = self.runners.name(session.name, session.process_epoch)
+        state = await self.runners.state(session.namespace, name)
+        if state.started:
             await self.control.process_prepared(session.id, session.process_epoch)
             return
-        detail = pending_detail(pod)
+        detail = state.pending
         seconds = self.settings.preparation_timeout.total_seconds()
         await self.fail_preparation(
             session, session.process_epoch, f"not running after {seconds:g}s: {detail}"
@@ -263,7 +262,7 @@ class Supervisor:
             return
         log.warning("session %s process %d: preparation failed: %s", session.id, epoch, detail)
         self.metrics.processes_ended.labels(result.outcome).inc()
-        await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, epoch))
+        await self.runners.remove(session.namespace, self.runners.name(session.name, epoch))
 
     async def pod_reported(self, report: PodReport) -> None:
         """A runner pod that ended tells Control how: exit code or execution loss.
@@ -282,7 +281,7 @@ class Supervisor:
                     report.name,
                     session_id,
                 )
-                await self.kube.delete_pod(report.namespace, report.name)
+                await self.runners.remove(report.namespace, report.name)
             return
         if not report.deleted:
             if report.started:
@@ -306,13 +305,13 @@ class Supervisor:
             self.metrics.processes_ended.labels(result.outcome).inc()
             log.info("session %s process %d: %s", session_id, epoch, result.outcome)
         if not report.deleted:
-            await self.kube.delete_pod(report.namespace, report.name)
+            await self.runners.remove(report.namespace, report.name)
         self.wake()
 
     async def stop(self, stop: ProcessStop) -> None:
         session = await self.control.get_session(stop.session_id)
         log.info("session %s: stopping process %d (%s)", session.id, stop.epoch, stop.reason)
-        await self.kube.delete_pod(session.namespace, pods.pod_name(session.name, stop.epoch))
+        await self.runners.remove(session.namespace, self.runners.name(session.name, stop.epoch))
 
     async def start(self, session: SessionView) -> None:
         # The three reads go out together: on the cold start's path, each is an
@@ -325,9 +324,9 @@ class Supervisor:
         if leftovers:
             # An older process is still physically there: remove it and come
             # back once the apiserver says it is gone.
-            for pod in leftovers:
-                if not pod.deleting:
-                    await self.kube.delete_pod(pod.namespace, pod.name)
+            for runner in leftovers:
+                if not runner.deleting:
+                    await self.runners.remove(runner.namespace, runner.name)
             return
         if owner is None:
             # Its Session resource was deleted while no operator watched (the
@@ -365,13 +364,11 @@ class Supervisor:
             tolerations=self.settings.runner_tolerations,
         )
         try:
-            uid = await self._create_runner_pod(session.namespace, pods.build_runner_pod_spec(spec))
-        except KubeError as exc:
-            # The process is registered: without its pod nothing would ever end it.
-            await self.fail_preparation(
-                session, epoch, f"runner pod not created: {exc.status} {exc.reason}: {exc.body}"
-            )
-            if namespace_terminating(exc):
+            uid = await self.runners.start(spec)
+        except StartRefused as exc:
+            # The process is registered: without its runner nothing would ever end it.
+            await self.fail_preparation(session, epoch, str(exc))
+            if exc.gone:
                 raise
             return
         # Only this pod's token is the identity of the session's new epoch.
@@ -379,18 +376,3 @@ class Supervisor:
         self.metrics.processes_started.inc()
         self.metrics.timeline.pod_created(session.id, epoch, self.clock())
         log.info("session %s: started process %d", session.id, epoch)
-
-    async def _create_runner_pod(self, namespace: str, body: dict[str, Any]) -> str:
-        """Creates the pod, and first the namespace's runner service account unless
-        this process made sure of it already (one apiserver call fewer per cold
-        start). If the pod is refused, the account may have been deleted since: it
-        is made again and the pod created once more; a refusal of that is final."""
-        if namespace in self._accounts:
-            try:
-                return await self.kube.create_pod(namespace, body)
-            except KubeError:
-                self._accounts.discard(namespace)
-        account = pods.build_service_account_spec(namespace)
-        await self.kube.ensure_service_account(namespace, account)
-        self._accounts.add(namespace)
-        return await self.kube.create_pod(namespace, body)
