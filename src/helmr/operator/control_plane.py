@@ -19,6 +19,7 @@ from helmr.control.control import ApiControl
 from helmr.control.operator_api import OperatorControl
 from helmr.kube.client import ApiClient, Kube, load_config
 from helmr.operator.at_once import AT_ONCE
+from helmr.operator.disks.workspaces import Disks
 from helmr.operator.heap_trim import trim_heap_periodically
 from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck
@@ -81,13 +82,14 @@ class ControlPlane:
         )
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set.
         self.traces = tracing.from_environ(os.environ)
-        self.supervisor = Supervisor(
-            self.control, self.kube, self.runner_pods, settings, self.metrics
-        )
+        self.disks = Disks(self.control, self.kube, self.metrics)
         if self.traces is not None:
-            self.supervisor.disks.save_ended = self.traces.save_ended
+            self.disks.save_ended = self.traces.save_ended
+        self.supervisor = Supervisor(
+            self.control, self.kube, self.runner_pods, settings, self.metrics, disks=self.disks
+        )
         # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
-        self.actor_recheck = ActorRecheck(self.kube, self.supervisor.disks.save_support)
+        self.actor_recheck = ActorRecheck(self.kube, self.disks.save_support)
         # Fed by kopf's watch of runner pods (helmr.operator.kopf.handlers.runner_pod_event).
         self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=AT_ONCE)
         self.status_sync = StatusSync(
@@ -108,7 +110,7 @@ class ControlPlane:
             # Runner pods' projected tokens, whatever authenticates the public API.
             RunnerPodVerifier(runner_reviewer(api), self.runner_pods, self.session_names),
             mirror=self.mirror,
-            workspaces=self.supervisor.disks,
+            workspaces=self.disks,
             max_body=settings.max_request_bytes,
             collectors=[*self.metrics.collectors, self.leadership.gauge],
             leading=lambda: self.leadership.leading,
@@ -171,7 +173,7 @@ class ControlPlane:
         self.metrics.timeline.runner_connected(session_id, epoch, datetime.now(UTC))
 
     async def _sync_workspace(self, session: SessionView) -> None:
-        await self.supervisor.disks.sync_status(session.namespace, session.workspace)
+        await self.disks.sync_status(session.namespace, session.workspace)
 
     async def _expire_history(self) -> None:
         while True:

@@ -18,7 +18,8 @@ from helmr.errors import Conflict
 from helmr.kube.client import HELD_POLICY
 from helmr.kube.errors import KubeError, translated
 from helmr.operator.at_once import AT_ONCE
-from helmr.operator.disks.workspaces import Disks, RestoreFailed
+from helmr.operator.disks.backend import RestoreFailed
+from helmr.operator.disks.workspaces import Disks
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource, Workspace
 from helmr.store.rows import SaveRow

@@ -1,15 +1,19 @@
-"""The supervisor runs processes through a RunnerBackend: one that is no pod at all
-(as ``helmr dev``'s local processes will be) is started, stopped and followed by
-the same passes, and no runner pod is made."""
+"""The supervisor runs processes through a RunnerBackend, on disks a DiskBackend
+keeps: backends that are no pod and no claim at all (as ``helmr dev``'s local
+processes and directories will be) are started, stopped and followed by the same
+passes, and no runner pod or claim is made."""
 
 from __future__ import annotations
 
+from helmr.control import SessionView
+from helmr.operator.disks.manifests import DiskUsageSpec, PreparedDisk, disk_usage_spec
 from helmr.operator.runners.backend import RunnerRef, RunnerState, StartRefused
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.pods import RunnerSpec
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
+from helmr.resources import Actor
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import ClusterKube
 
@@ -50,10 +54,28 @@ class LocalRunners:
         self.running.pop((namespace, name), None)
 
 
-async def test_a_backend_of_its_own_starts_and_stops_the_process(h: Harness) -> None:
-    kube, runners = ClusterKube(), LocalRunners()
+class LocalDisks:
+    """A directory per Workspace, as a backend of local disks would keep them."""
+
+    def __init__(self) -> None:
+        self.prepared: list[str] = []
+
+    async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
+        self.prepared.append(session.workspace)
+        usage: DiskUsageSpec = disk_usage_spec(actor.spec.computer)
+        return PreparedDisk(claim=f"/tmp/{session.workspace}", usage=usage)
+
+    async def reconcile(self) -> None:
+        return None
+
+    async def why_unsaved(self, session: SessionView) -> str | None:
+        return None
+
+
+async def test_backends_of_their_own_start_and_stop_the_process(h: Harness) -> None:
+    kube, runners, disks = ClusterKube(), LocalRunners(), LocalDisks()
     supervisor = Supervisor(
-        h.control, kube, RunnerPods(), Settings(), OperatorMetrics(), runners=runners
+        h.control, kube, RunnerPods(), Settings(), OperatorMetrics(), runners=runners, disks=disks
     )
     session = await h.session()
     await h.control.enqueue(session.id, "go")
@@ -64,6 +86,8 @@ async def test_a_backend_of_its_own_starts_and_stops_the_process(h: Harness) -> 
     assert live.process_live
     assert [r.epoch for r in runners.running.values()] == [live.process_epoch]
     assert "team/pod" not in kube.created
+    assert disks.prepared == [session.workspace]
+    assert not [made for made in kube.created if "claim" in made]
     await h.control.cancel(session.id)
     await supervisor.reconcile()
     assert runners.running == {}

@@ -29,6 +29,7 @@ from helmr.kube.client import Kube, namespace_terminating, refused_as_held
 from helmr.kube.errors import Forbidden
 from helmr.kube.labels import LABEL_DISK, LABEL_WORKSPACE
 from helmr.operator.at_once import AT_ONCE, each_at_once
+from helmr.operator.disks.backend import RestoreFailed
 from helmr.operator.disks.manifests import (
     DiskSpec,
     PreparedDisk,
@@ -56,10 +57,6 @@ answers Conflict."""
 
 def _nobody_listens(save: SaveRow) -> None:
     return None
-
-
-class RestoreFailed(Exception):
-    """The disk cannot be restored: its save is gone or unusable."""
 
 
 class Disks:

@@ -26,7 +26,8 @@ from helmr.control.operator_api import OperatorControl
 from helmr.errors import NotFound
 from helmr.kube.client import Kube, namespace_terminating
 from helmr.operator.at_once import AT_ONCE, each_at_once
-from helmr.operator.disks.workspaces import Disks, RestoreFailed
+from helmr.operator.disks.backend import DiskBackend, RestoreFailed
+from helmr.operator.disks.workspaces import Disks
 from helmr.operator.runners import pods
 from helmr.operator.runners.backend import RunnerBackend, RunnerRef, StartRefused
 from helmr.operator.runners.identity import RunnerPods
@@ -52,8 +53,10 @@ class Supervisor:
         metrics: OperatorMetrics,
         clock: Callable[[], datetime] = utc_now,
         runners: RunnerBackend | None = None,
+        disks: DiskBackend | None = None,
     ) -> None:
-        """``runners``: where runner processes run (a pod each unless given)."""
+        """``runners``: where runner processes run (a pod each unless given);
+        ``disks``: where their Computer disks are kept (claims unless given)."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
@@ -61,7 +64,7 @@ class Supervisor:
         self.runner_pods = runner_pods
         self.runners: RunnerBackend = runners or PodRunners(kube)
         self.settings = settings
-        self.disks = Disks(control, kube, metrics)
+        self.disks: DiskBackend = disks or Disks(control, kube, metrics)
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
