@@ -246,36 +246,21 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
         interrupt_turn(tx, turn, InterruptReason.TURN_DEADLINE_ELAPSED)
         session = sessions.require(tx, turn.session_id)
         if is_live(session, turn.epoch):
-            sessions.ask_stop(tx, session.id, StopReason.TURN_DEADLINE_ELAPSED)
-            stops.append(
-                ProcessStop(
-                    session_id=session.id,
-                    epoch=session.process_epoch,
-                    reason=StopReason.TURN_DEADLINE_ELAPSED,
-                )
-            )
+            stops.append(_stop(tx, session, StopReason.TURN_DEADLINE_ELAPSED))
         finish_closing(tx, session.id)
     for session in sessions.past_stop_deadline(tx, now):
-        sessions.ask_stop(tx, session.id, StopReason.STOP_DEADLINE_ELAPSED, overdue=True)
-        stops.append(
-            ProcessStop(
-                session_id=session.id,
-                epoch=session.process_epoch,
-                reason=StopReason.STOP_DEADLINE_ELAPSED,
-            )
-        )
+        stops.append(_stop(tx, session, StopReason.STOP_DEADLINE_ELAPSED, overdue=True))
     # A Run past its maxDuration holding a Turn stops when it asks for the next
     # one (turns.take_next); one waiting for work is stopped now.
     for session in sessions.idle_past_run_deadline(tx, now):
-        sessions.ask_stop(tx, session.id, StopReason.RUN_DURATION_ELAPSED)
-        stops.append(
-            ProcessStop(
-                session_id=session.id,
-                epoch=session.process_epoch,
-                reason=StopReason.RUN_DURATION_ELAPSED,
-            )
-        )
+        stops.append(_stop(tx, session, StopReason.RUN_DURATION_ELAPSED))
     return stops
+
+
+def _stop(tx: Tx, session: SessionRow, reason: StopReason, *, overdue: bool = False) -> ProcessStop:
+    """Asks the Session's live process to stop for ``reason``: the stop the operator makes."""
+    sessions.ask_stop(tx, session.id, reason, overdue=overdue)
+    return ProcessStop(session_id=session.id, epoch=session.process_epoch, reason=reason)
 
 
 def next_deadline(rt: ReadTx) -> datetime | None:
