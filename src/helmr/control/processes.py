@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import JsonValue
+
 from helmr.control import disks
 from helmr.control.config import ControlConfig
+from helmr.control.disks import Restore
 from helmr.control.lifecycle import (
     active_turn,
     converge_stop,
@@ -173,40 +176,7 @@ def execution_lost(
             leaseEpoch=epoch,
             recoveryGap=hold_id is not None,
         )
-    record(
-        tx,
-        session_id,
-        EventKind.SESSION_PROCESS_FAILED,
-        {"processEpoch": epoch, "reason": FailureReason.EXECUTION_LOST, "holdId": None},
-        subject=epoch,
-        epoch=epoch,
-    )
-    record(
-        tx,
-        session_id,
-        EventKind.SESSION_EXECUTION_LOST,
-        {
-            "processEpoch": epoch,
-            "computerId": restore.computer_id,
-            "computerVersion": restore.restore_point,
-            "savesUnavailable": saves_unavailable,
-        },
-        subject=epoch,
-        epoch=epoch,
-    )
-    record(
-        tx,
-        session_id,
-        EventKind.SESSION_RECOVERY_GAP,
-        {
-            "restorePoint": restore.restore_point,
-            "computerId": restore.computer_id,
-            "turnIds": list(restore.gap),
-            "holdId": hold_id,
-        },
-        subject=epoch,
-        epoch=epoch,
-    )
+    _record_loss(tx, session_id, epoch, restore, hold_id, saves_unavailable)
     losses = session.consecutive_losses + 1
     sessions.execution_losses(tx, session_id, losses)
     finish_closing(tx, session_id)
@@ -216,6 +186,44 @@ def execution_lost(
     ):
         fail_session(tx, session_id, FailureReason.EXECUTION_LOST)
     return outcome(tx, session_id, epoch, "lost", hold_id)
+
+
+def _record_loss(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    restore: Restore,
+    hold_id: str | None,
+    saves_unavailable: str | None,
+) -> None:
+    """The loss's three facts, in order: the process failed, the execution was lost
+    (and what it is restored from), and the recovery gap (the Turns it may miss)."""
+    facts: list[tuple[EventKind, dict[str, JsonValue]]] = [
+        (
+            EventKind.SESSION_PROCESS_FAILED,
+            {"processEpoch": epoch, "reason": FailureReason.EXECUTION_LOST, "holdId": None},
+        ),
+        (
+            EventKind.SESSION_EXECUTION_LOST,
+            {
+                "processEpoch": epoch,
+                "computerId": restore.computer_id,
+                "computerVersion": restore.restore_point,
+                "savesUnavailable": saves_unavailable,
+            },
+        ),
+        (
+            EventKind.SESSION_RECOVERY_GAP,
+            {
+                "restorePoint": restore.restore_point,
+                "computerId": restore.computer_id,
+                "turnIds": list(restore.gap),
+                "holdId": hold_id,
+            },
+        ),
+    ]
+    for kind, data in facts:
+        record(tx, session_id, kind, data, subject=epoch, epoch=epoch)
 
 
 def _hold_for_gap(tx: Tx, session_id: str) -> str:

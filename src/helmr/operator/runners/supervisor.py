@@ -27,6 +27,7 @@ from helmr.errors import NotFound
 from helmr.kube.client import Kube, namespace_terminating
 from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.disks.backend import DiskBackend, RestoreFailed
+from helmr.operator.disks.manifests import PreparedDisk
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.runners import pods
 from helmr.operator.runners.backend import RunnerBackend, RunnerRef, StartRefused
@@ -351,7 +352,26 @@ class Supervisor:
             self.metrics.restores_failed.inc()
             return
         epoch = await self.control.process_started(session.id)
-        spec = pods.RunnerSpec(
+        try:
+            uid = await self.runners.start(self._runner_spec(session, owner, actor, epoch, disk))
+        except StartRefused as exc:
+            # The process is registered: without its runner nothing would ever end it.
+            await self.fail_preparation(session, epoch, str(exc))
+            if exc.gone:
+                raise
+            return
+        # Only this pod's token is the identity of the session's new epoch.
+        self.runner_pods.created(session.id, epoch, uid)
+        self.metrics.processes_started.inc()
+        self.metrics.timeline.pod_created(session.id, epoch, self.clock())
+        log.info("session %s: started process %d", session.id, epoch)
+
+    def _runner_spec(
+        self, session: SessionView, owner: Session, actor: Actor, epoch: int, disk: PreparedDisk
+    ) -> pods.RunnerSpec:
+        """What the runner of ``session``'s process ``epoch`` needs, on ``disk``."""
+        assert session.limits is not None  # resolved before any process starts
+        return pods.RunnerSpec(
             namespace=session.namespace,
             session_name=session.name,
             session_uid=owner.owner_reference().uid,
@@ -366,16 +386,3 @@ class Supervisor:
             node_selector=self.settings.runner_node_selector,
             tolerations=self.settings.runner_tolerations,
         )
-        try:
-            uid = await self.runners.start(spec)
-        except StartRefused as exc:
-            # The process is registered: without its runner nothing would ever end it.
-            await self.fail_preparation(session, epoch, str(exc))
-            if exc.gone:
-                raise
-            return
-        # Only this pod's token is the identity of the session's new epoch.
-        self.runner_pods.created(session.id, epoch, uid)
-        self.metrics.processes_started.inc()
-        self.metrics.timeline.pod_created(session.id, epoch, self.clock())
-        log.info("session %s: started process %d", session.id, epoch)
