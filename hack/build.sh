@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds every pinned Go component from the Go module proxy into the cache:
 # Kubernetes (apiserver, controller-manager, scheduler, kubelet, kube-proxy,
-# kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary, the
-# storage stack (snapshot controller, CSI sidecars, hostpath CSI driver), and
+# kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary, kube-router
+# (NetworkPolicy), the storage stack (snapshot controller, CSI sidecars, hostpath CSI driver), and
 # unpacks promtool (the tests check the chart's alerting rules with it). Each
 # module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
 # pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
@@ -107,6 +107,12 @@ build_csi() {
   ln -sfn "$crds" "$HELMR_BIN/current/volumesnapshot-crds.yaml"
 }
 
+# kube-router: the local cluster's NetworkPolicy engine (hack/network-policy.sh).
+build_kube_router() {
+  check_pin kube-router github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION"
+  build_module kube-router "" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+}
+
 # promtool from Debian's prometheus package, not compiled: rule checks and rule
 # unit tests are all the tests need of it, and compiling it from the Prometheus
 # module cost a cold build ~1 GB of modules and ~5 CPU-minutes. Only the one
@@ -156,7 +162,7 @@ exec 9>"$HELMR_BIN/.lock"
 flock 9
 
 modules=("$@")
-[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi promtool)
+[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi kube-router promtool)
 prefetch "${modules[@]}"
-for m in "${modules[@]}"; do "build_$m"; done
+for m in "${modules[@]}"; do "build_${m//-/_}"; done
 wait

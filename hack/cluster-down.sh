@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib/cluster.sh"
 
 # The kubelet first, so nothing restarts pods while they are stopped.
-stop_daemons kube-proxy kubelet
+stop_daemons kube-router kube-proxy kubelet
 if pid_of containerd >/dev/null; then
   for sandbox in $(ctr_k8s tasks ls -q 2>/dev/null); do
     ctr_k8s tasks kill -s SIGKILL "$sandbox" >/dev/null 2>&1 || true
@@ -55,6 +55,11 @@ if command -v kube-proxy >/dev/null; then
   mkdir -p "$LOGS"
   kube-proxy --cleanup >>"$LOGS/kube-proxy-cleanup.log" 2>&1 \
     || log "kube-proxy --cleanup reported errors (see $LOGS/kube-proxy-cleanup.log)"
+fi
+# kube-router removes its chains and ipsets.
+if command -v kube-router >/dev/null; then
+  kube-router --cleanup-config >>"$LOGS/kube-router-cleanup.log" 2>&1 \
+    || log "kube-router --cleanup-config reported errors (see $LOGS/kube-router-cleanup.log)"
 fi
 # What has no cleanup command: the kubelet's chains (KUBE-FIREWALL, canaries)
 # and the CNI plugins' (pods were killed without a CNI DEL).

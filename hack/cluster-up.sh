@@ -3,7 +3,8 @@
 # built by hack/build.sh and images built by hack/build-images.sh: etcd,
 # kube-apiserver (RBAC + Node authorization, PodSecurity), controller-manager,
 # scheduler, containerd + runc through CRI, kubelet (cgroupfs), bridge CNI,
-# kube-proxy (iptables), CoreDNS and storage (hack/storage.sh: CSI hostpath
+# kube-proxy (iptables), NetworkPolicy (hack/network-policy.sh: kube-router),
+# CoreDNS and storage (hack/storage.sh: CSI hostpath
 # driver, snapshot controller, default StorageClass and VolumeSnapshotClass).
 # Idempotent: what runs is left alone.
 # Waits until the node is Ready and the default service account exists, then
@@ -77,8 +78,9 @@ cert admin helmr-admin system:masters
 cert controller-manager system:kube-controller-manager
 cert scheduler system:kube-scheduler
 cert kube-proxy system:kube-proxy
+cert kube-router system:kube-router
 cert kubelet "system:node:$NODE_NAME" system:nodes "DNS:$NODE_NAME,IP:$NODE_IP,IP:127.0.0.1"
-for k in admin controller-manager scheduler kube-proxy kubelet; do kubeconfig "$k"; done
+for k in admin controller-manager scheduler kube-proxy kube-router kubelet; do kubeconfig "$k"; done
 
 # --- etcd and the control plane
 # --unsafe-no-fsync: disposable test state; an fsync per write makes every API call wait on the disk.
@@ -129,6 +131,14 @@ start_daemon kube-scheduler kube-scheduler --kubeconfig "$CONF/scheduler.kubecon
 
 # --- the node: sysctls, CNI, containerd, images, kubelet, kube-proxy
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
+# Traffic stays on this machine, whatever the NetworkPolicies say: pods reach
+# nothing beyond it and no link-local (cloud metadata) address. First in
+# FORWARD, checked before any policy; once each (-C asks whether it is there).
+host_interface="$(ip -4 -o route get 1.1.1.1 | sed -n 's/.* dev \([^ ]*\).*/\1/p')"
+for rule in "-s $POD_CIDR -o $host_interface -j DROP" "-d 169.254.0.0/16 -j DROP"; do
+  # shellcheck disable=SC2086 # a rule is words
+  iptables -C FORWARD $rule 2>/dev/null || iptables -I FORWARD 1 $rule
+done
 mkdir -p "$HELMR_CLUSTER_DIR/cni/net.d" "$HELMR_CLUSTER_DIR/containerd"
 write_config "$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
 {
@@ -242,6 +252,7 @@ node_ready_since() {
 wait_for 120 "node $NODE_NAME to be Ready" node_ready_since
 log "node $NODE_NAME is Ready"
 wait_for 60 "the default service account" kubectl_admin get serviceaccount default -n default
+"$HACK_DIR/network-policy.sh" >&2
 "$HACK_DIR/coredns.sh" >&2
 "$HACK_DIR/storage.sh" >&2
 log "cluster up: node $NODE_NAME ($NODE_IP), kubeconfig below"

@@ -16,7 +16,7 @@ source "$(dirname "$0")/lib/common.sh"
 
 # Each package the hack/ scripts and the Makefile call into.
 PACKAGES=(
-  containerd runc containernetworking-plugins iptables iproute2 conntrack
+  containerd runc containernetworking-plugins iptables iproute2 conntrack ipset
   debootstrap openssl curl ca-certificates git make python3-venv python3-pip shellcheck
   postgresql
 )

@@ -13,6 +13,7 @@ DNS_SERVICE_IP="10.96.0.10"
 POD_CIDR="10.244.0.0/24"
 BRIDGE="helmr0"
 APISERVER_PORT=6443
+KUBE_ROUTER_HEALTH_PORT=20244
 
 PKI="$HELMR_CLUSTER_DIR/pki"
 RUN="$HELMR_CLUSTER_DIR/run"
@@ -21,7 +22,7 @@ CONF="$HELMR_CLUSTER_DIR/conf"
 KUBECONFIG_ADMIN="$HELMR_CLUSTER_DIR/kubeconfig"
 CONTAINERD_SOCK="$HELMR_CLUSTER_DIR/containerd/containerd.sock"
 # What cluster-up starts (in this order) and cluster-status reports.
-DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+DAEMONS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy kube-router)
 
 export PATH="$HELMR_BIN/current:$PATH"
 
