@@ -132,12 +132,14 @@ start_daemon kube-scheduler kube-scheduler --kubeconfig "$CONF/scheduler.kubecon
 # --- the node: sysctls, CNI, containerd, images, kubelet, kube-proxy
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
 # Traffic stays on this machine, whatever the NetworkPolicies say: pods reach
-# nothing beyond it and no link-local (cloud metadata) address. First in
-# FORWARD, checked before any policy; once each (-C asks whether it is there).
+# nothing beyond it and no link-local (cloud metadata) address. In the mangle
+# table's FORWARD, which every forwarded packet crosses before the filter
+# table where kube-proxy and the policy engine put (and reorder) their rules;
+# once each (-C asks whether it is there).
 host_interface="$(ip -4 -o route get 1.1.1.1 | sed -n 's/.* dev \([^ ]*\).*/\1/p')"
 for rule in "-s $POD_CIDR -o $host_interface -j DROP" "-d 169.254.0.0/16 -j DROP"; do
   # shellcheck disable=SC2086 # a rule is words
-  iptables -C FORWARD $rule 2>/dev/null || iptables -I FORWARD 1 $rule
+  iptables -t mangle -C FORWARD $rule 2>/dev/null || iptables -t mangle -I FORWARD 1 $rule
 done
 mkdir -p "$HELMR_CLUSTER_DIR/cni/net.d" "$HELMR_CLUSTER_DIR/containerd"
 write_config "$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
