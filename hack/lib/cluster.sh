@@ -42,8 +42,10 @@ start_daemon() {
   if pid_of "$name" >/dev/null; then return 0; fi
   command -v "$1" >/dev/null || die "$1 is not installed: run $HACK_DIR/install-deps.sh as root"
   mkdir -p "$RUN" "$LOGS"
-  # 8>&-: the daemon must not inherit cluster-up's lock, or the next up waits forever.
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null 8>&- &
+  # 3>&- ... 9>&-: the daemon must not inherit a lock its caller holds (cluster-up's
+  # on 8; `flock /tmp/helmr-cluster.lock CMD` gives CMD the lock on 3), or everyone
+  # waiting for that lock waits as long as the daemon lives.
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   echo $! >"$RUN/$name.pid"
   log "started $name (pid $!)"
 }
