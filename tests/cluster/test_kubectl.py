@@ -338,3 +338,90 @@ def test_turns_applied_each_once_the_last_has_its_sequence_run_in_that_order(
     assert [turns[step]["sequence"] for step in steps] == [1, 2, 3, 4, 5]
     started = [turns[step]["startedAt"] for step in steps]
     assert started == sorted(started)
+
+
+# --- what is refused says so, on the resource (issue 25, items 1 and 2)
+
+
+def events(k: Kubectl, name: str, reason: str) -> list[dict[str, Any]]:
+    """The Events on the object named ``name`` with ``reason``, oldest first."""
+    selector = f"involvedObject.name={name},reason={reason}"
+    listed = json.loads(k("get", "events", "--field-selector", selector, "-o", "json"))
+    return sorted(listed["items"], key=lambda e: e["metadata"]["creationTimestamp"])
+
+
+def told(k: Kubectl, name: str, reason: str, count: int) -> list[dict[str, Any]]:
+    """Waits until ``count`` Events with ``reason`` are on ``name``; they."""
+    deadline = time.monotonic() + 60
+    while len(found := events(k, name, reason)) < count:
+        assert time.monotonic() < deadline, f"{name}: {found}"
+        time.sleep(0.3)
+    return found
+
+
+def test_a_turn_applied_to_a_closed_session_fails_at_once_saying_why(k: Kubectl) -> None:
+    apply_session(k)
+    wait(k, "Ready", "session/s")
+    k.patch("session/s", {"state": "Closed"})
+    wait(k, "Closed", "session/s")
+    apply_turn(k, "late", "too late")
+    # Not retried every minute without an outcome: failed at once, and kubectl wait returns.
+    wait(k, "Failed", "turn/late", timeout=30)
+    turn = k.json("turn", "late")
+    message = (
+        "Turn late was not admitted: the Session s is closed (after its queued Turns finished)"
+        " and admits no Turns"
+    )
+    status = turn["status"]
+    assert (status["phase"], status["reason"]) == ("failed", "session_closed")
+    assert status["error"] == {"code": "session_not_open", "message": message}
+    failed = condition(turn, "Failed")
+    assert (failed["status"], failed["reason"], failed["message"]) == (
+        "True",
+        "SessionClosed",
+        message,
+    )
+    [event] = told(k, "late", "SessionClosed", 1)
+    assert (event["type"], event["message"]) == ("Warning", message)
+    assert event["involvedObject"]["uid"] == turn["metadata"]["uid"]
+    time.sleep(3)  # once: nothing admits it again, nor tells it again
+    assert len(events(k, "late", "SessionClosed")) == 1
+    assert "turnId" not in k.json("turn", "late")["status"]
+
+
+def test_a_refused_resume_and_an_interrupt_of_a_closed_session_say_so(k: Kubectl) -> None:
+    apply_session(k)
+    wait(k, "Ready", "session/s")
+    k.patch("session/s", {"resume": {"holdId": "hold_nope"}})
+    [refused] = told(k, "s", "ControlRefused", 1)
+    message = (
+        "spec.resume.holdId hold_nope is not the Session's hold (it is not held); nothing resumed"
+    )
+    assert (refused["type"], refused["message"]) == ("Warning", message)
+    last = k.json("session", "s")["status"]["lastRefused"]
+    assert (last["control"], last["reason"], last["message"]) == (
+        "spec.resume",
+        "HoldMismatch",
+        message,
+    )
+
+    # Another control applies with the wrong resume still in the spec: nothing new refused.
+    k.patch("session/s", {"interrupt": "1"})
+    wait(k, "Held", "session/s")
+    k.patch("session/s", {"state": "Closed"})
+    wait(k, "Closed", "session/s")
+    assert len(events(k, "s", "ControlRefused")) == 1
+
+    # A control on a closed Session is refused, naming its state.
+    k.patch("session/s", {"interrupt": "2"})
+    closed = told(k, "s", "ControlRefused", 2)[-1]
+    message = (
+        "spec.interrupt 2: the Session is closed (after its queued Turns finished);"
+        " nothing interrupted"
+    )
+    assert (closed["type"], closed["message"]) == ("Warning", message)
+    last = k.json("session", "s")["status"]["lastRefused"]
+    assert (last["control"], last["reason"]) == ("spec.interrupt", "SessionClosed")
+    time.sleep(3)
+    assert len(events(k, "s", "ControlRefused")) == 2
+    print(k("describe", "session", "s"))  # for the report: the refusals, described

@@ -149,6 +149,32 @@ class Hold(WireModel):
     )
 
 
+# The Session controls a kubectl user declares; one the operator refuses is named so.
+DeclaredControl = Literal["spec.state", "spec.interrupt", "spec.resume"]
+
+
+class RefusedControl(WireModel):
+    """A declarative control the operator refused: it applied nothing of it."""
+
+    control: DeclaredControl = Field(
+        description="The refused control: `spec.state`, `spec.interrupt` or `spec.resume`."
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Z][A-Za-z0-9]*$",
+        description=(
+            "Why, in CamelCase: `HoldMismatch` (the resume names no current hold of the"
+            " Session), or the Session's state: `SessionClosing`, `SessionClosed`,"
+            " `SessionFailed`."
+        ),
+    )
+    message: str = Field(
+        max_length=1024, description="What was refused and why, as its Warning Event says."
+    )
+    at: datetime = Field(description="When the operator refused it.")
+
+
 class EffectiveLimits(WireModel):
     """The limits the Session runs under, resolved once from its Actor when it opened
     (a Session override wins): an Actor changed later does not change them. What the
@@ -242,6 +268,13 @@ class SessionStatus(Status):
     limits: EffectiveLimits | None = Field(
         default=None,
         description="The limits in force, resolved from the Actor when the Session opened.",
+    )
+    last_refused: RefusedControl | None = Field(
+        default=None,
+        description=(
+            "The control last refused (each refusal also leaves a Warning Event"
+            " `ControlRefused`); it stays after later controls apply."
+        ),
     )
     conditions: Conditions = None
     observed_generation: int | None = Field(

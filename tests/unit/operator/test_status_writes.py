@@ -79,9 +79,15 @@ def admitted_session(kube: SlowKube, view: SessionView) -> None:
 
 
 async def admit_kubectl_turn(
-    h: Harness, kube: SlowKube, mirror: CustomResourceMirror, namespace: str, session_name: str
+    h: Harness,
+    kube: SlowKube,
+    mirror: CustomResourceMirror,
+    namespace: str,
+    session_name: str,
+    status: TurnStatus | None = None,
 ) -> None:
-    """The operator's ``turn_admit`` for a Turn applied with kubectl."""
+    """The operator's ``turn_admit`` for a Turn applied with kubectl (its ``status``, as
+    the resource has it when the operator resumes it after a restart)."""
     plane = SimpleNamespace(
         kube=kube,
         control=h.control,
@@ -89,12 +95,14 @@ async def admit_kubectl_turn(
         supervisor=SimpleNamespace(wake=lambda: None),
         traces=None,  # tracing off (helmr.operator.telemetry.turn_traces)
     )
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Turn",
         "metadata": {"name": KUBECTL_TURN, "namespace": namespace, "uid": "u-1"},
         "spec": {"sessionRef": {"name": session_name}, "input": {"from": "kubectl"}},
     }
+    if status is not None:
+        body["status"] = status.to_wire()
     # kopf types its decorated handlers as its own callback protocol.
     turn_admit = cast(Callable[..., Coroutine[Any, Any, None]], handlers.turn_admit)
     await turn_admit(

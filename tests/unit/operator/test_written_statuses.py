@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from datetime import UTC, datetime
 from typing import Any
 
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.written_statuses import WrittenStatuses
-from helmr.resources import SessionStatus
+from helmr.resources import RefusedControl, SessionStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Patches:
@@ -136,3 +139,25 @@ async def test_a_restarted_mirror_neither_patches_nor_reads_a_session_that_did_n
     await h.control.enqueue(view.id, "more")  # a change is still written
     await restarted.sync_session(await h.control.get_session(view.id), "pod-1")
     assert after.log == [f"Session/{view.name}"]
+
+
+async def test_a_refusal_in_the_listed_status_is_not_patched_again_after_a_restart(
+    h: Harness,
+) -> None:
+    """``lastRefused`` is written by the refusals alone (helmr.operator.mirror.refusals): the
+    status sync neither sends it nor counts it as a change."""
+    view = await h.control.get_session((await h.session()).id)
+    before = Counting()
+    await CustomResourceMirror(before).sync_session(view, None)
+    on_server = before.statuses[("Session", view.name)]
+    assert isinstance(on_server, SessionStatus)
+    listed = as_listed(on_server)
+    listed.last_refused = RefusedControl(
+        control="spec.resume", reason="HoldMismatch", message="refused", at=T0
+    )
+
+    after = Counting()
+    restarted = CustomResourceMirror(after)
+    restarted.status_seen(view.id, listed)
+    await restarted.sync_session(view, None)
+    assert after.log == []

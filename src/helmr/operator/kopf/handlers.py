@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +24,9 @@ from helmr.operator.control_plane import ControlPlane
 from helmr.operator.kopf import settings as kopf_settings
 from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 from helmr.operator.kopf.namespaces import install as read_listed_namespaces
-from helmr.operator.kopf.session_controls import NotYet, Refused, apply_spec
+from helmr.operator.kopf.session_controls import NotYet, apply_spec
 from helmr.operator.mirror.lost_history import HistoryLost, admitted, fail_session, refuse_turn
+from helmr.operator.mirror.refusals import refuse_admission, tell_refused
 from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.settings import Settings
 from helmr.resources import (
@@ -34,6 +36,7 @@ from helmr.resources import (
     TURNS,
     VERSION,
     Actor,
+    DeclaredControl,
     Session,
     Turn,
 )
@@ -88,8 +91,9 @@ async def session_admit(
     **_: Any,
 ) -> None:
     """A Session applied with kubectl opens a store session (once, keyed by the CR's uid);
-    its spec's controls apply (``spec.state`` and ``spec.resume`` are levels). One
-    admitted before whose history the store lost fails instead of opening again."""
+    its spec's controls apply (``spec.state`` and ``spec.resume`` are levels: asked
+    when it opens, applied again on a restart). One admitted before whose history
+    the store lost fails instead of opening again."""
     plane = _plane(memo)
     session = Session.from_manifest(body)
     try:
@@ -98,9 +102,11 @@ async def session_admit(
     except HistoryLost:
         await fail_session(plane.kube, session)
         return
+    asked: tuple[DeclaredControl, ...] = ()
     if view is None:
         if LABEL_SESSION_ID in labels:
             return  # the label names no Session of the store's placed here
+        asked = ("spec.state", "spec.resume")
         spec = session.spec
         view = await plane.control.open_session(
             namespace=_namespaced(namespace),
@@ -116,7 +122,7 @@ async def session_admit(
     if session.status is not None:
         # Resumed after a restart: its status patched again only where it changed.
         plane.mirror.status_seen(view.id, session.status)
-    await _apply_controls(plane, view, session, interrupt=False)
+    await _apply_controls(plane, view, session, asked)
 
 
 @kopf.on.update(GROUP, VERSION, SESSIONS, field="spec")
@@ -131,22 +137,34 @@ async def session_spec_changed(body: kopf.Body, old: Any, new: Any, memo: Any, *
         return
     if view is None:
         raise kopf.TemporaryError(f"Session {session.metadata.name} is not admitted yet", delay=1)
-    before = (old or {}).get("interrupt")
-    changed = session.spec.interrupt is not None and session.spec.interrupt != before
-    await _apply_controls(plane, view, session, interrupt=changed)
+    before, after = old or {}, new or {}
+    asked = tuple(
+        control
+        for control, field in _CONTROL_FIELDS.items()
+        if after.get(field) is not None and after.get(field) != before.get(field)
+    )
+    await _apply_controls(plane, view, session, asked)
+
+
+# Each declarative control and its field in a Session's spec.
+_CONTROL_FIELDS: dict[DeclaredControl, str] = {
+    "spec.state": "state",
+    "spec.interrupt": "interrupt",
+    "spec.resume": "resume",
+}
 
 
 async def _apply_controls(
-    plane: ControlPlane, view: SessionView, session: Session, *, interrupt: bool
+    plane: ControlPlane, view: SessionView, session: Session, asked: Sequence[DeclaredControl]
 ) -> None:
+    """Applies the Session's controls (``asked``: those whose fields are new) and
+    tells the ones refused (helmr.operator.mirror.refusals)."""
     session_id = view.id
     try:
-        await apply_spec(plane.control, view, session.spec, interrupt=interrupt)
+        refused = await apply_spec(plane.control, view, session.spec, asked=asked)
+        await tell_refused(plane.kube, session, refused)
     except NotYet as e:
         raise kopf.TemporaryError(str(e), delay=1) from e
-    except Refused as e:
-        # kopf records it as a Warning Event on the Session (``kubectl describe``).
-        raise kopf.PermanentError(str(e)) from e
     finally:
         generation = session.metadata.generation
         if generation is not None:
@@ -203,8 +221,9 @@ async def turn_admit(
 ) -> None:
     """A Turn applied with kubectl is admitted like an API enqueue (FIFO, once). One
     whose status shows it ended is never admitted again (spec/000: "Helmr never
-    replays a completed, interrupted or failed Turn"); one for a Session whose
-    history the store lost fails (``history_lost``)."""
+    replays a completed, interrupted or failed Turn"); one for a Session that admits
+    no Turns (closing or ended) fails (``session_not_open``), as does one for a
+    Session whose history the store lost (``history_lost``)."""
     plane = _plane(memo)
     if LABEL_TURN_ID in labels:
         return  # admitted by the API, which created this CR
@@ -226,18 +245,24 @@ async def turn_admit(
     if view is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
     session_id = view.id
-    asked = datetime.now(UTC)
-    turn = await plane.control.enqueue(
-        session_id,
-        spec.input,
-        idempotency_key=f"k8s:{uid}",
-        source=spec.source or TurnSource.KUBERNETES,
-    )
+    asked_at = datetime.now(UTC)
+    try:
+        turn = await plane.control.enqueue(
+            session_id,
+            spec.input,
+            idempotency_key=f"k8s:{uid}",
+            source=spec.source or TurnSource.KUBERNETES,
+        )
+    except SessionNotOpen:
+        # Never admitted, and never tried again: it ends failed, saying why.
+        now = await plane.control.get_session(session_id)
+        await refuse_admission(plane.kube, turn_resource, now)
+        return
     if plane.traces is not None:
         # The admission began when the Turn resource was created.
         created = body["metadata"].get("creationTimestamp")
-        requested = datetime.fromisoformat(created) if created else asked
-        plane.traces.admitted(turn, requested, asked_at=asked)
+        requested = datetime.fromisoformat(created) if created else asked_at
+        plane.traces.admitted(turn, requested, asked_at=asked_at)
     plane.mirror.turn_names[turn.id] = (namespace, name)
     # Not a status patch from ``turn``: by the time it landed, the status sync
     # could have written the Turn running or completed (see helmr.operator.mirror.custom_resources).

@@ -3,18 +3,22 @@
 ``spec.state`` and ``spec.resume`` are levels: applied whenever the spec is
 seen (created, changed, or on the operator's start), each a no-op once the
 store is where they ask. ``spec.interrupt`` is a request: each new value
-interrupts once (the kopf handler passes ``interrupt`` only when it changed).
+interrupts once. A control the Session cannot take is refused
+(:class:`~helmr.operator.mirror.refusals.Refusal`) when it is asked, that is when its
+field is new: a level applied again (after a restart, or beside another field's
+change) refuses nothing it did not refuse when it was asked.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+from collections.abc import Collection
 
 from helmr.control import SessionView
 from helmr.control.operator_api import OperatorControl
 from helmr.errors import HoldMismatch, HoldNotConverged, SessionNotOpen
-from helmr.resources import SessionSpec
+from helmr.operator.mirror.refusals import Refusal, not_open
+from helmr.resources import DeclaredControl, SessionSpec
 from helmr.states import ENDED_SESSION_STATUSES
 
 log = logging.getLogger(__name__)
@@ -24,45 +28,71 @@ class NotYet(Exception):
     """A control that cannot apply yet (the hold to resume has not converged): try again soon."""
 
 
-class Refused(Exception):
-    """A control that names something it cannot apply to; the message says why."""
-
-
 async def apply_spec(
-    control: OperatorControl, view: SessionView, spec: SessionSpec, *, interrupt: bool
-) -> None:
+    control: OperatorControl,
+    view: SessionView,
+    spec: SessionSpec,
+    *,
+    asked: Collection[DeclaredControl],
+) -> list[Refusal]:
     """Brings the Session (``view``, as the caller just read it) to what ``spec``
-    asks; ``interrupt``: ``spec.interrupt`` is new. Nothing is read again: a resumed
-    Session whose spec asks nothing costs no transaction here."""
+    asks; ``asked``: the controls whose fields are new (``spec.interrupt`` applies
+    only then). Nothing is read again unless a control is refused: a resumed Session
+    whose spec asks nothing costs no transaction here. Returns the refusals."""
     session_id = view.id
-    ended = view.status in ENDED_SESSION_STATUSES
-    if spec.state == "Cancelled" and view.cancel_requested_at is None and not ended:
-        log.info("session %s: cancelled by spec.state", session_id)
-        await control.cancel(session_id)
+    refused: list[Refusal] = []
+
+    def refuse(what: DeclaredControl, refusal: Refusal) -> None:
+        if what in asked:
+            refused.append(refusal)
+
+    async def ended(what: DeclaredControl, value: str, undone: str) -> None:
+        # Read again: it ended (or began closing) after ``view`` was read.
+        if what in asked:
+            refused.append(not_open(what, value, await control.get_session(session_id), undone))
+
+    ended_now = view.status in ENDED_SESSION_STATUSES
+    state = f"spec.state {spec.state}"
+    if spec.state == "Cancelled" and view.cancel_requested_at is None:
+        if ended_now:
+            refuse("spec.state", not_open("spec.state", state, view, "nothing cancelled"))
+        else:
+            try:
+                await control.cancel(session_id)
+                log.info("session %s: cancelled by spec.state", session_id)
+            except SessionNotOpen:
+                await ended("spec.state", state, "nothing cancelled")
+    elif spec.state == "Closed" and view.status == "failed":
+        refuse("spec.state", not_open("spec.state", state, view, "nothing closed"))
     elif spec.state == "Closed" and view.status == "open":
-        log.info("session %s: closed by spec.state", session_id)
-        await control.close(session_id)
-    if interrupt and spec.interrupt is not None:
-        # Interrupting an ended or cancelled Session has nothing left to stop.
-        with contextlib.suppress(SessionNotOpen):
+        try:
+            await control.close(session_id)
+            log.info("session %s: closed by spec.state", session_id)
+        except SessionNotOpen:
+            await ended("spec.state", state, "nothing closed")
+    if "spec.interrupt" in asked and spec.interrupt is not None:
+        try:
             receipt = await control.interrupt(session_id)
             log.info(
                 "session %s: interrupted by spec.interrupt, hold %s", session_id, receipt.hold_id
             )
+        except SessionNotOpen:
+            await ended("spec.interrupt", f"spec.interrupt {spec.interrupt}", "nothing interrupted")
     if spec.resume is not None:
-        await _resume(control, session_id, spec.resume.hold_id)
+        hold_id = spec.resume.hold_id
+        try:
+            await control.resume(session_id, hold_id)
+        except HoldNotConverged as e:
+            raise NotYet(str(e)) from e
+        except HoldMismatch as e:
+            refuse("spec.resume", _mismatch(hold_id, e))
+        except SessionNotOpen:
+            await ended("spec.resume", f"spec.resume.holdId {hold_id}", "nothing resumed")
+    return refused
 
 
-async def _resume(control: OperatorControl, session_id: str, hold_id: str) -> None:
-    try:
-        await control.resume(session_id, hold_id)
-    except HoldNotConverged as e:
-        raise NotYet(str(e)) from e
-    except HoldMismatch as e:
-        current = e.details.get("current_hold_id")
-        held = f"its hold is {current}" if current else "it is not held"
-        raise Refused(
-            f"spec.resume.holdId {hold_id} is not the Session's hold ({held}); nothing resumed"
-        ) from e
-    except SessionNotOpen:
-        return  # an ended Session holds nothing
+def _mismatch(hold_id: str, error: HoldMismatch) -> Refusal:
+    current = error.details.get("current_hold_id")
+    held = f"its hold is {current}" if current else "it is not held"
+    message = f"spec.resume.holdId {hold_id} is not the Session's hold ({held}); nothing resumed"
+    return Refusal("spec.resume", "HoldMismatch", message)

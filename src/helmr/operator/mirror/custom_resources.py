@@ -218,8 +218,9 @@ class CustomResourceMirror:
 
     def status_seen(self, session_id: str, status: SessionStatus) -> None:
         """The status the Session's resource has, as kopf listed it (see
-        helmr.operator.written_statuses): the status sync patches it only if it changed."""
-        self._session_statuses.seen(session_id, status)
+        helmr.operator.written_statuses): the status sync patches it only if it changed.
+        Its ``lastRefused`` is not the status sync's to write (helmr.operator.mirror.refusals)."""
+        self._session_statuses.seen(session_id, status.model_copy(update={"last_refused": None}))
 
     def has_resource(self, turn_id: str, source: str) -> bool:
         """Whether the Turn has a resource to mirror: applied with kubectl (its

@@ -15,7 +15,8 @@ from helmr.events import Event, EventKind
 from helmr.operator.mirror.conditions import interrupted, words
 from helmr.states import FailureReason, InterruptReason
 
-_CLOSED_HOW = {"close": "after its queued Turns finished", "cancel": "by cancel", "idle": "idle"}
+# How a Session closed, as it reads after "closed".
+CLOSED_HOW = {"close": "after its queued Turns finished", "cancel": "by cancel", "idle": "idle"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _session_event(
     if event.kind == EventKind.SESSION_RESUME:
         return KubeEvent("SessionResumed", f"Hold {hold} released; queued Turns run again")
     if event.kind == EventKind.SESSION_CLOSED:
-        how = _CLOSED_HOW.get(str(data.get("how")), "")
+        how = CLOSED_HOW.get(str(data.get("how")), "")
         return KubeEvent("SessionClosed", f"Session closed {how}".rstrip())
     if event.kind == EventKind.SESSION_PROCESS_FAILED:
         reason = str(data.get("reason", InterruptReason.PROCESS_FAILED))

@@ -24,6 +24,7 @@ from helmr.errors import NotFound
 from helmr.kube import threads as kube_threads
 from helmr.kube.client import Kube
 from helmr.operator.mirror.conditions import Observation, settle
+from helmr.operator.mirror.refusals import fail_turn
 from helmr.resources import (
     GROUP,
     TURNS,
@@ -32,10 +33,8 @@ from helmr.resources import (
     Session,
     SessionStatus,
     Turn,
-    TurnError,
-    TurnStatus,
 )
-from helmr.states import TERMINAL_TURN_STATUSES, FailureReason
+from helmr.states import FailureReason
 
 REASON = "HistoryLost"
 """The same as a condition and Event reason."""
@@ -105,27 +104,13 @@ async def fail_session(kube: Kube, session: Session) -> None:
 async def refuse_turn(kube: Kube, turn: Turn, session: Session) -> None:
     """Writes the Turn ``failed`` (code and reason ``history_lost``) with a Warning Event,
     unless it already ended: an ended Turn keeps its outcome."""
-    status = turn.status
-    if status is not None and status.phase in TERMINAL_TURN_STATUSES:
-        return
-    namespace = turn.metadata.namespace or ""
-    name = turn.metadata.name or ""
-    message = f"Turn {name} failed: {_lost_message(session)}"
-    now = datetime.now(UTC)
-    failed = TurnStatus(
-        phase="failed",
-        ended_at=now,
-        error=TurnError(code=FailureReason.HISTORY_LOST, message=message),
+    message = f"Turn {turn.metadata.name} failed: {_lost_message(session)}"
+    await fail_turn(
+        kube,
+        turn,
+        code=FailureReason.HISTORY_LOST,
         reason=FailureReason.HISTORY_LOST,
-        conditions=settle(
-            None if status is None else status.conditions,
-            [Observation("Failed", "True", REASON, message)],
-            now,
-        ),
-    )
-    await kube.patch_resource_status(Turn, namespace, name, failed)
-    await kube.record_event(
-        Turn, namespace, name, REASON, message, warning=True, uid=turn.metadata.uid
+        message=message,
     )
 
 
