@@ -22,15 +22,15 @@ from __future__ import annotations
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import click
 import urllib3
-from kubernetes import client as k8s
-from kubernetes import config as kube_config
-from kubernetes.client.exceptions import ApiException
 
 from helmr.cli.runtime import UNREACHABLE
+from helmr.kube import kubeconfig
+from helmr.kube.errors import Forbidden, KubeError
+from helmr.kube.kubeconfig import Apiserver, Kubeconfig, KubeconfigError, ServiceInfo
 from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
 
 SERVICE_SELECTOR = "app.kubernetes.io/part-of=helmr,app.kubernetes.io/component=control-plane"
@@ -87,50 +87,32 @@ def namespace_and_name(value: str, option: str) -> tuple[str, str]:
 def context_namespace(request: Request) -> str | None:
     """The namespace of the kubeconfig context in use, if it names one (None
     without a readable kubeconfig: ``load`` says what is wrong with it)."""
-    try:
-        contexts, active = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=request.kubeconfig
-        )
-    except kube_config.ConfigException:
-        return None
-    chosen = next((c for c in contexts if c["name"] == request.context), active)
-    namespace = (chosen or {}).get("context", {}).get("namespace")
-    return str(namespace) if namespace else None
+    return kubeconfig.context_namespace(request.kubeconfig, request.context)
 
 
-def load(request: Request) -> k8s.Configuration:
-    configuration = k8s.Configuration()
+def load(request: Request) -> Kubeconfig:
     try:
-        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=request.kubeconfig,
-            context=request.context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    except kube_config.ConfigException as e:
+        return kubeconfig.load(request.kubeconfig, request.context)
+    except KubeconfigError as e:
         raise DiscoveryError(f"cannot use the kubeconfig: {e}") from None
-    return configuration
 
 
-def api_service(item: Any) -> Service | None:
+def api_service(found: ServiceInfo) -> Service | None:
     """The Service as Helmr's API, or None when it has no ``http`` port."""
-    port = next((p.port for p in item.spec.ports or () if p.name == API_PORT), None)
+    port = found.ports.get(API_PORT)
     if port is None:
         return None
-    ip = item.spec.cluster_ip
-    return Service(
-        item.metadata.namespace, item.metadata.name, None if ip in (None, "None") else ip, port
-    )
+    return Service(found.namespace, found.name, found.cluster_ip, port)
 
 
-def find_service(core: k8s.CoreV1Api, request: Request) -> Service:
+def find_service(apiserver: Apiserver, request: Request) -> Service:
     """The one Helmr Service: the named one, else the only one found."""
     namespace = request.namespace
     if request.service:
         ns, name = namespace_and_name(request.service, "--service")
         try:
-            found = api_service(core.read_namespaced_service(name, ns))
-        except ApiException as e:
+            found = api_service(apiserver.service(ns, name))
+        except KubeError as e:
             raise DiscoveryError(f"cannot read Service {ns}/{name}: {e.reason}") from None
         if found is None:
             raise DiscoveryError(f"Service {ns}/{name} has no port named {API_PORT!r}")
@@ -140,16 +122,12 @@ def find_service(core: k8s.CoreV1Api, request: Request) -> Service:
     for scope in ([namespace] if namespace else []) + [None]:
         searched.append(scope or "every namespace")
         try:
-            items = (
-                core.list_namespaced_service(scope, label_selector=SERVICE_SELECTOR).items
-                if scope
-                else core.list_service_for_all_namespaces(label_selector=SERVICE_SELECTOR).items
-            )
-        except ApiException as e:
-            if e.status != 403:
-                raise DiscoveryError(f"cannot list Services: {e.reason}") from None
+            items = apiserver.services(scope, SERVICE_SELECTOR)
+        except Forbidden:
             forbidden = True
             continue
+        except KubeError as e:
+            raise DiscoveryError(f"cannot list Services: {e.reason}") from None
         candidates = [s for s in map(api_service, items) if s is not None]
         if candidates:
             break
@@ -165,42 +143,23 @@ def find_service(core: k8s.CoreV1Api, request: Request) -> Service:
     )
 
 
-def kubeconfig_token(configuration: k8s.Configuration) -> str | None:
-    """The kubeconfig's bearer token (static, or from its exec plugin), if any."""
-    # The loader's key: "BearerToken" in recent clients, "authorization" before.
-    keys = configuration.api_key
-    header = keys.get("BearerToken") or keys.get("authorization") or ""
-    scheme, _, token = str(header).partition(" ")
-    return token if scheme.lower() == "bearer" and token else None
-
-
-def mint_token(core: k8s.CoreV1Api, service_account: str) -> str:
+def mint_token(apiserver: Apiserver, service_account: str) -> str:
     """A token of ``service_account`` for the apiserver's own audiences, which is
     what Helmr's TokenReview accepts (it names no audience)."""
     ns, name = namespace_and_name(service_account, "--as-service-account")
     try:
-        minted = core.create_namespaced_service_account_token(
-            name,
-            ns,
-            k8s.AuthenticationV1TokenRequest(
-                spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=TOKEN_SECONDS)
-            ),
-        )
-    except ApiException as e:
+        return apiserver.service_account_token(ns, name, TOKEN_SECONDS)
+    except KubeError as e:
         raise DiscoveryError(
             f"cannot mint a token for service account {ns}/{name}: {e.reason} "
             "(needs create on serviceaccounts/token there)"
         ) from None
-    status = minted.status
-    assert status is not None  # a created TokenRequest carries its token
-    assert status.token
-    return status.token
 
 
-def helmr_token(configuration: k8s.Configuration, core: k8s.CoreV1Api, request: Request) -> str:
+def helmr_token(config: Kubeconfig, apiserver: Apiserver, request: Request) -> str:
     if request.service_account:
-        return mint_token(core, request.service_account)
-    token = kubeconfig_token(configuration)
+        return mint_token(apiserver, request.service_account)
+    token = config.bearer_token
     if token is None:
         raise DiscoveryError(
             "this kubeconfig has no bearer token (it authenticates with a client certificate, "
@@ -221,17 +180,6 @@ def routable(service: Service) -> bool:
     return True
 
 
-def apiserver_tls(configuration: k8s.Configuration) -> ssl.SSLContext:
-    """The kubeconfig's TLS: its CA, its client certificate if it has one."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    if not configuration.verify_ssl:  # insecure-skip-tls-verify: true in the kubeconfig
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 def proxy_url(host: str, service: Service) -> str:
     return (
         f"{host.rstrip('/')}/api/v1/namespaces/{service.namespace}"
@@ -241,14 +189,13 @@ def proxy_url(host: str, service: Service) -> str:
 
 def endpoint(request: Request) -> Endpoint:
     """The way to the Helmr API that ``request`` describes."""
-    configuration = load(request)
+    config = load(request)
     try:
-        with k8s.ApiClient(configuration) as api:
-            core = k8s.CoreV1Api(api)
-            service = find_service(core, request)
-            token = helmr_token(configuration, core, request)
+        with Apiserver(config) as apiserver:
+            service = find_service(apiserver, request)
+            token = helmr_token(config, apiserver, request)
     except urllib3.exceptions.HTTPError as e:
-        raise DiscoveryError(f"cannot reach the apiserver at {configuration.host}: {e}") from None
+        raise DiscoveryError(f"cannot reach the apiserver at {config.host}: {e}") from None
     where = f"Service {service.namespace}/{service.name}"
     if request.route == "direct" or (request.route == "auto" and routable(service)):
         if service.cluster_ip is None:
@@ -260,12 +207,12 @@ def endpoint(request: Request) -> Endpoint:
             f"{where} at {service.cluster_ip}:{service.port}",
         )
     headers = {PROXIED_AUTHORIZATION: f"Bearer {token}"}
-    apiserver_token = kubeconfig_token(configuration)
+    apiserver_token = config.bearer_token
     if apiserver_token:
         headers["Authorization"] = f"Bearer {apiserver_token}"
     return Endpoint(
-        proxy_url(configuration.host, service),
+        proxy_url(config.host, service),
         headers,
-        apiserver_tls(configuration),
-        f"{where} through the apiserver at {configuration.host}",
+        config.tls(),
+        f"{where} through the apiserver at {config.host}",
     )

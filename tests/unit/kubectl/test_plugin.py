@@ -19,6 +19,7 @@ import yaml
 from click.testing import CliRunner, Result
 from kubernetes import client as k8s
 
+from helmr.kube.kubeconfig import Apiserver, ServiceInfo, service_info
 from helmr.kubectl import command as plugin
 from helmr.kubectl import discovery
 from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
@@ -99,11 +100,11 @@ def write_kubeconfig(tmp_path: Path, user: dict[str, str], namespace: str | None
 
 def test_a_token_kubeconfig_gives_its_token_and_namespace(tmp_path: Path) -> None:
     request = discovery.Request(kubeconfig=write_kubeconfig(tmp_path, {"token": "t0k"}, "team-a"))
-    configuration = discovery.load(request)
-    assert discovery.kubeconfig_token(configuration) == "t0k"
+    config = discovery.load(request)
+    assert config.bearer_token == "t0k"
     assert discovery.context_namespace(request) == "team-a"
-    core = k8s.CoreV1Api(k8s.ApiClient(configuration))
-    assert discovery.helmr_token(configuration, core, request) == "t0k"
+    with Apiserver(config) as apiserver:
+        assert discovery.helmr_token(config, apiserver, request) == "t0k"
 
 
 def test_a_certificate_kubeconfig_must_name_a_service_account(tmp_path: Path) -> None:
@@ -114,12 +115,14 @@ def test_a_certificate_kubeconfig_must_name_a_service_account(tmp_path: Path) ->
         "client-key": str(tmp_path / "client.key"),
     }
     request = discovery.Request(kubeconfig=write_kubeconfig(tmp_path, user))
-    configuration = discovery.load(request)
-    assert discovery.kubeconfig_token(configuration) is None
+    config = discovery.load(request)
+    assert config.bearer_token is None
     assert discovery.context_namespace(request) is None
-    core = k8s.CoreV1Api(k8s.ApiClient(configuration))
-    with pytest.raises(discovery.DiscoveryError, match="--as-service-account"):
-        discovery.helmr_token(configuration, core, request)
+    with (
+        Apiserver(config) as apiserver,
+        pytest.raises(discovery.DiscoveryError, match="--as-service-account"),
+    ):
+        discovery.helmr_token(config, apiserver, request)
 
 
 def test_a_missing_kubeconfig_is_a_clear_error(tmp_path: Path) -> None:
@@ -137,10 +140,12 @@ def test_service_arguments_name_a_namespace_and_a_name() -> None:
             discovery.namespace_and_name(wrong, "--service")
 
 
-def service(ports: list[k8s.V1ServicePort], cluster_ip: str = "10.96.0.20") -> k8s.V1Service:
-    return k8s.V1Service(
-        metadata=k8s.V1ObjectMeta(name="helmr", namespace="helmr-system"),
-        spec=k8s.V1ServiceSpec(cluster_ip=cluster_ip, ports=ports),
+def service(ports: list[k8s.V1ServicePort], cluster_ip: str = "10.96.0.20") -> ServiceInfo:
+    return service_info(
+        k8s.V1Service(
+            metadata=k8s.V1ObjectMeta(name="helmr", namespace="helmr-system"),
+            spec=k8s.V1ServiceSpec(cluster_ip=cluster_ip, ports=ports),
+        )
     )
 
 
