@@ -231,10 +231,9 @@ class Kube:
     # --- pods and secrets
 
     async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
-        """The pods' metadata only, parsed off the event loop. Listing 3,500 runner
-        pods as the client's models of whole pods took 17 s and 447 MiB at most in
-        a process of its own; their metadata, 3.8 s and 191 MiB. The supervisor
-        lists every runner pod at each start."""
+        """The pods' metadata only, parsed off the event loop: the client's models of
+        whole pods cost several times the time and memory (docs/sizing.md), and the
+        supervisor lists every runner pod at each start."""
 
         def listed() -> list[PodRef]:
             options: dict[str, Any] = {

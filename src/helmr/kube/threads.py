@@ -1,18 +1,16 @@
 """The threads the control plane's Kubernetes calls run on, each with a connection.
 
 The official Kubernetes client is synchronous: a call holds a thread for its round
-trip to the apiserver. On the event loop's default executor (``asyncio.to_thread``:
-6 threads on 2 cores) the status mirror's patches, the supervisor's pod starts and
-the runners' TokenReviews queued behind each other: at 1,000 Sessions on kwok all 6
-threads were busy waiting for the apiserver, with 20 to 60 calls queued for 0.3 to
-0.7 s (p50) while the process used a quarter of a core (docs/sizing.md). Here they
-have threads of their own, as many as the client's connection pool keeps
-connections (:func:`api_configuration`), so no call waits for a connection either.
+trip to the apiserver. On the event loop's default executor (``asyncio.to_thread``,
+a few threads per core) the status mirror's patches, the supervisor's pod starts and
+the runners' TokenReviews queued behind each other, every thread waiting for the
+apiserver while the process stayed mostly idle (docs/sizing.md). Here they have
+threads of their own, as many as the client's connection pool keeps connections
+(:func:`api_configuration`), so no call waits for a connection either.
 
 The runners' TokenReviews have a lane of their own (:data:`RUNNER_REVIEWS`): after
-a restart every runner reconnects at once, and 5,000 reviews queued on the shared
-threads would hold up the public API's reviews and the operator's own calls
-for seconds.
+a restart every runner reconnects at once, and their reviews queued on the shared
+threads would hold up the public API's reviews and the operator's own calls.
 """
 
 from __future__ import annotations

@@ -4,11 +4,9 @@ glibc's ``free`` returns memory to the system only from the top of a heap; what 
 freed below live chunks stays in the process's RSS. The control plane frees in
 bursts (a restart's listings, every runner reconnecting, a status pass over every
 Session, finished requests), so that memory builds up. ``malloc_trim(0)`` releases
-the free pages anywhere in glibc's heaps. Measured with ``bench_operator_memory.py
---trim`` (200 Sessions, two runs): it returned 4.9 and 4.7 MiB of 117 MiB, about
-24 KiB per open Session, of the 56 to 80 KiB each measured (issue 11's budget:
-5,000 Sessions in 300 MiB). Where the C library has no ``malloc_trim`` (musl),
-nothing is done.
+the free pages anywhere in glibc's heaps: what it gives back per open Session is
+measured by ``benchmarks/bench_operator_memory.py --trim`` (docs/sizing.md). Where
+the C library has no ``malloc_trim`` (musl), nothing is done.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ resource has (kopf lists them) counts as written: a restarted control plane does
 not patch every Session again, nor read each one back for its conditions.
 
 Kept as the status patch's JSON text, not as the model: one is remembered per
-open Session and per Workspace for as long as the control plane runs. A
-Session's status model with its conditions took 3.6 KiB, its JSON about 0.6 KiB
+open Session and per Workspace for as long as the control plane runs, and the
+text is several times smaller than the model with its conditions
 (``benchmarks/bench_operator_memory.py``; docs/sizing.md).
 """
 

@@ -4,8 +4,9 @@ The runner calls one server (the runner API) with a few kinds of small JSON
 POSTs; this speaks just that over asyncio streams: keep-alive connections to
 that one host (``http``, or ``https`` when the URL says so), replies framed by
 ``Content-Length``, chunked, or by the end of the connection. aiohttp's client
-did the same at the cost of ~0.15 s of imports in every runner's cold start
-(``python -X importtime``), and ``http.client`` would block the event loop.
+did the same at the cost of its imports in every runner's cold start
+(``tests/unit/runner/test_imports.py``), and ``http.client`` would block the event
+loop.
 
 A failure is a ``ConnectionError`` (a connection refused, or one that closed or
 answered something that is not HTTP) or another ``OSError``; the connection it

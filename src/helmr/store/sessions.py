@@ -389,5 +389,5 @@ def _listed(rt: ReadTx, row: Any) -> SessionRow:
     """A Session a list selected whole (``*``). Where rows are locked (a write on
     PostgreSQL), it is locked and read again: another writer may have changed it
     since the list was read. Elsewhere it is the listed row, not a statement
-    more per Session: a restart reads 5,000 live processes."""
+    more per Session: a restart reads every live process."""
     return require(rt, row["id"]) if rt.locks_rows else _load(rt, row)

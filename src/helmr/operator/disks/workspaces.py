@@ -143,10 +143,10 @@ class Disks:
         taken (ready, or failed and retried), else take the newest.
 
         A step is apiserver round trips, so Workspaces take theirs a few at once
-        (``AT_ONCE``): one after another, 5,000 Workspaces with a save
-        pending each made a pass of minutes, about one snapshot a second, and held
-        up the supervisor's pass it ends (benchmarks/bench_scale.py kwok). Errors
-        are isolated per Workspace: one Workspace's trouble stalls no other.
+        (``AT_ONCE``): one after another, thousands of Workspaces with a save
+        pending made a pass of minutes and held up the supervisor's pass it ends
+        (benchmarks/bench_scale.py kwok). Errors are isolated per Workspace: one
+        Workspace's trouble stalls no other.
         """
 
         async def advance(namespace: str, name: str, saves: list[SaveRow]) -> None:

@@ -3,11 +3,10 @@
 kopf logs ``Handler '…' succeeded.`` at INFO after every handler it runs, and a
 summary of each cause it processed. The watch-event handlers (``kopf.on.event``:
 ``session_deleted``, so Sessions need no finalizer, and ``runner_pod_event``) run
-for every event of every Session and runner pod: at 1,000 Sessions on kwok their
-success lines were half of the control plane's log (20,100 of 40,900 lines). After
-a restart kopf resumes every Session, Turn and Actor, two lines each (10,000 at
-5,000 Sessions), each formatted and written on the event loop while it is busiest
-(6% of its time in a profile of that restart, docs/sizing.md). Dropped: every
+for every event of every Session and runner pod: their success lines were about
+half of the control plane's log. After a restart kopf resumes every Session, Turn
+and Actor, two lines each, each formatted and written on the event loop while it
+is busiest (docs/sizing.md has the profile). Dropped: every
 handler's success line, and the summary of a resume that failed nothing. Kept:
 every failure, retry and other line of kopf's, and the summary of a creation or
 an update (``Creation is processed: 1 succeeded; 0 failed.``), so each applied

@@ -5,10 +5,9 @@ After a restart kopf lists every Session and every runner pod, and hands each
 object to a worker of its own. Two of its defaults made that listing the control
 plane's high water mark, which the allocator keeps long after (its arenas stay
 pinned by the objects that outlive the restart): the whole list in one response
-(5,000 runner pods, about 20 KB of JSON each), and each worker keeping its
-object's last event for 5 s after handling it. With 1,000 Sessions, RSS after a
-restart went from 228 to 166 MiB with the runner pods' handler returning at once
-too (helmr.operator.runners.pod_reports): ``benchmarks/bench_operator_memory.py``.
+(every runner pod's JSON at once), and each worker keeping its object's last event
+for seconds after handling it. What changing them saves is measured by
+``benchmarks/bench_operator_memory.py`` (docs/sizing.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """What a runner pod's watch event tells Control, read out of the event at once.
 
 kopf hands each watch event's whole pod to its handler and keeps it alive while
-the handler awaits. A runner pod with its managed fields is about 48 KiB of
-Python objects, and after a restart kopf lists every runner pod at once: with
-thousands of Sessions, their pods held while each handler queued for the store
-were most of the control plane's high water mark. So the handler reads the few
+the handler awaits. A runner pod with its managed fields is tens of KiB of Python
+objects, and after a restart kopf lists every runner pod at once: with thousands
+of Sessions, their pods held while each handler queued for the store were most of
+the control plane's high water mark (docs/sizing.md). So the handler reads the few
 facts it needs into a :class:`PodReport` and returns, and :class:`PodReports`
 applies them: each pod's reports in the order they came, a few pods at a time.
 """

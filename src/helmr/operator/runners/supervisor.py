@@ -182,10 +182,10 @@ class Supervisor:
     ) -> None:
         """``step`` of each Session (isolated), a few Sessions at a time. Each step is
         apiserver round trips (a start: its disk, its service account, its pod;
-        reading limits: its Actor and its resource). One after another, 100 Sessions
-        opened at once waited 42 s for their last runner pod (benchmarks/bench_scale.py
-        kwok), and 300 opened on a busy apiserver had their limits read for minutes
-        before the pass started any (benchmarks/bench_operator_memory.py)."""
+        reading limits: its Actor and its resource). One after another, Sessions opened
+        at once waited for their last runner pod, or for their limits to be read, a
+        round trip per Session before them (benchmarks/bench_scale.py kwok,
+        benchmarks/bench_operator_memory.py)."""
 
         async def isolated(session: SessionView) -> None:
             await self._isolated(session.id, step(session))
