@@ -97,26 +97,14 @@ def exited(
     end_process(tx, session)
     if turn is not None and left_running:
         interrupt_turn(tx, turn, reason, processEpoch=epoch)
-    hold_id = None
+    hold_id = _count_failure(tx, config, session_id) if failed else None
+    data: dict[str, JsonValue] = {"processEpoch": epoch}
     if failed:
-        hold_id = _count_failure(tx, config, session_id)
-        record(
-            tx,
-            session_id,
-            EventKind.SESSION_PROCESS_FAILED,
-            {"processEpoch": epoch, "reason": reason, "holdId": hold_id},
-            subject=epoch,
-            epoch=epoch,
-        )
+        kind, data = EventKind.SESSION_PROCESS_FAILED, data | {"reason": reason, "holdId": hold_id}
     else:
-        record(
-            tx,
-            session_id,
-            EventKind.SESSION_PROCESS_STOPPED,
-            {"processEpoch": epoch, "reason": session.stop_reason or StopReason.EXITED},
-            subject=epoch,
-            epoch=epoch,
-        )
+        stopped_for = session.stop_reason or StopReason.EXITED
+        kind, data = EventKind.SESSION_PROCESS_STOPPED, data | {"reason": stopped_for}
+    record(tx, session_id, kind, data, subject=epoch, epoch=epoch)
     finish_closing(tx, session_id)
     ended = sessions.require(tx, session_id).status in ENDED_SESSION_STATUSES
     if failed and exit_code == ExitCode.INIT_FAILED and not ended:
