@@ -9,10 +9,10 @@ store at each scrape (:meth:`OperatorMetrics.count_sessions`).
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.registry import Collector
 
 from helmr.control import SessionCounts
+from helmr.operator.telemetry.collectors import counter, gauge, histogram
 from helmr.operator.telemetry.storage_pressure import StoragePressureMetrics
 from helmr.operator.telemetry.timeline_metrics import TimelineMetrics
 from helmr.states import HoldReason, SessionStatus, values
@@ -23,69 +23,58 @@ _STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 class OperatorMetrics:
     def __init__(self) -> None:
-        # registry=None: the API server's /metrics registry collects these.
-        self.processes_started = Counter(
+        self.processes_started = counter(
             "helmr_runner_processes_started",
             "Runner processes (pods) started, one per process epoch.",
-            registry=None,
         )
-        self.processes_ended = Counter(
+        self.processes_ended = counter(
             "helmr_runner_processes_ended",
             "Runner processes that ended, by outcome (stopped, failed, lost).",
             ["outcome"],
-            registry=None,
         )
-        self.sessions = Gauge(
+        self.sessions = gauge(
             "helmr_sessions",
             "Sessions in the store by phase (open, closing, closed, failed), read at scrape.",
             ["phase"],
-            registry=None,
         )
-        self.sessions_held = Gauge(
+        self.sessions_held = gauge(
             "helmr_sessions_held",
             "Sessions held now, by the hold's reason, read at scrape.",
             ["reason"],
-            registry=None,
         )
-        self.store_transactions = Histogram(
+        self.store_transactions = histogram(
             "helmr_store_transaction_duration_seconds",
             "Store transactions from asked to done (queueing for a connection or the writer"
             " included), by kind (read, write) and lane (requests: the APIs'; background: the"
             " leader's reconciliation).",
+            _STORE_BUCKETS,
             ["kind", "lane"],
-            buckets=_STORE_BUCKETS,
-            registry=None,
         )
-        self.sessions_waiting = Gauge(
+        self.sessions_waiting = gauge(
             "helmr_sessions_waiting_for_runner",
             "Sessions with queued work and no live runner process, at the last supervisor pass.",
-            registry=None,
         )
-        self.saves = Counter(
+        self.saves = counter(
             "helmr_computer_saves",
             "Computer disk save attempts that ended, by outcome (ready, failed), and"
             " saves covered by a newer one taken in their place (covered).",
             ["outcome"],
-            registry=None,
         )
-        self.save_duration = Histogram(
+        self.save_duration = histogram(
             "helmr_computer_save_duration_seconds",
             "From a completed Turn's save request to its snapshot being ready.",
-            buckets=(0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800),
-            registry=None,
+            (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800),
         )
-        self.disks_created = Counter(
+        self.disks_created = counter(
             "helmr_computer_disks_created",
             "Computer disks (claims) created, by source (empty, or restored from a save).",
             ["source"],
-            registry=None,
         )
         self.storage_pressure = StoragePressureMetrics()
-        self.restores_failed = Counter(
+        self.restores_failed = counter(
             "helmr_computer_restores_failed",
             "Restores that could not be made (their save gone or unusable): each fails its "
             "Session.",
-            registry=None,
         )
 
         self.timeline = TimelineMetrics()

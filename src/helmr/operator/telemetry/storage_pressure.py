@@ -4,28 +4,25 @@ read from the store at each supervisor pass."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
 from prometheus_client.registry import Collector
 
 from helmr.events import Event, EventKind
+from helmr.operator.telemetry.collectors import counter, gauge
 from helmr.states import StoragePressureState, values
 
 
 class StoragePressureMetrics:
     def __init__(self) -> None:
-        # registry=None: the API server's /metrics registry collects these.
-        self.episodes = Counter(
+        self.episodes = counter(
             "helmr_storage_pressure_episodes",
             "Computer disk pressure transitions (session.storage_pressure), by the state "
             "an episode reached (paused, stopped, resolved).",
             ["state"],
-            registry=None,
         )
-        self.sessions = Gauge(
+        self.sessions = gauge(
             "helmr_sessions_under_storage_pressure",
             "Sessions whose Computer disk is in a pressure episode (paused or stopped, not "
             "resolved yet), at the last supervisor pass.",
-            registry=None,
         )
         for state in values(StoragePressureState):
             self.episodes.labels(state)  # every state reads 0 until it happens

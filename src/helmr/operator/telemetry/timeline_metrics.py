@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from prometheus_client import Counter, Histogram
 from prometheus_client.registry import Collector
 
 from helmr.events import TURN_ENDINGS, Event, EventKind
+from helmr.operator.telemetry.collectors import counter, histogram
 from helmr.states import HoldReason
 
 # Histogram buckets (seconds), each spanning what its quantity plausibly takes.
@@ -54,58 +54,49 @@ def _data(event: Event, key: str) -> object:
 
 class TimelineMetrics:
     def __init__(self) -> None:
-        # registry=None: the API server's /metrics registry collects these.
-        self.turns_finished = Counter(
+        self.turns_finished = counter(
             "helmr_turns_finished",
             "Turns that reached a terminal status, by status and reason (the interrupt's or "
             "cancel's reason; none for completed and failed Turns).",
             ["status", "reason"],
-            registry=None,
         )
-        self.queue_wait = Histogram(
+        self.queue_wait = histogram(
             "helmr_turn_queue_wait_seconds",
             "From a Turn's admission (turn.queued) to it running (turn.running).",
-            buckets=_WAIT_BUCKETS,
-            registry=None,
+            _WAIT_BUCKETS,
         )
-        self.dispatch = Histogram(
+        self.dispatch = histogram(
             "helmr_turn_dispatch_seconds",
             "From the moment a Turn and an idle runner both exist (the later of the Turn's "
             "admission, the runner connecting, its previous Turn ending, a hold released) "
             "to the Turn running.",
-            buckets=_DISPATCH_BUCKETS,
-            registry=None,
+            _DISPATCH_BUCKETS,
         )
-        self.turn_duration = Histogram(
+        self.turn_duration = histogram(
             "helmr_turn_duration_seconds",
             "From a Turn running to its terminal status, by that status.",
+            _TURN_BUCKETS,
             ["status"],
-            buckets=_TURN_BUCKETS,
-            registry=None,
         )
-        self.process_failures = Counter(
+        self.process_failures = counter(
             "helmr_process_failures",
             "Runner process failures (session.process_failed), by reason.",
             ["reason"],
-            registry=None,
         )
-        self.holds_opened = Counter(
+        self.holds_opened = counter(
             "helmr_holds_opened",
             "Holds put on Sessions, by reason (interrupt, process_failures, recovery_gap).",
             ["reason"],
-            registry=None,
         )
-        self.holds_released = Counter(
+        self.holds_released = counter(
             "helmr_holds_released",
             "Holds released (resumed, or their Session ended), by the hold's reason.",
             ["reason"],
-            registry=None,
         )
-        self.cold_start = Histogram(
+        self.cold_start = histogram(
             "helmr_runner_cold_start_seconds",
             "From a runner pod created to its runner's first receive (the runner connected).",
-            buckets=_COLD_START_BUCKETS,
-            registry=None,
+            _COLD_START_BUCKETS,
         )
         # Turn id -> when it was queued, and when it started running.
         self._queued_at: dict[str, datetime] = {}
