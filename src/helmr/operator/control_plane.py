@@ -104,14 +104,20 @@ class ControlPlane:
         )
         # Loaded before the API listens: a restart is asked at once by every runner.
         self.session_names = SessionNames(self.api_control)
-        self.app = build_app(
+        self.app = self._api(api)
+        self._runner = web.AppRunner(self.app, access_log=None)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _api(self, api: ApiClient) -> web.Application:
+        """The public and runner APIs every replica serves."""
+        return build_app(
             self.api_control,
-            _authenticator(settings, api),
+            _authenticator(self.settings, api),
             # Runner pods' projected tokens, whatever authenticates the public API.
             RunnerPodVerifier(runner_reviewer(api), self.runner_pods, self.session_names),
             mirror=self.mirror,
             workspaces=self.disks,
-            max_body=settings.max_request_bytes,
+            max_body=self.settings.max_request_bytes,
             collectors=[*self.metrics.collectors, self.leadership.gauge],
             leading=lambda: self.leadership.leading,
             refresh_metrics=self._count_sessions,
@@ -119,8 +125,6 @@ class ControlPlane:
             traces=self.traces,
             session_names=self.session_names,
         )
-        self._runner = web.AppRunner(self.app, access_log=None)
-        self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def start(cls, settings: Settings) -> ControlPlane:
