@@ -165,15 +165,21 @@ def execution_lost(
             recoveryGap=hold_id is not None,
         )
     _record_loss(tx, session_id, epoch, restore, hold_id, saves_unavailable)
+    _count_loss(tx, config, session)
+    return outcome(tx, session_id, epoch, "lost", hold_id)
+
+
+def _count_loss(tx: Tx, config: ControlConfig, session: SessionRow) -> None:
+    """One more execution loss in a row: a closing Session may close now, and
+    ``max_execution_losses`` of them fail it."""
     losses = session.consecutive_losses + 1
-    sessions.execution_losses(tx, session_id, losses)
-    finish_closing(tx, session_id)
+    sessions.execution_losses(tx, session.id, losses)
+    finish_closing(tx, session.id)
     if (
         losses >= config.max_execution_losses
-        and sessions.require(tx, session_id).status not in ENDED_SESSION_STATUSES
+        and sessions.require(tx, session.id).status not in ENDED_SESSION_STATUSES
     ):
-        fail_session(tx, session_id, FailureReason.EXECUTION_LOST)
-    return outcome(tx, session_id, epoch, "lost", hold_id)
+        fail_session(tx, session.id, FailureReason.EXECUTION_LOST)
 
 
 def _record_loss(
