@@ -18,7 +18,12 @@ SCHEMA_VERSION = 8
 
 Synchronous = Literal["NORMAL", "FULL"]
 
-_DDL = """
+# A new database's schema, written once; an older one is brought to it by
+# _MIGRATIONS (tests/unit/store/test_store.py holds the two equal).
+_SCHEMA = """
+-- A Session: its state, its live process, its limits (resolved once from its Actor
+-- and its own overrides, limits_resolved_at on), the preparation of its runner
+-- processes, and how far the status mirror has followed its timeline.
 CREATE TABLE sessions (
     id                   TEXT PRIMARY KEY,
     namespace            TEXT NOT NULL,
@@ -44,7 +49,19 @@ CREATE TABLE sessions (
     created_at           TEXT NOT NULL,
     last_turn_seq        INTEGER NOT NULL DEFAULT 0,
     last_event_seq       INTEGER NOT NULL DEFAULT 0,
-    retained_after       INTEGER NOT NULL DEFAULT 0
+    retained_after       INTEGER NOT NULL DEFAULT 0,
+    limits_resolved_at   TEXT,
+    queue_limit          INTEGER,
+    max_run_duration_s   REAL,
+    idle_ttl_s           REAL,
+    idle_timeout_s       INTEGER,
+    retry_max_attempts   INTEGER,
+    retry_backoff_s      REAL,
+    run_deadline_at      TEXT,
+    prepare_deadline_at  TEXT,
+    preparation_failures INTEGER NOT NULL DEFAULT 0,
+    retry_at             TEXT,
+    mirrored_event_seq   INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX sessions_idempotency ON sessions (namespace, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -133,10 +150,61 @@ CREATE TABLE output_keys (
     sequence   INTEGER NOT NULL,
     PRIMARY KEY (session_id, scope, key)
 ) WITHOUT ROWID;
+-- The disk of each Workspace (its generation grows with each restore) and every
+-- save requested of it, by version: a save never taken because a newer one of
+-- the same disk was taken in its place is covered by it.
+CREATE TABLE workspaces (
+    namespace     TEXT NOT NULL,
+    name          TEXT NOT NULL,
+    disk          INTEGER NOT NULL DEFAULT 1,
+    restored_from INTEGER,
+    last_version  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (namespace, name)
+) WITHOUT ROWID;
+
+CREATE TABLE saves (
+    namespace    TEXT NOT NULL,
+    workspace    TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    disk         INTEGER NOT NULL,
+    session_id   TEXT NOT NULL,
+    turn_id      TEXT NOT NULL,
+    status       TEXT NOT NULL
+        CHECK (status IN ('pending', 'ready', 'failed', 'lost', 'pruned', 'covered')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    error        TEXT,
+    requested_at TEXT NOT NULL,
+    ready_at     TEXT,
+    covered_by   INTEGER,
+    PRIMARY KEY (namespace, workspace, version)
+);
+CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
+
+-- Computer disk storage pressure per Session: the thresholds the disk of its
+-- runner is measured against, and the episode in progress (state null: none).
+CREATE TABLE storage (
+    session_id     TEXT PRIMARY KEY REFERENCES sessions (id),
+    capacity_bytes INTEGER NOT NULL,
+    pause_at       REAL NOT NULL,
+    stop_at        REAL NOT NULL,
+    resolve_at     REAL NOT NULL,
+    episode        INTEGER NOT NULL DEFAULT 0,
+    state          TEXT CHECK (state IN ('paused', 'stopped')),
+    hold_id        TEXT
+) WITHOUT ROWID;
+
+-- The term of the leader of the control plane (helmr.store.leadership): one row,
+-- term 0 and no holder until a leader claims one.
+CREATE TABLE leader_term (
+    id     INTEGER PRIMARY KEY CHECK (id = 1),
+    term   INTEGER NOT NULL,
+    holder TEXT NOT NULL
+);
+INSERT INTO leader_term (id, term, holder) VALUES (1, 0, '');
 """
 
-# Workspace disks and their saves (version 3): part of a new database's schema,
-# and the migration from version 2.
+# The migrations, each kept as it first shipped. Workspace disks and their saves
+# (version 3): the migration from version 2.
 _DISKS_DDL = """
 CREATE TABLE workspaces (
     namespace     TEXT NOT NULL,
@@ -165,8 +233,8 @@ CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
 """
 
 # A Session's limits, resolved once from its Actor (and its own overrides), and
-# the preparation of its runner processes (version 4): part of a new
-# database's schema, and the migration from version 3.
+# the preparation of its runner processes (version 4): the migration from
+# version 3.
 _LIMITS_DDL = """
 ALTER TABLE sessions ADD COLUMN limits_resolved_at TEXT;
 ALTER TABLE sessions ADD COLUMN queue_limit INTEGER;
@@ -183,7 +251,7 @@ ALTER TABLE sessions ADD COLUMN retry_at TEXT;
 
 # Computer disk pressure per Session (version 5): the thresholds its runner's
 # disk is measured against, and the episode in progress (``state`` null: none).
-# Part of a new database's schema, and the migration from version 4.
+# The migration from version 4.
 _STORAGE_DDL = """
 CREATE TABLE storage (
     session_id     TEXT PRIMARY KEY REFERENCES sessions (id),
@@ -199,14 +267,14 @@ CREATE TABLE storage (
 
 # How far the status mirror has followed each Session's timeline (version 6):
 # after a restart it goes on from there instead of rereading the timeline from
-# its first event. Part of a new database's schema, and the migration from 5.
+# its first event. The migration from 5.
 _MIRROR_DDL = """
 ALTER TABLE sessions ADD COLUMN mirrored_event_seq INTEGER NOT NULL DEFAULT 0;
 """
 
 # The term of the control plane's leader (version 7; helmr.store.leadership):
-# one row, term 0 and no holder until a leader claims one. Part of a new
-# database's schema, and the migration from 6. ``IF NOT EXISTS`` and ``DO
+# one row, term 0 and no holder until a leader claims one. The migration from 6.
+# ``IF NOT EXISTS`` and ``DO
 # NOTHING`` because before version 7 the first replica to stand for leader
 # created the table and its row, so a version 6 database may have them.
 _LEADER_DDL = """
@@ -221,8 +289,7 @@ INSERT INTO leader_term (id, term, holder) VALUES (1, 0, '') ON CONFLICT (id) DO
 # Coalesced saves (version 8; helmr.control.disks): a save never taken because
 # a newer one of the same disk was taken in its place is ``covered``, and
 # ``covered_by`` names that newer save. SQLite cannot change a CHECK in place,
-# so the table is copied (every row kept); part of a new database's schema
-# (copying an empty table), and the migration from 7.
+# so the table is copied (every row kept): the migration from 7.
 _COVERED_DDL = """
 CREATE TABLE saves_v8 (
     namespace    TEXT NOT NULL,
@@ -304,15 +371,7 @@ def scripts(version: int) -> list[str]:
             "use the Helmr release that wrote it"
         )
     if version == 0:
-        return [
-            _DDL
-            + _DISKS_DDL
-            + _LIMITS_DDL
-            + _STORAGE_DDL
-            + _MIRROR_DDL
-            + _LEADER_DDL
-            + _COVERED_DDL
-        ]
+        return [_SCHEMA]
     return [_MIGRATIONS[v] for v in range(version, SCHEMA_VERSION)]
 
 

@@ -25,6 +25,53 @@ class Plain:
         cursor = self._conn.execute(self._dialect.statement(sql), ())
         return cursor.fetchall() if cursor.description else []
 
+    def schema(self) -> dict[str, object]:
+        """What the schema is, whatever order it was made in: each table's columns
+        (name, type, null allowed, default), its CHECK constraints, and the indexes."""
+        if self._dialect is SQLITE:
+            tables = [
+                r[0] for r in self.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            described: dict[str, object] = {
+                table: (
+                    {tuple(c[1:6]) for c in self.execute(f"PRAGMA table_info({table})")},
+                    _checks(self._table_sql(table)),
+                )
+                for table in tables
+            }
+            indexes = self.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+            )
+        else:
+            columns = self.execute(
+                "SELECT table_name, column_name, data_type, is_nullable, column_default"
+                " FROM information_schema.columns WHERE table_schema = current_schema()"
+            )
+            checks = self.execute(
+                "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint"
+                " WHERE contype = 'c' AND connamespace = current_schema()::regnamespace"
+            )
+            described = {
+                table: (
+                    {tuple(c[1:]) for c in columns if c[0] == table},
+                    {check for name, check in checks if name == table},
+                )
+                for table in {c[0] for c in columns}
+            }
+            indexes = self.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+            )
+        # By what each index is, not its name (a table copied and renamed keeps its
+        # primary key's name in PostgreSQL).
+        described["indexes"] = {
+            " ".join(sql.replace(f" {name} ", " ").split()) for name, sql in indexes
+        }
+        return described
+
+    def _table_sql(self, table: str) -> str:
+        sql = self.execute(f"SELECT sql FROM sqlite_master WHERE name = '{table}'")[0][0]
+        return " ".join(str(sql).replace('"', "").split())
+
     @property
     def version(self) -> int:
         if self._dialect is SQLITE:
@@ -51,3 +98,18 @@ def plain(location: str | Path) -> Iterator[Plain]:
         yield Plain(sqlite, SQLITE)
     finally:
         sqlite.close()
+
+
+def _checks(sql: str) -> set[str]:
+    """The CHECK constraints in a table's SQL, each as written between its parentheses."""
+    found = set()
+    start = sql.find("CHECK (")
+    while start != -1:
+        depth, at = 0, start + len("CHECK ")
+        for end in range(at, len(sql)):
+            depth += {"(": 1, ")": -1}.get(sql[end], 0)
+            if depth == 0:
+                found.add(sql[at + 1 : end])
+                break
+        start = sql.find("CHECK (", start + 1)
+    return found

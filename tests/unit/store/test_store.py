@@ -16,7 +16,7 @@ from helmr.events import EventKind, lifecycle_event_id
 from helmr.store import Expired, Store, Tx, sessions, timeline, turns
 from helmr.store.schema import SCHEMA_VERSION
 from tests.compose import Clock, new_session
-from tests.unit.store.raw import plain
+from tests.unit.store.raw import Plain, plain
 
 OUTPUT = EventKind.TURN_OUTPUT
 
@@ -202,6 +202,19 @@ LIMITS_COLUMNS = (
 )
 
 
+def _rewind_to_version_1(db: Plain) -> None:
+    db.execute("DROP TABLE leader_term")
+    db.execute("ALTER TABLE sessions DROP COLUMN mirrored_event_seq")
+    db.execute("DROP TABLE storage")
+    for column in LIMITS_COLUMNS:
+        db.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+    db.execute("DROP TABLE saves")
+    db.execute("DROP TABLE workspaces")
+    db.execute("DROP INDEX sessions_stop_deadline")
+    db.execute("ALTER TABLE sessions DROP COLUMN stop_deadline_at")
+    db.version = 1
+
+
 async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
     store_location: str | Path,
 ) -> None:
@@ -211,16 +224,7 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
     # no resolved limits nor preparation columns (4), no storage table (5), no
     # status mirror cursors (6), no leader term (7).
     with plain(store_location) as db:
-        db.execute("DROP TABLE leader_term")
-        db.execute("ALTER TABLE sessions DROP COLUMN mirrored_event_seq")
-        db.execute("DROP TABLE storage")
-        for column in LIMITS_COLUMNS:
-            db.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
-        db.execute("DROP TABLE saves")
-        db.execute("DROP TABLE workspaces")
-        db.execute("DROP INDEX sessions_stop_deadline")
-        db.execute("ALTER TABLE sessions DROP COLUMN stop_deadline_at")
-        db.version = 1
+        _rewind_to_version_1(db)
     async with await Store.open(store_location) as store:
         row = await store.read(lambda rt: sessions.require(rt, session))
         assert (row.id, row.stop_deadline_at, row.limits) == (session, None, None)
@@ -229,6 +233,23 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
         assert db.execute("SELECT count(*) FROM saves")[0][0] == 0
         assert db.execute("SELECT count(*) FROM storage")[0][0] == 0
         assert db.execute("SELECT term, holder FROM leader_term") == [(0, "")]
+
+
+async def test_a_migrated_database_is_what_a_new_one_is(
+    store_location: str | Path, tmp_path: Path
+) -> None:
+    """The schema of a new database is written once (schema._SCHEMA): a database
+    brought to it from version 1 by every migration has the same tables, columns,
+    constraints and indexes."""
+    async with await Store.open(store_location) as store:
+        await new_session(store)
+    with plain(store_location) as db:
+        fresh = db.schema()
+        _rewind_to_version_1(db)
+    async with await Store.open(store_location):
+        pass
+    with plain(store_location) as db:
+        assert db.schema() == fresh
 
 
 async def test_retention_removes_a_prefix_of_events_and_ended_payloads(
