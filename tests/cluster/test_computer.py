@@ -24,6 +24,7 @@ from pydantic import JsonValue
 from helmr.client import Client, SessionRef, TurnRef
 from helmr.errors import Conflict
 from helmr.kube.client import refused_as_held
+from helmr.kube.errors import translated
 from helmr.resources import GROUP, VERSION, WORKSPACES
 
 from .conftest import Operator, kubectl
@@ -414,7 +415,7 @@ async def test_a_workspace_is_deleted_through_the_api_as_soon_as_its_session_rea
         client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
             GROUP, VERSION, namespace, WORKSPACES, WORKSPACE
         )
-    assert refused_as_held(refused.value), refused.value.body
+    assert refused_as_held(translated(refused.value)), refused.value.body
 
     await session.close()
     async for event in session.events.stream():  # the moment the store closed it
