@@ -257,6 +257,14 @@ FULL_POD: Manifest = {
     "annotations": {"example.com/owner": "reviews team <reviews@example.com>"},
 }
 """Every runner pod setting an Actor may hold, each used once."""
+FULL_NETWORK = {
+    "egress": [
+        {"cidr": "203.0.113.0/24", "ports": [{"port": 443, "protocol": "TCP"}]},
+        {"cidr": "2001:db8::/32", "ports": [{"port": 53, "protocol": "UDP"}]},
+        {"cidr": "169.254.169.254/32"},
+    ]
+}
+"""Every network setting an Actor may hold."""
 
 
 def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
@@ -285,6 +293,7 @@ def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
         },
         env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY", "value": ""}],
         pod=FULL_POD,
+        network=FULL_NETWORK,
     )
     assert objects.create(full_actor)["spec"] == full_actor["spec"]
 
@@ -463,6 +472,53 @@ INVALID: list[tuple[str, Manifest, str]] = [
             }
         ),
         "spec.pod.topologySpreadConstraints[0].minDomains",
+    ),
+    (
+        "actor-network-not-a-cidr",
+        actor(network={"egress": [{"cidr": "api.example.com"}]}),
+        "spec.network.egress[0].cidr",
+    ),
+    (
+        "actor-network-address-without-prefix",
+        actor(network={"egress": [{"cidr": "203.0.113.7"}]}),
+        "spec.network.egress[0].cidr",
+    ),
+    (
+        "actor-network-host-bits-set",
+        actor(network={"egress": [{"cidr": "10.0.0.0/8"}, {"cidr": "10.1.2.3/8"}]}),
+        "spec.network.egress[1].cidr",
+    ),
+    (
+        "actor-network-ipv6-not-canonical",
+        actor(network={"egress": [{"cidr": "2001:DB8:0::/32"}]}),
+        "spec.network.egress[0].cidr",
+    ),
+    (
+        "actor-network-port-zero",
+        actor(network={"egress": [{"cidr": "10.0.0.0/8", "ports": [{"port": 0}]}]}),
+        "spec.network.egress[0].ports[0].port",
+    ),
+    (
+        "actor-network-port-too-high",
+        actor(network={"egress": [{"cidr": "10.0.0.0/8", "ports": [{"port": 65536}]}]}),
+        "spec.network.egress[0].ports[0].port",
+    ),
+    (
+        "actor-network-protocol-unknown",
+        actor(
+            network={"egress": [{"cidr": "10.0.0.0/8", "ports": [{"port": 1, "protocol": "ICMP"}]}]}
+        ),
+        "spec.network.egress[0].ports[0].protocol",
+    ),
+    (
+        "actor-network-no-ports-listed",
+        actor(network={"egress": [{"cidr": "10.0.0.0/8", "ports": []}]}),
+        "spec.network.egress[0].ports",
+    ),
+    (
+        "actor-network-too-many-entries",
+        actor(network={"egress": [{"cidr": f"10.0.{i}.0/24"} for i in range(33)]}),
+        "spec.network.egress",
     ),
     ("session-without-actor-ref", without(session(), "spec", "actorRef"), "spec.actorRef"),
     ("session-actor-ref-not-a-name", session(actorRef={"name": "Reviewer"}), "spec.actorRef.name"),

@@ -116,6 +116,16 @@ def test_helm_test_runs_a_smoke_session(kubeconfig: str, release: tuple[str, str
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "Phase:          Succeeded" in tested.stdout, tested.stdout
     assert ": completed, result={'echo': {'smoke':" in tested.stdout, tested.stdout
+    # The smoke runner ran contained (the cluster enforces NetworkPolicy): its
+    # namespace's policy lets it reach this release's pods alone, at the runner port.
+    got = kubectl(
+        kubeconfig, "get", "networkpolicy", "helmr-runners", "-n", namespace, "-o", "json"
+    )
+    assert got.returncode == 0, got.stderr
+    to_control_plane = json.loads(got.stdout)["spec"]["egress"][1]
+    [peer] = to_control_plane["to"]
+    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == name
+    assert to_control_plane["ports"] == [{"port": 8081, "protocol": "TCP"}]
 
 
 # What a kubectl user of the sessions in one namespace is granted: Helmr's

@@ -39,8 +39,9 @@ CHART = REPO / "charts" / "helmr"
 RELEASE = "helmr"
 
 
-def _chart_rbac(namespace: str) -> list[dict[str, object]]:
-    """The chart's ServiceAccount and RBAC objects for a release in ``namespace``."""
+def _chart_rbac(namespace: str, *values: str) -> list[dict[str, object]]:
+    """The chart's ServiceAccount and RBAC objects for a release in ``namespace``
+    (``values``: ``--set`` arguments)."""
     helm = find_helm()
     if helm is None:
         pytest.skip("no helm binary (hack/build.sh builds it)")
@@ -56,6 +57,7 @@ def _chart_rbac(namespace: str) -> list[dict[str, object]]:
             "templates/rbac.yaml",
             "--show-only",
             "templates/serviceaccount.yaml",
+            *(arg for value in values for arg in ("--set", value)),
         ],
         capture_output=True,
         text=True,
@@ -69,15 +71,25 @@ def _chart_rbac(namespace: str) -> list[dict[str, object]]:
 def installed_rbac(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[str]:
     """The chart's RBAC applied with its release in ``namespace``: the control
     plane's user name (its service account)."""
-    objects = _chart_rbac(namespace)
+    yield from _installed(kubeconfig, _chart_rbac(namespace), tmp_path)
+
+
+@pytest.fixture
+def rbac_serving_its_namespace(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[str]:
+    """As ``installed_rbac``, with ``watchNamespaces`` the release's namespace alone."""
+    objects = _chart_rbac(namespace, f"watchNamespaces={{{namespace}}}")
+    yield from _installed(kubeconfig, objects, tmp_path)
+
+
+def _installed(kubeconfig: str, objects: list[dict[str, object]], tmp_path: Path) -> Iterator[str]:
     manifest = tmp_path / "rbac.yaml"
     manifest.write_text(yaml.safe_dump_all(objects))
     applied = kubectl(kubeconfig, "apply", "-f", str(manifest))
     assert applied.returncode == 0, applied.stderr
     [account] = [o for o in objects if o["kind"] == "ServiceAccount"]
-    name = account["metadata"]["name"]
+    meta: dict[str, str] = account["metadata"]  # type: ignore[assignment]
     try:
-        yield f"system:serviceaccount:{namespace}:{name}"
+        yield f"system:serviceaccount:{meta['namespace']}:{meta['name']}"
     finally:
         kubectl(kubeconfig, "delete", "--ignore-not-found", "-f", str(manifest))
 
@@ -133,6 +145,26 @@ def test_the_control_plane_may_read_no_secret(
     )
     assert read.returncode != 0
     assert "Forbidden" in read.stderr, read.stderr
+
+
+NETWORK_POLICIES = "networkpolicies.networking.k8s.io"
+
+
+def test_the_control_plane_writes_network_policies_only_where_it_serves(
+    kubeconfig: str, namespace: str, other_namespace: str, rbac_serving_its_namespace: str
+) -> None:
+    plane = rbac_serving_its_namespace
+    deadline = time.monotonic() + 30
+    while not can_i(kubeconfig, plane, "create", "pods", "-n", namespace):
+        assert time.monotonic() < deadline, "the chart's RoleBinding never took effect"
+        time.sleep(0.2)
+    # Server-side apply: create for the first write, patch for each after.
+    assert can_i(kubeconfig, plane, "create", NETWORK_POLICIES, "-n", namespace)
+    assert can_i(kubeconfig, plane, "patch", NETWORK_POLICIES, "-n", namespace)
+    for verb in ("get", "list", "watch", "update", "delete"):
+        assert not can_i(kubeconfig, plane, verb, NETWORK_POLICIES, "-n", namespace), verb
+    for verb in ("create", "patch"):
+        assert not can_i(kubeconfig, plane, verb, NETWORK_POLICIES, "-n", other_namespace), verb
 
 
 def _apiserver_status(api_client: client.ApiClient, token: str) -> int:

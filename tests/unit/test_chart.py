@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from helmr.kube.client import HELD_POLICY
-from helmr.operator.settings import Settings
+from helmr.operator.runners.network_policies import Containment, containment
+from helmr.operator.settings import KUBE_DNS, METADATA_ADDRESSES, Settings
 from helmr.resources.crd import RESOURCES
 from tests.unit.helm import find_helm
 
@@ -215,6 +216,10 @@ def test_environment_of_the_control_plane(default: list[Manifest]) -> None:
         "HELMR_RUNNER_URL": "http://helmr.helmr-system.svc:8081",
         "HELMR_RUNNER_NODE_SELECTOR": "{}",
         "HELMR_RUNNER_TOLERATIONS": "[]",
+        "HELMR_RUNNER_NETWORK_POLICY": "true",
+        "HELMR_CONTROL_PLANE_PEERS": env(default)["HELMR_CONTROL_PLANE_PEERS"],
+        "HELMR_RUNNER_DNS": env(default)["HELMR_RUNNER_DNS"],
+        "HELMR_RUNNER_METADATA_ADDRESSES": "169.254.169.254,fd00:ec2::254",
         "HELMR_WATCH_NAMESPACES": "",
         "HELMR_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "HELMR_HISTORY_RETENTION_SECONDS": "2592000",
@@ -271,6 +276,58 @@ def test_runner_pod_placement_reaches_the_operator_as_json(
     assert settings.runner_tolerations == (
         {"key": "helmr.dev/agents", "operator": "Exists", "effect": "NoSchedule"},
     )
+
+
+def _containment(monkeypatch: pytest.MonkeyPatch, rendered: dict[str, Any]) -> Containment | None:
+    """What the operator makes of the rendered environment's runner network settings."""
+    for name in (
+        "HELMR_RUNNER_URL",
+        "HELMR_RUNNER_PORT",
+        "HELMR_RUNNER_NETWORK_POLICY",
+        "HELMR_CONTROL_PLANE_PEERS",
+        "HELMR_RUNNER_DNS",
+        "HELMR_RUNNER_METADATA_ADDRESSES",
+    ):
+        monkeypatch.setenv(name, rendered[name])
+    return containment(Settings())
+
+
+def test_runner_pods_reach_this_releases_pods_at_the_runner_port(
+    monkeypatch: pytest.MonkeyPatch, default: list[Manifest]
+) -> None:
+    contained = _containment(monkeypatch, env(default))
+    assert contained is not None
+    assert contained.runner_port == 8081
+    [peer] = contained.control_plane
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+    labels = one(default, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert peer["podSelector"]["matchLabels"].items() <= labels.items()
+    # The port runner pods connect to once the Service has translated its own.
+    assert {"name": "runner", "containerPort": 8081, "protocol": "TCP"} in container(default)[
+        "ports"
+    ]
+    assert contained.dns == KUBE_DNS
+    assert contained.metadata_addresses == METADATA_ADDRESSES
+
+
+def test_runner_network_settings_reach_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {
+        "runner.networkPolicy.controlPlane[0].ipBlock.cidr": "10.0.0.5/32",
+        "runner.networkPolicy.dns.to[0].ipBlock.cidr": "169.254.20.10/32",
+        "runner.networkPolicy.dns.ports[0].port": "53",
+        "runner.networkPolicy.dns.ports[0].protocol": "UDP",
+        "runner.networkPolicy.metadataAddresses": "{169.254.169.254,100.100.100.200}",
+    }
+    contained = _containment(monkeypatch, env(render(values)))
+    assert contained is not None
+    assert contained.control_plane == ({"ipBlock": {"cidr": "10.0.0.5/32"}},)
+    assert contained.dns == {
+        "to": [{"ipBlock": {"cidr": "169.254.20.10/32"}}],
+        "ports": [{"port": 53, "protocol": "UDP"}],
+    }
+    assert contained.metadata_addresses == ("169.254.169.254", "100.100.100.200")
+    off = env(render({"runner.networkPolicy.enabled": "false"}))
+    assert _containment(monkeypatch, off) is None
 
 
 def test_environment_values_are_passed_as_integers() -> None:
@@ -515,6 +572,8 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     # The runner pods' service account (no RBAC): created once per namespace.
     ("", "serviceaccounts"): {"create"},
+    # Runner pods' NetworkPolicies, by server-side apply: never read or deleted.
+    ("networking.k8s.io", "networkpolicies"): {"create", "patch"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},
     ("snapshot.storage.k8s.io", "volumesnapshots"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"create", "patch"},

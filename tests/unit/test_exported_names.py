@@ -99,6 +99,7 @@ EXPECTED = {
         "ResourceRequirements",
         "ResumeRequest",
         "RetrySpec",
+        "RunnerNetwork",
         "RunnerPodSettings",
         "Session",
         "SessionPhase",

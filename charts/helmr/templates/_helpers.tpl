@@ -70,3 +70,17 @@ app.kubernetes.io/part-of: helmr
 {{- define "helmr.smokeNamespace" -}}
 {{- .Values.tests.namespace | default (first .Values.watchNamespaces) | default .Release.Namespace }}
 {{- end }}
+
+{{- /*
+The NetworkPolicyPeers runner pods reach the runner API at, as JSON: this
+release's control-plane pods, unless runner.networkPolicy.controlPlane says.
+*/ -}}
+{{- define "helmr.controlPlanePeers" -}}
+{{- if .Values.runner.networkPolicy.controlPlane -}}
+{{- .Values.runner.networkPolicy.controlPlane | toJson -}}
+{{- else -}}
+{{- $pods := dict "matchLabels" (include "helmr.selectorLabels" . | fromYaml) -}}
+{{- $namespace := dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace) -}}
+{{- list (dict "namespaceSelector" $namespace "podSelector" $pods) | toJson -}}
+{{- end -}}
+{{- end }}

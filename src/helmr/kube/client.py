@@ -66,6 +66,10 @@ class PodRef:
     deleting: bool
 
 
+FIELD_MANAGER = "helmr"
+APPLY_PATCH = "application/apply-patch+yaml"
+"""Server-side apply's content type (JSON is YAML)."""
+
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 """A list's ``Accept``: the apiserver answers with each object's metadata only."""
 
@@ -113,6 +117,7 @@ class Kube:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.storage = client.StorageV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
 
     # --- custom resources: the operator's own code uses the typed methods, which
     # read and write helmr.resources models; the plain ones are their transport.
@@ -282,6 +287,22 @@ class Kube:
             await kube_threads.call(
                 self.core.create_namespaced_service_account, namespace, cast(Any, body)
             )
+
+    async def apply_network_policy(self, body: dict[str, Any]) -> None:
+        """Server-side apply of the NetworkPolicy ``body`` as Helmr's field manager:
+        created if missing, else made to say what ``body`` says (fields Helmr set
+        before and ``body`` lacks are removed). ``force``: Helmr's word wins over an
+        edit by hand."""
+        meta = body["metadata"]
+        await kube_threads.call(
+            self.networking.patch_namespaced_network_policy,
+            meta["name"],
+            meta["namespace"],
+            body,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY_PATCH,
+        )
 
     # --- Kubernetes Events on our resources, for `kubectl describe`
 

@@ -4,6 +4,8 @@ LABEL_COMPONENT = "helmr.dev/component"
 """What a pod is to Helmr: ``runner``."""
 RUNNER = "runner"
 
+LABEL_ACTOR = "helmr.dev/actor"
+"""The Actor's name (runner pods and the Actor's NetworkPolicy): its policy selects its pods."""
 LABEL_SESSION = "helmr.dev/session"
 """The Session resource's name (runner pods)."""
 LABEL_SESSION_ID = "helmr.dev/session-id"

@@ -26,7 +26,9 @@ from helmr.operator.mirror.actor_acceptance import ActorRecheck
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.mirror.status_sync import StatusSync
 from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runner_reviewer
+from helmr.operator.runners.network_policies import RunnerPolicies, containment
 from helmr.operator.runners.pod_reports import PodReports
+from helmr.operator.runners.pod_runners import PodRunners
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry import tracing
@@ -85,8 +87,16 @@ class ControlPlane:
         self.disks = Disks(self.control, self.kube, self.metrics)
         if self.traces is not None:
             self.disks.save_ended = self.traces.save_ended
+        # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_network_policies).
+        self.runner_policies = RunnerPolicies(self.kube, containment(settings))
         self.supervisor = Supervisor(
-            self.control, self.kube, self.runner_pods, settings, self.metrics, disks=self.disks
+            self.control,
+            self.kube,
+            self.runner_pods,
+            settings,
+            self.metrics,
+            runners=PodRunners(self.kube, self.runner_policies),
+            disks=self.disks,
         )
         # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
         self.actor_recheck = ActorRecheck(self.kube, self.disks.save_support)

@@ -7,6 +7,7 @@ so a malformed value stops the operator at start with the variable's name.
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +18,25 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from helmr.logs import LogFormat
 
 _API_PORT = 8080
+KUBE_DNS: dict[str, Any] = {
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ],
+    # Port 53, or the DNS pods' ports named as CoreDNS and kube-dns name them,
+    # whatever their number (a Service's 53 may be a pod's 1053).
+    "ports": [
+        {"port": 53, "protocol": "UDP"},
+        {"port": 53, "protocol": "TCP"},
+        {"port": "dns", "protocol": "UDP"},
+        {"port": "dns-tcp", "protocol": "TCP"},
+    ],
+}
+"""The egress rule to the cluster's DNS: CoreDNS or kube-dns pods in kube-system."""
+METADATA_ADDRESSES = ("169.254.169.254", "fd00:ec2::254")
+"""The cloud metadata endpoints (AWS, GCP and Azure's IPv4 one; AWS's IPv6 one)."""
 
 
 class Settings(BaseSettings):
@@ -39,6 +59,21 @@ class Settings(BaseSettings):
     """JSON: the runner pods' ``nodeSelector`` (the chart's ``runner.nodeSelector``)."""
     runner_tolerations: tuple[dict[str, Any], ...] = ()
     """JSON: the runner pods' ``tolerations`` (the chart's ``runner.tolerations``)."""
+    runner_network_policy: bool = True
+    """Whether runner pods are contained by the NetworkPolicies this process writes
+    (helmr.operator.runners.network_policies). Off: the cluster's administrators
+    contain them their own way."""
+    control_plane_peers: tuple[dict[str, Any], ...] = ()
+    """JSON: NetworkPolicy peers that are this control plane, which runner pods may
+    reach at the runner port and be reached by (the chart: its pods, by namespace
+    and labels). Unset: the runner URL's host when it is an IP address, else the
+    control-plane pods of a default release (``helmr`` in ``helmr-system``)."""
+    runner_dns: dict[str, Any] = Field(default_factory=lambda: dict(KUBE_DNS))
+    """JSON: the NetworkPolicy egress rule (``to``, ``ports``) by which runner pods
+    reach the cluster's DNS."""
+    runner_metadata_addresses: Annotated[tuple[str, ...], NoDecode] = METADATA_ADDRESSES
+    """Comma-separated IP addresses kept closed inside every CIDR an Actor's
+    ``spec.network.egress`` allows, unless an entry names one exactly."""
     watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
     """Comma-separated. Empty: every namespace. Otherwise pods are listed per
     namespace (namespaced RBAC)."""
@@ -88,10 +123,15 @@ class Settings(BaseSettings):
     status patch per object. A status someone waits for (a new Session, a Turn
     applied with kubectl) does not wait for it."""
 
-    @field_validator("watch_namespaces", mode="before")
+    @field_validator("watch_namespaces", "runner_metadata_addresses", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return tuple(n for n in value.split(",") if n) if isinstance(value, str) else value
+
+    @field_validator("runner_metadata_addresses")
+    @classmethod
+    def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(str(ipaddress.ip_address(address.strip())) for address in value)
 
     @field_validator(
         "history_retention", "stop_grace", "preparation_timeout", "actor_grace", mode="before"

@@ -33,6 +33,7 @@ from helmr.resources.base import (
     WireModel,
 )
 from helmr.resources.fields import Condition
+from helmr.resources.runner_network import RunnerNetwork
 from helmr.resources.runner_pod import RunnerPodSettings
 from helmr.resources.session import (
     ActorRef,
@@ -93,6 +94,7 @@ __all__ = [
     "ResourceRequirements",
     "ResumeRequest",
     "RetrySpec",
+    "RunnerNetwork",
     "RunnerPodSettings",
     "Session",
     "SessionPhase",

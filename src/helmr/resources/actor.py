@@ -18,6 +18,7 @@ from helmr.actor_limits import (
 )
 from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsSubdomain, Quantity
+from helmr.resources.runner_network import RunnerNetwork
 from helmr.resources.runner_pod import RunnerPodSettings
 
 # ``module:attr`` as in Python entry points: dotted identifiers on both sides.
@@ -296,6 +297,13 @@ class ActorSpec(WireModel):
             "Settings of this Actor's runner pods (pull Secrets, RuntimeClass, priority,"
             " placement, labels, annotations), merged with the chart's `runner.*` defaults."
             " Nothing here can loosen the restricted profile or the runner's identity."
+        ),
+    )
+    network: RunnerNetwork | None = Field(
+        default=None,
+        description=(
+            "What this Actor's runner pods may connect to besides the cluster's DNS and the"
+            " control plane's runner API, which are all they reach by default."
         ),
     )
 

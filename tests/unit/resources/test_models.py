@@ -27,6 +27,7 @@ from helmr.resources import (
     Turn,
     TurnStatus,
 )
+from helmr.resources.runner_network import EgressPort
 
 # A Session as the apiserver returns it: server-set metadata, defaults, a status.
 SESSION_FROM_SERVER: dict[str, Any] = {
@@ -238,3 +239,41 @@ def test_python_names_are_accepted_too() -> None:
 
 def test_plural_names() -> None:
     assert (ACTORS, SESSIONS, TURNS) == ("actors", "sessions", "turns")
+
+
+@pytest.mark.parametrize(
+    "egress",
+    [
+        [{"cidr": "api.example.com"}],
+        [{"cidr": "203.0.113.7"}],
+        [{"cidr": "10.1.2.3/8"}],
+        [{"cidr": "10.0.0.0/8", "ports": [{"port": 0}]}],
+        [{"cidr": "10.0.0.0/8", "ports": [{"port": 1, "protocol": "ICMP"}]}],
+        [{"cidr": "10.0.0.0/8", "ports": []}],
+        [{"cidr": f"10.0.{i}.0/24"} for i in range(33)],
+    ],
+)
+def test_python_checks_the_network_settings_as_the_schema_does(egress: list[Any]) -> None:
+    with pytest.raises(ValidationError):
+        ActorSpec.model_validate(
+            {"image": "runner:dev", "entrypoint": "pkg:attr", "network": {"egress": egress}}
+        )
+
+
+def test_network_settings_read_back_as_written() -> None:
+    # Whatever the apiserver admits (canonical CIDRs, IPv4-mapped ones included),
+    # the operator can read.
+    egress = [
+        {"cidr": "0.0.0.0/0", "ports": [{"port": 443, "protocol": "TCP"}]},
+        {"cidr": "2001:db8::/32", "ports": [{"port": 53, "protocol": "UDP"}]},
+        {"cidr": "169.254.169.254/32"},
+        {"cidr": "::ffff:10.0.0.0/104"},
+    ]
+    spec = ActorSpec.model_validate(
+        {"image": "runner:dev", "entrypoint": "pkg:attr", "network": {"egress": egress}}
+    )
+    assert spec.network is not None
+    assert spec.model_dump(mode="json", by_alias=True, exclude_unset=True)["network"] == {
+        "egress": egress
+    }
+    assert EgressPort(port=80).protocol == "TCP"

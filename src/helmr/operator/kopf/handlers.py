@@ -279,6 +279,16 @@ async def actor_accepted(body: kopf.Body, memo: Any, **_: Any) -> None:
     await _plane(memo).actor_recheck.check(Actor.from_manifest(body))
 
 
+@kopf.on.resume(GROUP, VERSION, ACTORS)
+@kopf.on.create(GROUP, VERSION, ACTORS)
+@kopf.on.update(GROUP, VERSION, ACTORS, field="spec")
+async def actor_network_policies(body: kopf.Body, memo: Any, **_: Any) -> None:
+    """Writes the NetworkPolicies of the Actor's runner pods as its spec says
+    (helmr.operator.runners.network_policies): its ``spec.network`` reaches the pods
+    already running, not only the next ones."""
+    await _plane(memo).runner_policies.ensure(Actor.from_manifest(body))
+
+
 @kopf.on.event(GROUP, VERSION, ACTORS)
 async def actor_seen(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
     """Keeps the Actors to check again periodically up to date: a watch event, not

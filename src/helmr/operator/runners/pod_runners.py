@@ -1,6 +1,7 @@
 """Runner processes as Kubernetes pods (:class:`~helmr.operator.runners.backend.RunnerBackend`):
 one pod per process epoch, found again by its labels after a restart, and the
-namespace's runner service account made before the first pod."""
+namespace's runner service account and the Actor's NetworkPolicies made before
+the first pod."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.runners import pods
 from helmr.operator.runners.backend import RunnerRef, RunnerState, StartRefused
+from helmr.operator.runners.network_policies import RunnerPolicies
 from helmr.operator.runners.preparation import container_started, pending_detail
 
 
 class PodRunners:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, policies: RunnerPolicies | None = None) -> None:
+        """``policies``: the NetworkPolicies put in place before each pod (none: the
+        pods are left to whatever policies the cluster has)."""
         self.kube = kube
+        self.policies = policies
         # Namespaces whose runner service account this process has made sure of.
         self._accounts: set[str] = set()
 
@@ -39,6 +44,16 @@ class PodRunners:
         return RunnerState(gone=pod is None, started=started, pending=pending_detail(pod))
 
     async def start(self, spec: pods.RunnerSpec) -> str:
+        if self.policies is not None:
+            # Never a runner pod before its policies: agent code is contained from its start.
+            try:
+                await self.policies.ensure(spec.actor)
+            except KubeError as exc:
+                raise StartRefused(
+                    f"runner pod's NetworkPolicies not written: {exc.status} {exc.reason}:"
+                    f" {exc.body}",
+                    gone=namespace_terminating(exc),
+                ) from exc
         try:
             return await self._create(spec.namespace, pods.build_runner_pod_spec(spec))
         except KubeError as exc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helmr.kube.labels import (
+    LABEL_ACTOR,
     LABEL_COMPONENT,
     LABEL_EPOCH,
     LABEL_SESSION,
@@ -71,9 +72,12 @@ def pod_name(session_name: str, epoch: int) -> str:
     return f"{session_name}-runner-{epoch}"
 
 
-def runner_labels(session_name: str, session_id: str) -> dict[str, str]:
+def runner_labels(session_name: str, session_id: str, actor_name: str) -> dict[str, str]:
+    """Helmr's labels of a runner pod: what selects it (its Session's pods, runners at
+    all, its Actor's NetworkPolicy)."""
     return {
         LABEL_COMPONENT: RUNNER,
+        LABEL_ACTOR: actor_name,
         LABEL_SESSION: session_name,
         LABEL_SESSION_ID: session_id,
     }
@@ -160,7 +164,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     # Helmr's labels last: its selectors (this Session's pods, runners at all) stay true.
     labels = (
         (settings.labels or {})
-        | runner_labels(spec.session_name, spec.session_id)
+        | runner_labels(spec.session_name, spec.session_id, spec.actor.metadata.name or "")
         | {LABEL_EPOCH: str(spec.epoch)}
     )
     annotations = {"annotations": dict(settings.annotations)} if settings.annotations else {}
