@@ -142,7 +142,7 @@ def _pod_settings(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, An
     return wire | {name: value for name, value in placement.items() if value}
 
 
-def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
+def _env(spec: RunnerSpec) -> list[dict[str, str]]:
     actor = spec.actor.spec
     env = [
         {"name": contract.ENV_URL, "value": spec.runner_url},
@@ -160,7 +160,10 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     if spec.disk_usage is not None:
         env += _disk_usage_env(spec.disk_usage)
     env += [{"name": e.name, "value": e.value} for e in actor.env or []]
-    settings = actor.pod or RunnerPodSettings()
+    return env
+
+
+def _metadata(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, Any]:
     # Helmr's labels last: its selectors (this Session's pods, runners at all) stay true.
     labels = (
         (settings.labels or {})
@@ -169,15 +172,54 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
     )
     annotations = {"annotations": dict(settings.annotations)} if settings.annotations else {}
     return {
+        "name": pod_name(spec.session_name, spec.epoch),
+        "namespace": spec.namespace,
+        "labels": labels,
+        **annotations,
+        "ownerReferences": [_owner(spec)],
+    }
+
+
+def _runner_container(spec: RunnerSpec) -> dict[str, Any]:
+    actor = spec.actor.spec
+    return {
+        "name": RUNNER,
+        "image": actor.image,
+        "imagePullPolicy": actor.image_pull_policy,
+        "env": _env(spec),
+        "resources": _resources(spec.actor),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        },
+        "volumeMounts": [
+            {"name": "runner-token", "mountPath": TOKEN_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "computer", "mountPath": contract.COMPUTER_DIR},
+        ],
+    }
+
+
+def _volumes(spec: RunnerSpec) -> list[dict[str, Any]]:
+    token = {
+        "audience": RUNNER_AUDIENCE,
+        "expirationSeconds": TOKEN_SECONDS,
+        "path": TOKEN_PATH,
+    }
+    return [
+        {"name": "runner-token", "projected": {"sources": [{"serviceAccountToken": token}]}},
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "computer", "persistentVolumeClaim": {"claimName": spec.claim_name}},
+    ]
+
+
+def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
+    settings = spec.actor.spec.pod or RunnerPodSettings()
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": pod_name(spec.session_name, spec.epoch),
-            "namespace": spec.namespace,
-            "labels": labels,
-            **annotations,
-            "ownerReferences": [_owner(spec)],
-        },
+        "metadata": _metadata(spec, settings),
         "spec": {
             "restartPolicy": "Never",
             # Agent code is untrusted: no Kubernetes API credentials at all.
@@ -198,42 +240,7 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
                 "fsGroup": 65532,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
-            "containers": [
-                {
-                    "name": RUNNER,
-                    "image": actor.image,
-                    "imagePullPolicy": actor.image_pull_policy,
-                    "env": env,
-                    "resources": _resources(spec.actor),
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                        "readOnlyRootFilesystem": True,
-                    },
-                    "volumeMounts": [
-                        {"name": "runner-token", "mountPath": TOKEN_DIR, "readOnly": True},
-                        {"name": "tmp", "mountPath": "/tmp"},
-                        {"name": "computer", "mountPath": contract.COMPUTER_DIR},
-                    ],
-                }
-            ],
-            "volumes": [
-                {
-                    "name": "runner-token",
-                    "projected": {
-                        "sources": [
-                            {
-                                "serviceAccountToken": {
-                                    "audience": RUNNER_AUDIENCE,
-                                    "expirationSeconds": TOKEN_SECONDS,
-                                    "path": TOKEN_PATH,
-                                }
-                            }
-                        ],
-                    },
-                },
-                {"name": "tmp", "emptyDir": {}},
-                {"name": "computer", "persistentVolumeClaim": {"claimName": spec.claim_name}},
-            ],
+            "containers": [_runner_container(spec)],
+            "volumes": _volumes(spec),
         },
     }
