@@ -11,8 +11,10 @@ from helmr import logs
 from helmr.errors import HelmrError, InvalidInput, ReceiveTimeout
 from helmr.protocol import (
     ActorSettings,
+    ReceiveReply,
     ReceiveRequest,
     SessionClosed,
+    TurnAssignment,
     contract,
     parse_receive_reply,
     routes,
@@ -31,6 +33,13 @@ node went away) fails sooner, by TCP keepalive (``helmr.runner.http``)."""
 RECHECK = 1.0
 """Seconds between asking again while this process holds an unsettled turn, so a turn
 the server ended without telling this process does not block ``receive`` forever."""
+
+
+def _window(now: float, deadline: float | None, idle_end: float | None) -> float:
+    """How long the next ``receive`` request may wait: a window, cut short by the
+    caller's deadline and the idle end (not positive once the deadline passed)."""
+    window = RECEIVE_WINDOW if deadline is None else min(deadline - now, RECEIVE_WINDOW)
+    return window if idle_end is None else min(window, idle_end - now)
 
 
 class Session:
@@ -91,29 +100,16 @@ class Session:
                 # The server answered "no turn" for a wait that lasted until the
                 # idle end, so no turn was given to this process: it may end.
                 return None
-            window = RECEIVE_WINDOW if deadline is None else min(deadline - now, RECEIVE_WINDOW)
+            window = _window(now, deadline, idle_end)
             if window <= 0:
                 raise ReceiveTimeout(f"no turn arrived within {timeout} s")
-            if idle_end is not None:
-                window = min(window, idle_end - now)
-            body = request(
-                ReceiveRequest,
-                timeout=window,
-                idle_timeout=idle,
-                actor_settings=self._unreported,
-                **labels,
-            )
-            try:
-                reply = await self._transport.call(routes.receive(self.id), body, wait=window)
-            except ReceiveTimeout:
-                self._unreported = None  # the server took them before it waited
+            reply = await self._ask(window, idle, labels)
+            if reply is None:
                 continue  # the server's window ended; our deadline decides
-            self._unreported = None
-            assignment = parse_receive_reply(reply)
-            if isinstance(assignment, SessionClosed):
+            if isinstance(reply, SessionClosed):
                 return None
             current = self._unsettled_turn()
-            if current is not None and current.id == assignment.id:
+            if current is not None and current.id == reply.id:
                 # The server still runs the turn this process holds: wait for the actor to
                 # settle it, asking again now and then in case the server ends it.
                 with contextlib.suppress(TimeoutError):
@@ -121,14 +117,38 @@ class Session:
                 if idle is not None:
                     idle_end = loop.time() + idle  # holding a turn is not being idle
                 continue
-            if current is not None:
-                # A new turn means the server ended the one this process held.
-                current.signal.abort("turn_not_active")
-            self._current = Turn(assignment, self._transport.call, self.id)
-            # The actor's task logs about this turn from now on (helmr.logs).
-            logs.bind(turn=assignment.id)
-            self._received.set()
-            return self._current
+            return self._start(reply, current)
+
+    async def _ask(
+        self, window: float, idle: float | None, labels: Mapping[str, Any]
+    ) -> ReceiveReply | None:
+        """One ``receive`` request waiting up to ``window`` seconds; None when the
+        server's window ended with no turn."""
+        body = request(
+            ReceiveRequest,
+            timeout=window,
+            idle_timeout=idle,
+            actor_settings=self._unreported,
+            **labels,
+        )
+        try:
+            reply = await self._transport.call(routes.receive(self.id), body, wait=window)
+        except ReceiveTimeout:
+            self._unreported = None  # the server took them before it waited
+            return None
+        self._unreported = None
+        return parse_receive_reply(reply)
+
+    def _start(self, assignment: TurnAssignment, held: Turn | None) -> Turn:
+        """The new turn ``assignment`` as this process's current one."""
+        if held is not None:
+            # A new turn means the server ended the one this process held.
+            held.signal.abort("turn_not_active")
+        self._current = Turn(assignment, self._transport.call, self.id)
+        # The actor's task logs about this turn from now on (helmr.logs).
+        logs.bind(turn=assignment.id)
+        self._received.set()
+        return self._current
 
     def _labels(
         self, metadata: Mapping[str, Any] | None, tags: Iterable[str] | None
