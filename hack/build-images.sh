@@ -37,12 +37,16 @@ mkdir -p "$IMAGES"
 exec 9>"$IMAGES/.lock"
 flock 9
 
+# oci ARGS...: the project's OCI writer (helmr.images.oci, standard library
+# only), run from the source tree by the system Python.
+oci() { PYTHONPATH="$REPO_DIR/src" python3 -m helmr.images.oci "$@"; }
+
 # layer KEY DIR: the layer tar of DIR, made once per KEY; prints its path.
 layer() {
   local out="$IMAGES/layers/$1.tar"
   [[ -f "$out" ]] || {
     mkdir -p "$IMAGES/layers"
-    python3 "$HACK_DIR/oci_image.py" layer "$2" "$out.tmp" >/dev/null
+    oci layer "$2" "$out.tmp" >/dev/null
     mv "$out.tmp" "$out"
   }
   echo "$out"
@@ -55,7 +59,7 @@ image() {
   [[ -f "$out" ]] || {
     log "building image ${REF[$name]}"
     mkdir -p "$IMAGES/$name"
-    python3 "$HACK_DIR/oci_image.py" image "$out.tmp" "${REF[$name]}" --architecture "$ARCH" "$@" \
+    oci image "$out.tmp" "${REF[$name]}" --architecture "$ARCH" "$@" \
       >"$IMAGES/$name/$key.digest"
     mv "$out.tmp" "$out"
   }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from helmr.cli.actor import actor
 from helmr.cli.runtime import Settings
 from helmr.cli.session import session
 from helmr.cli.workspace import workspace
@@ -27,3 +28,5 @@ def main(ctx: click.Context, url: str | None, token: str | None, as_json: bool) 
 COMMANDS = (session, workspace)
 for command in COMMANDS:
     main.add_command(command)
+# Building an actor's image is local work, not a request to a Helmr API: `helmr` only.
+main.add_command(actor)
