@@ -94,6 +94,9 @@ class StopReason(enum.StrEnum):
     continue in a new Run."""
     STORAGE_EXHAUSTED = "storage_exhausted"
     """Its Computer disk reached ``stopAt`` while a Turn ran."""
+    CODE_CHANGED = "code_changed"
+    """Its actor's files changed (``helmr dev``): it is replaced between two Turns,
+    never during one; the next Turn runs the new code."""
     EXITED = "exited"
     """Nothing asked it to stop: it ended by itself (a ``process_stopped`` reason only)."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from helmr.cli.actor import actor
+from helmr.cli.dev import dev
 from helmr.cli.runtime import Settings
 from helmr.cli.session import session
 from helmr.cli.workspace import workspace
@@ -30,3 +31,5 @@ for command in COMMANDS:
     main.add_command(command)
 # Building an actor's image is local work, not a request to a Helmr API: `helmr` only.
 main.add_command(actor)
+# Only `helmr`: it runs a local control plane, nothing kubectl reaches.
+main.add_command(dev)

@@ -43,6 +43,7 @@ class OperatorControl(SessionControls):
     expire_deadlines = writes(processes.expire_deadlines)
     next_deadline = reads(processes.next_deadline)
     processes_to_stop = reads(processes.to_stop)
+    replace_between_turns = writes(processes.replace_between_turns)
     live_processes = reads(processes.live)
     sessions_needing_runner = reads(processes.needing_runner)
     fail_session = writes(sessions.fail)

@@ -265,6 +265,19 @@ def _stop(tx: Tx, session: SessionRow, reason: StopReason, *, overdue: bool = Fa
     return ProcessStop(session_id=session.id, epoch=session.process_epoch, reason=reason)
 
 
+def replace_between_turns(tx: Tx, session_id: str, epoch: int) -> ProcessStop | None:
+    """Asks process ``epoch`` to stop because its code changed (``helmr dev``), if it
+    holds no Turn now: a stop asked for stops its ``receive`` too, so it takes no
+    other Turn meanwhile. None when it holds one (asked again after that Turn) or
+    has ended."""
+    session = sessions.require(tx, session_id)
+    if not is_live(session, epoch) or session.stop_reason is not None:
+        return None
+    if session.active_turn_id is not None:
+        return None
+    return _stop(tx, session, StopReason.CODE_CHANGED)
+
+
 def next_deadline(rt: ReadTx) -> datetime | None:
     """The earliest running Turn's ``deadline_at``, or live process's ``stop_deadline_at``
     or ``run_deadline_at``."""

@@ -11,9 +11,12 @@ as a :class:`~helmr.operator.runners.pod_reports.PodReport` to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from helmr.operator.runners.pods import RunnerSpec
+from helmr.resources import Resource
+
+R = TypeVar("R", bound=Resource[Any, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,4 +73,13 @@ class RunnerBackend(Protocol):
 
     async def remove(self, namespace: str, name: str) -> None:
         """Ends the runner ``name`` (one already gone is removed)."""
+        ...
+
+
+class ResourceReader(Protocol):
+    """Where the supervisor reads a Session's Actor and Session resources: the
+    apiserver (``helmr.kube.client.Kube``), or ``helmr dev``'s actor on disk."""
+
+    async def get_resource(self, kind: type[R], namespace: str, name: str) -> R | None:
+        """The resource, or None when there is none."""
         ...

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmr.kube.labels import LABEL_EPOCH, LABEL_SESSION_ID
+from helmr.operator.runners.backend import RunnerRef
 from helmr.operator.runners.preparation import container_started, failed_preparation
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,30 @@ class PodReport:
     outcome: str
     """``running``, ``exited`` or ``lost`` (:func:`pod_outcome`)."""
     exit_code: int | None
+
+    @classmethod
+    def of(
+        cls,
+        runner: RunnerRef,
+        *,
+        deleted: bool,
+        started: bool,
+        outcome: str,
+        exit_code: int | None = None,
+    ) -> PodReport:
+        """A report of ``runner`` that is not a pod's watch event (a pod found gone, a
+        local process): nothing failed its preparation."""
+        return cls(
+            namespace=runner.namespace,
+            name=runner.name,
+            session_id=runner.session_id,
+            epoch=runner.epoch,
+            deleted=deleted,
+            started=started,
+            failure=None,
+            outcome=outcome,
+            exit_code=exit_code,
+        )
 
     @classmethod
     def read(cls, event_type: str | None, namespace: str, pod: Mapping[str, Any]) -> PodReport:

@@ -50,7 +50,8 @@ class RunnerSpec:
     actor: Actor
     runner_url: str
     claim_name: str
-    """The Computer disk's PVC, mounted at ``contract.COMPUTER_DIR``."""
+    """The Computer disk's PVC, mounted at ``contract.COMPUTER_DIR`` (a directory,
+    for a backend of local processes)."""
     disk_usage: DiskUsageSpec | None = None
     """The disk's size and thresholds the runner measures its usage against."""
     idle_timeout_seconds: int | None = None
@@ -142,7 +143,10 @@ def _pod_settings(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, An
     return wire | {name: value for name, value in placement.items() if value}
 
 
-def _env(spec: RunnerSpec) -> list[dict[str, str]]:
+def runner_env(spec: RunnerSpec, *, token_file: str, computer_dir: str) -> list[dict[str, str]]:
+    """The environment contract of a runner process (``helmr.protocol.contract``):
+    a pod's, and a local process's (``helmr dev``), which differ only in where
+    the token and the Computer disk are."""
     actor = spec.actor.spec
     env = [
         {"name": contract.ENV_URL, "value": spec.runner_url},
@@ -151,16 +155,15 @@ def _env(spec: RunnerSpec) -> list[dict[str, str]]:
         {"name": ENV_LOG_FORMAT, "value": spec.log_format},
         {"name": contract.ENV_PROCESS_EPOCH, "value": str(spec.epoch)},
         {"name": contract.ENV_ENTRYPOINT, "value": actor.entrypoint},
-        {"name": contract.ENV_TOKEN_FILE, "value": f"{TOKEN_DIR}/{TOKEN_PATH}"},
-        {"name": contract.ENV_COMPUTER_DIR, "value": contract.COMPUTER_DIR},
+        {"name": contract.ENV_TOKEN_FILE, "value": token_file},
+        {"name": contract.ENV_COMPUTER_DIR, "value": computer_dir},
         {"name": contract.ENV_PROTOCOL, "value": str(contract.PROTOCOL)},
     ]
     if spec.idle_timeout_seconds is not None:
         env.append({"name": contract.ENV_IDLE_TIMEOUT, "value": str(spec.idle_timeout_seconds)})
     if spec.disk_usage is not None:
         env += _disk_usage_env(spec.disk_usage)
-    env += [{"name": e.name, "value": e.value} for e in actor.env or []]
-    return env
+    return env + [{"name": e.name, "value": e.value} for e in actor.env or []]
 
 
 def _metadata(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, Any]:
@@ -186,7 +189,9 @@ def _runner_container(spec: RunnerSpec) -> dict[str, Any]:
         "name": RUNNER,
         "image": actor.image,
         "imagePullPolicy": actor.image_pull_policy,
-        "env": _env(spec),
+        "env": runner_env(
+            spec, token_file=f"{TOKEN_DIR}/{TOKEN_PATH}", computer_dir=contract.COMPUTER_DIR
+        ),
         "resources": _resources(spec.actor),
         "securityContext": {
             "allowPrivilegeEscalation": False,

@@ -30,7 +30,12 @@ from helmr.operator.disks.backend import DiskBackend, RestoreFailed
 from helmr.operator.disks.manifests import PreparedDisk
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.runners import pods
-from helmr.operator.runners.backend import RunnerBackend, RunnerRef, StartRefused
+from helmr.operator.runners.backend import (
+    ResourceReader,
+    RunnerBackend,
+    RunnerRef,
+    StartRefused,
+)
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.limits import effective_limits
 from helmr.operator.runners.pod_reports import PodReport
@@ -44,28 +49,37 @@ from helmr.store import utc_now
 log = logging.getLogger(__name__)
 
 
+def _cluster(kube: Kube | None) -> Kube:
+    if kube is None:
+        raise ValueError("without a cluster, give the runners, disks and resources backends")
+    return kube
+
+
 class Supervisor:
     def __init__(
         self,
         control: OperatorControl,
-        kube: Kube,
+        kube: Kube | None,
         runner_pods: RunnerPods,
         settings: Settings,
         metrics: OperatorMetrics,
         clock: Callable[[], datetime] = utc_now,
         runners: RunnerBackend | None = None,
         disks: DiskBackend | None = None,
+        resources: ResourceReader | None = None,
     ) -> None:
         """``runners``: where runner processes run (a pod each unless given);
-        ``disks``: where their Computer disks are kept (claims unless given)."""
+        ``disks``: where their Computer disks are kept (claims unless given);
+        ``resources``: where Actors and Sessions are read (``kube`` unless given).
+        ``kube`` is None only with all three given: no cluster at all (``helmr dev``)."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
-        self.kube = kube
+        self.resources: ResourceReader = resources or _cluster(kube)
         self.runner_pods = runner_pods
-        self.runners: RunnerBackend = runners or PodRunners(kube)
+        self.runners: RunnerBackend = runners or PodRunners(_cluster(kube))
         self.settings = settings
-        self.disks: DiskBackend = disks or Disks(control, kube, metrics)
+        self.disks: DiskBackend = disks or Disks(control, _cluster(kube), metrics)
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
@@ -164,18 +178,7 @@ class Supervisor:
         if not (await self.runners.state(pod.namespace, pod.name)).gone:
             return
         del self._ending[(session_id, epoch)]
-        report = PodReport(
-            namespace=pod.namespace,
-            name=pod.name,
-            session_id=session_id,
-            epoch=epoch,
-            deleted=True,
-            started=False,
-            failure=None,
-            outcome="lost",
-            exit_code=None,
-        )
-        await self.pod_reported(report)
+        await self.pod_reported(PodReport.of(pod, deleted=True, started=False, outcome="lost"))
 
     async def _each_at_once(
         self, sessions: list[SessionView], step: Callable[[SessionView], Awaitable[None]]
@@ -209,8 +212,8 @@ class Supervisor:
     async def resolve_limits(self, session: SessionView, now: datetime) -> None:
         """Reads the Session's Actor once, when it opened, and stores its limits."""
         read, owner = await asyncio.gather(
-            self.kube.get_resource(Actor, session.namespace, session.actor),
-            self.kube.get_resource(Session, session.namespace, session.name),
+            self.resources.get_resource(Actor, session.namespace, session.actor),
+            self.resources.get_resource(Session, session.namespace, session.name),
         )
         actor = await self._actor_found(session, read, now)
         if actor is None:
@@ -322,8 +325,8 @@ class Supervisor:
         # apiserver round trip.
         leftovers, owner, actor = await asyncio.gather(
             self._leftovers(session),
-            self.kube.get_resource(Session, session.namespace, session.name),
-            self.kube.get_resource(Actor, session.namespace, session.actor),
+            self.resources.get_resource(Session, session.namespace, session.name),
+            self.resources.get_resource(Actor, session.namespace, session.actor),
         )
         if leftovers:
             # An older process is still physically there: remove it and come

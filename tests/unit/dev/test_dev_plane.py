@@ -1,0 +1,152 @@
+"""``helmr dev``'s plane end to end: runner processes with a pod's environment, the
+Computer a directory saved after Turns and restored after execution loss, and
+runners replaced at a Turn boundary when the actor's files change."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helmr.client import Client
+from helmr.dev import DevOptions, DevPlane
+from helmr.operator.disks.manifests import disk_usage_spec
+from helmr.operator.runners.pods import RunnerSpec, build_runner_pod_spec
+from helmr.testing import Plane, PlaneSession, StartPlane
+
+ACTORS = Path(__file__).parents[2] / "actors"
+ENVIRONMENT_ACTOR = """
+import os
+from helmr.runner import actor
+
+async def run(session):
+    while (turn := await session.receive()) is not None:
+        if isinstance(turn.input, dict) and "sleep" in turn.input:
+            import asyncio
+            await asyncio.sleep(turn.input["sleep"])
+        env = {k: v for k, v in os.environ.items() if k.startswith("HELMR_")}
+        await turn.complete({"env": env, "version": VERSION})
+
+VERSION = 1
+environment = actor(id="environment", run=run)
+"""
+
+
+def actor_dir(root: Path, name: str, entrypoint: str) -> Path:
+    """An actor directory as an author writes it: its code and its actor.yaml."""
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "actor.yaml").write_text(
+        "apiVersion: helmr.dev/v1alpha1\nkind: Actor\n"
+        f"metadata: {{name: {name}}}\n"
+        f"spec: {{image: local/dev, entrypoint: '{entrypoint}'}}\n"
+    )
+    return path
+
+
+@pytest.fixture
+def files_actor(tmp_path: Path) -> str:
+    path = actor_dir(tmp_path, "files", "files:files")
+    shutil.copy(ACTORS / "files.py", path / "files.py")
+    return str(path)
+
+
+@pytest.fixture
+def environment_actor(tmp_path: Path) -> Path:
+    path = actor_dir(tmp_path, "environment", "environment:environment")
+    (path / "environment.py").write_text(ENVIRONMENT_ACTOR)
+    return path
+
+
+async def saved(plane: Plane, session: PlaneSession) -> None:
+    """Waits for the Workspace's newest completed Turn to be a committed save."""
+    view = await session.retrieve()
+    for _ in range(200):
+        workspace = await plane.dev.control.get_workspace(view.namespace, view.workspace)
+        if workspace.pending_saves == 0 and workspace.computer_version is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the save is not ready")
+
+
+async def test_a_runner_process_gets_a_runner_pods_environment(
+    helmr_dev: StartPlane, environment_actor: Path
+) -> None:
+    plane = await helmr_dev(str(environment_actor))
+    session = await plane.session()
+
+    turn = await session.run("env")
+
+    assert isinstance(turn.result, dict)
+    env = turn.result["env"]
+    assert isinstance(env, dict)
+    view = await session.retrieve()
+    spec = RunnerSpec(
+        namespace=view.namespace,
+        session_name=view.name,
+        session_uid="uid",
+        session_id=view.id,
+        epoch=1,
+        actor=plane.dev.source.actor,
+        runner_url=plane.url,
+        claim_name="claim",
+        disk_usage=disk_usage_spec(plane.dev.source.actor.spec.computer),
+    )
+    container = build_runner_pod_spec(spec)["spec"]["containers"][0]
+    assert set(env) == {e["name"] for e in container["env"]}
+    assert env["HELMR_PROTOCOL"] == "2"
+    assert env["HELMR_COMPUTER_DIR"] == str(await session.computer())
+    assert env["HELMR_URL"] == plane.url
+
+
+async def test_files_survive_execution_loss_restored_from_the_last_save(
+    helmr_dev: StartPlane, files_actor: str
+) -> None:
+    plane = await helmr_dev(files_actor)
+    session = await plane.session()
+    await session.run({"write": {"notes.txt": "turn 1"}})
+    await saved(plane, session)
+    first_disk = await session.computer()
+    lost = await session.enqueue({"write": {"late.txt": "unsaved"}, "sleep": 60})
+    await session.running(lost)
+
+    session.lose_execution()
+
+    assert (await session.ended(lost)).reason == "computer_execution_lost"
+    read = await session.run({"read": ["notes.txt", "late.txt"]})
+    assert read.result == {"read": {"notes.txt": "turn 1", "late.txt": None}}
+    lost_event = await session.wait_for("session.execution_lost")
+    assert isinstance(lost_event.data, dict)
+    assert lost_event.data["computerVersion"] is not None
+    assert await session.computer() != first_disk
+    assert not first_disk.exists()
+
+
+async def test_a_changed_actor_replaces_its_runner_at_the_next_turn_boundary(
+    tmp_path: Path, environment_actor: Path
+) -> None:
+    options = DevOptions(
+        root=tmp_path / "state", runner_logs=True, watch_interval=0.05, reconcile_interval=0.2
+    )
+    async with DevPlane(str(environment_actor), options) as dev, Client(dev.url, dev.token) as c:
+        session = await Plane(dev, c).session()
+        first = await session.run("before")
+        during = await session.enqueue({"sleep": 1})
+        await session.running(during)
+
+        code = environment_actor / "environment.py"
+        code.write_text(code.read_text().replace("VERSION = 1", "VERSION = 2"))
+
+        ended = await session.ended(during)
+        stopped = await session.wait_for("session.process_stopped")
+        after = await session.run("after")
+
+    assert (ended.status, ended.reason) == ("completed", None)
+    assert isinstance(first.result, dict)
+    assert isinstance(ended.result, dict)
+    assert (first.result["version"], ended.result["version"]) == (1, 1)
+    assert isinstance(after.result, dict)
+    assert after.result["version"] == 2
+    assert stopped.data == {"processEpoch": 1, "reason": "code_changed"}
