@@ -150,3 +150,44 @@ async def test_a_changed_actor_replaces_its_runner_at_the_next_turn_boundary(
     assert isinstance(after.result, dict)
     assert after.result["version"] == 2
     assert stopped.data == {"processEpoch": 1, "reason": "code_changed"}
+
+
+FAILING_ACTOR = """
+from helmr.runner import actor
+
+async def run(session):
+    raise RuntimeError("this actor cannot start")
+
+failing = actor(id="failing", run=run)
+"""
+
+
+async def test_a_runner_idle_past_its_timeout_ends_and_the_next_turn_starts_another(
+    helmr_dev: StartPlane, environment_actor: Path
+) -> None:
+    plane = await helmr_dev(str(environment_actor), spec={"idleTimeoutSeconds": 1})
+    session = await plane.session()
+    await session.run("first")
+
+    stopped = await session.wait_for("session.process_stopped")
+    second = await session.run("second")
+
+    assert stopped.data == {"processEpoch": 1, "reason": "exited"}
+    assert second.status == "completed"
+    assert (await session.retrieve()).process_epoch == 2
+
+
+async def test_three_process_failures_hold_the_session(
+    helmr_dev: StartPlane, tmp_path: Path
+) -> None:
+    path = actor_dir(tmp_path, "failing", "failing:failing")
+    (path / "failing.py").write_text(FAILING_ACTOR)
+    plane = await helmr_dev(str(path))
+    session = await plane.session()
+
+    await session.enqueue("never runs")
+    held = await session.until(lambda s: s.hold is not None, timeout=60)
+
+    assert held.hold is not None
+    assert held.hold.reason == "process_failures"
+    assert held.process_epoch == 3
