@@ -2,8 +2,11 @@
 
 :class:`~helmr.dev.plane.DevPlane` assembles the operator's store, ``Control``,
 APIs and ``Supervisor`` with runner processes as local subprocesses and Computer
-disks as directories (docs/dev.md). It imports neither kopf nor the Kubernetes
-client (import-linter holds it).
+disks as directories (docs/dev.md). None of its modules imports kopf, the
+Kubernetes client or ``helmr.kube`` (import-linter holds it); the operator's
+modules it reuses import ``helmr.kube``, and ``helmr.operator``'s ``__init__``
+(``kopf run -m helmr.operator`` registers its handlers so) loads the kopf library,
+though nothing runs it.
 """
 
 from helmr.dev.plane import DevOptions, DevPlane
