@@ -27,9 +27,15 @@ def dev(actor: str, port: int, host: str, root: Path, namespace: str, no_reload:
 
     Prints the API's URL and token: the Python client, `helmr session ...` and
     `helmr session events --follow` work against it as against a cluster."""
-    # The one command that runs the control plane (its extras: pip install 'helmr[testing]').
-    from helmr.dev.command import serve
-    from helmr.dev.plane import DevOptions
+    # The one command that runs the control plane, imported only when it runs.
+    try:
+        from helmr.dev.command import serve
+        from helmr.dev.plane import DevOptions
+    except ImportError as exc:
+        raise click.ClickException(
+            f"helmr dev runs the control plane, which needs its extras"
+            f" (pip install 'helmr[testing]'): {exc}"
+        ) from exc
 
     serve(
         actor,
