@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The demo, on the local cluster: installs Helmr with its Helm chart (the
 # control plane runs in the cluster, as in production), declares the echo
-# actor, and drives a session from outside with the Python client,
-# authenticated by a Kubernetes service-account token scoped to one namespace.
+# actor and the workbench agent, and drives a session of each from outside
+# with the Python client, authenticated by a Kubernetes service-account token
+# scoped to one namespace: the echo's three FIFO turns, then the workbench's
+# files written in turn 1 and read back in turn 3 after its runner pod was
+# deleted (execution loss; the disk restored from its last save).
 # shellcheck source=lib/cluster.sh
 source "$(dirname "$0")/lib/cluster.sh"
 
@@ -10,7 +13,8 @@ KUBECONFIG="$("$HACK_DIR/cluster-up.sh")"
 export KUBECONFIG
 DEMO_NS=helmr-demo
 
-log "declaring the echo actor in namespace $DEMO_NS"
+RUNNER_IMAGE="$("$HACK_DIR/build-images.sh" --name runner)"
+log "declaring the echo actor and the workbench agent in namespace $DEMO_NS"
 kubectl apply --server-side -f "$REPO_DIR/crds" >/dev/null
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -29,11 +33,21 @@ apiVersion: helmr.dev/v1alpha1
 kind: Actor
 metadata: {name: echo, namespace: $DEMO_NS}
 spec:
-  image: $("$HACK_DIR/build-images.sh" --name runner)
+  image: $RUNNER_IMAGE
   imagePullPolicy: Never
   entrypoint: echo.echo:echo
   maxTurnDurationSeconds: 60
   idleTimeoutSeconds: 60
+---
+apiVersion: helmr.dev/v1alpha1
+kind: Actor
+metadata: {name: workbench, namespace: $DEMO_NS}
+spec:
+  image: $RUNNER_IMAGE
+  imagePullPolicy: Never
+  entrypoint: workbench.agent:workbench
+  maxTurnDurationSeconds: 300
+  idleTimeoutSeconds: 120
 ---
 apiVersion: v1
 kind: ServiceAccount
@@ -74,5 +88,8 @@ HELMR_TOKEN="$(kubectl -n "$DEMO_NS" create token demo-client --duration 1h)"
 export HELMR_URL HELMR_TOKEN
 log "driving a session through $HELMR_URL"
 "$REPO_DIR/.venv/bin/python" "$REPO_DIR/examples/echo/demo.py" "$DEMO_NS"
+echo
+log "the workbench agent: its files outlive its runner pod"
+"$REPO_DIR/.venv/bin/python" "$REPO_DIR/examples/workbench/demo.py" "$DEMO_NS"
 echo
 kubectl -n "$DEMO_NS" get sessions.helmr.dev,turns.helmr.dev,pods
