@@ -47,10 +47,12 @@ class Kubectl:
         }
         self("config", "set-context", "--current", "--namespace", namespace)
 
-    def shell(self, command: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    def shell(
+        self, command: str, timeout: float = 180, cwd: Path = REPO
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["bash", "-c", command],
-            cwd=REPO,
+            cwd=cwd,
             env=self.env,
             capture_output=True,
             text=True,
@@ -87,18 +89,18 @@ def k(kubeconfig: str, namespace: str, operator: Operator, tmp_path: Path) -> Ku
     return Kubectl(kubeconfig, namespace, tmp_path)
 
 
-def readme_block() -> list[str]:
-    """The commands of the README's kubectl quickstart (the fenced block after the marker)."""
+def readme_block(marker: str = MARKER) -> str:
+    """The README's fenced shell block after ``marker`` (the kubectl quickstart's)."""
     text = (REPO / "README.md").read_text()
-    after = text.split(MARKER, 1)[1]
+    after = text.split(marker, 1)[1]
     block = re.search(r"```sh\n(.*?)```", after, re.S)
-    assert block is not None, "no fenced block after the kubectl quickstart marker"
-    return [line for line in block.group(1).splitlines() if line.strip()]
+    assert block is not None, f"no fenced block after {marker}"
+    return block.group(1)
 
 
 def test_the_readme_kubectl_quickstart_runs_as_written(k: Kubectl, runner_image: str) -> None:
     assert runner_image == RUNNER_IMAGE  # the image examples/echo/actor.yaml names
-    commands = readme_block()
+    commands = [line for line in readme_block().splitlines() if line.strip()]
     assert any(" -w" in c for c in commands)  # the watch is shown ...
     outputs = []
     for command in commands:
