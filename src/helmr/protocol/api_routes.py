@@ -6,6 +6,7 @@ pattern, so the server's routes and the client's requests cannot disagree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import quote
 
 ACTOR_SESSIONS = "/v1/namespaces/{namespace}/actors/{actor}/sessions"
@@ -50,60 +51,41 @@ def fill(pattern: str, **segments: str) -> str:
     return pattern.format(**{k: quote(v, safe="") for k, v in segments.items()})
 
 
+def session_path(pattern: str) -> Callable[[str], str]:
+    """The builder of ``pattern``, a path of one session: ``(session_id) -> path``."""
+
+    def path(session_id: str) -> str:
+        return fill(pattern, session_id=session_id)
+
+    return path
+
+
+def turn_path(pattern: str) -> Callable[[str, str], str]:
+    """The builder of ``pattern``, a path of one turn: ``(session_id, turn_id) -> path``."""
+
+    def path(session_id: str, turn_id: str) -> str:
+        return fill(pattern, session_id=session_id, turn_id=turn_id)
+
+    return path
+
+
 def actor_sessions(namespace: str, actor: str) -> str:
     return fill(ACTOR_SESSIONS, namespace=namespace, actor=actor)
 
 
-def session(session_id: str) -> str:
-    return fill(SESSION, session_id=session_id)
-
-
-def session_turns(session_id: str) -> str:
-    return fill(SESSION_TURNS, session_id=session_id)
-
-
-def session_send(session_id: str) -> str:
-    return fill(SESSION_SEND, session_id=session_id)
-
-
-def session_interrupt(session_id: str) -> str:
-    return fill(SESSION_INTERRUPT, session_id=session_id)
-
-
-def session_resume(session_id: str) -> str:
-    return fill(SESSION_RESUME, session_id=session_id)
-
-
-def session_cancel(session_id: str) -> str:
-    return fill(SESSION_CANCEL, session_id=session_id)
-
-
-def session_close(session_id: str) -> str:
-    return fill(SESSION_CLOSE, session_id=session_id)
-
-
-def events(session_id: str) -> str:
-    return fill(EVENTS, session_id=session_id)
-
-
-def events_stream(session_id: str) -> str:
-    return fill(EVENTS_STREAM, session_id=session_id)
-
-
-def turn(session_id: str, turn_id: str) -> str:
-    return fill(TURN, session_id=session_id, turn_id=turn_id)
-
-
-def turn_wait(session_id: str, turn_id: str) -> str:
-    return fill(TURN_WAIT, session_id=session_id, turn_id=turn_id)
-
-
-def turn_send(session_id: str, turn_id: str) -> str:
-    return fill(TURN_SEND, session_id=session_id, turn_id=turn_id)
-
-
-def turn_interrupt(session_id: str, turn_id: str) -> str:
-    return fill(TURN_INTERRUPT, session_id=session_id, turn_id=turn_id)
+session = session_path(SESSION)
+session_turns = session_path(SESSION_TURNS)
+session_send = session_path(SESSION_SEND)
+session_interrupt = session_path(SESSION_INTERRUPT)
+session_resume = session_path(SESSION_RESUME)
+session_cancel = session_path(SESSION_CANCEL)
+session_close = session_path(SESSION_CLOSE)
+events = session_path(EVENTS)
+events_stream = session_path(EVENTS_STREAM)
+turn = turn_path(TURN)
+turn_wait = turn_path(TURN_WAIT)
+turn_send = turn_path(TURN_SEND)
+turn_interrupt = turn_path(TURN_INTERRUPT)
 
 
 def workspace(namespace: str, name: str) -> str:

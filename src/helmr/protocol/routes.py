@@ -6,7 +6,7 @@ pattern, so the two can never disagree. All routes are ``POST``.
 
 from __future__ import annotations
 
-from helmr.protocol.api_routes import fill
+from helmr.protocol.api_routes import fill, session_path, turn_path
 from helmr.states import MessageOutcome
 
 PREFIX = "/runner/v1/sessions/{session_id}"
@@ -26,48 +26,17 @@ MESSAGES_NEXT = _TURN + "/messages/next"
 MESSAGE_OUTCOME = _TURN + "/messages/{message_id}/{outcome}"
 
 
-def receive(session_id: str) -> str:
-    return fill(RECEIVE, session_id=session_id)
-
-
-def stops(session_id: str) -> str:
-    return fill(STOPS, session_id=session_id)
-
-
-def storage(session_id: str) -> str:
-    return fill(STORAGE, session_id=session_id)
-
-
-def cancel(session_id: str) -> str:
-    return fill(CANCEL, session_id=session_id)
-
-
-def session_output(session_id: str) -> str:
-    return fill(SESSION_OUTPUT, session_id=session_id)
-
-
-def turn_output(session_id: str, turn_id: str) -> str:
-    return fill(TURN_OUTPUT, session_id=session_id, turn_id=turn_id)
-
-
-def respond(session_id: str, turn_id: str) -> str:
-    return fill(RESPOND, session_id=session_id, turn_id=turn_id)
-
-
-def complete(session_id: str, turn_id: str) -> str:
-    return fill(COMPLETE, session_id=session_id, turn_id=turn_id)
-
-
-def fail(session_id: str, turn_id: str) -> str:
-    return fill(FAIL, session_id=session_id, turn_id=turn_id)
-
-
-def messages_ready(session_id: str, turn_id: str) -> str:
-    return fill(MESSAGES_READY, session_id=session_id, turn_id=turn_id)
-
-
-def messages_next(session_id: str, turn_id: str) -> str:
-    return fill(MESSAGES_NEXT, session_id=session_id, turn_id=turn_id)
+receive = session_path(RECEIVE)
+stops = session_path(STOPS)
+storage = session_path(STORAGE)
+cancel = session_path(CANCEL)
+session_output = session_path(SESSION_OUTPUT)
+turn_output = turn_path(TURN_OUTPUT)
+respond = turn_path(RESPOND)
+complete = turn_path(COMPLETE)
+fail = turn_path(FAIL)
+messages_ready = turn_path(MESSAGES_READY)
+messages_next = turn_path(MESSAGES_NEXT)
 
 
 def message_outcome(session_id: str, turn_id: str, message_id: str, outcome: MessageOutcome) -> str:
