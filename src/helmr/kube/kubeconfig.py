@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from kubernetes import client as k8s
@@ -113,12 +112,7 @@ class Apiserver:
     def __enter__(self) -> Apiserver:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
 
     def service(self, namespace: str, name: str) -> ServiceInfo:

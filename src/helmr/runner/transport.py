@@ -20,7 +20,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from helmr.errors import UNAVAILABLE_STATUSES, HelmrError, StaleEpoch, Unavailable, from_json
@@ -71,12 +70,7 @@ class Transport:
         self._http = HttpClient(self._url)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._http is not None:
             await self._http.close()
 

@@ -17,7 +17,6 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol, TypeVar
 
 from pydantic import JsonValue
@@ -154,12 +153,7 @@ class Store:
     async def __aenter__(self) -> Store:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def write(self, fn: Callable[[Tx], T]) -> T:
