@@ -7,9 +7,12 @@ They are what store functions return and what ``helmr.control`` reasons on;
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import JsonValue
 
@@ -27,6 +30,11 @@ from helmr.states import (
 )
 from helmr.store.codec import load_json, load_time
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Row = TypeVar("_Row", bound="DataclassInstance")
+
 
 @dataclass(frozen=True, slots=True)
 class HoldRow:
@@ -41,16 +49,7 @@ class HoldRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> HoldRow:
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            reason=row["reason"],
-            scope=row["scope"],
-            turn_id=row["turn_id"],
-            created_at=_time(row["created_at"]),
-            released_at=load_time(row["released_at"]),
-            released_how=row["released_how"],
-        )
+        return _load(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,37 +92,8 @@ class SessionRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
-        return cls(
-            id=row["id"],
-            namespace=row["namespace"],
-            name=row["name"],
-            actor=row["actor"],
-            workspace=row["workspace"],
-            key=row["key"],
-            idempotency_key=row["idempotency_key"],
-            status=row["status"],
-            hold=hold,
-            consecutive_failures=row["consecutive_failures"],
-            consecutive_losses=row["consecutive_losses"],
-            process_epoch=row["process_epoch"],
-            process_live=bool(row["process_live"]),
-            stop_reason=row["stop_reason"],
-            stop_deadline_at=load_time(row["stop_deadline_at"]),
-            active_turn_id=row["active_turn_id"],
-            cancel_requested_at=load_time(row["cancel_requested_at"]),
-            close_how=row["close_how"],
-            closed_at=load_time(row["closed_at"]),
-            failure_reason=row["failure_reason"],
-            created_at=_time(row["created_at"]),
-            last_turn_seq=row["last_turn_seq"],
-            last_event_seq=row["last_event_seq"],
-            retained_after=row["retained_after"],
-            limits=None if row["limits_resolved_at"] is None else SessionLimits.load(row),
-            run_deadline_at=load_time(row["run_deadline_at"]),
-            prepare_deadline_at=load_time(row["prepare_deadline_at"]),
-            preparation_failures=row["preparation_failures"],
-            retry_at=load_time(row["retry_at"]),
-        )
+        limits = None if row["limits_resolved_at"] is None else SessionLimits.load(row)
+        return _load(cls, row, hold=hold, limits=limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,29 +165,7 @@ class TurnRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> TurnRow:
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            sequence=row["sequence"],
-            status=row["status"],
-            input=load_json(row["input"]),
-            has_result=bool(row["has_result"]),
-            result=load_json(row["result"]),
-            has_response=bool(row["has_response"]),
-            response=load_json(row["response"]),
-            error=load_json(row["error"]),
-            reason=row["reason"],
-            idempotency_key=row["idempotency_key"],
-            source=row["source"],
-            created_at=_time(row["created_at"]),
-            started_at=load_time(row["started_at"]),
-            ended_at=load_time(row["ended_at"]),
-            epoch=row["epoch"],
-            deadline_at=load_time(row["deadline_at"]),
-            settling=row["settling"],
-            messages_ready_at=load_time(row["messages_ready_at"]),
-            payload_expired=bool(row["payload_expired"]),
-        )
+        return _load(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,17 +182,7 @@ class MessageRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> MessageRow:
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            turn_id=row["turn_id"],
-            ord=row["ord"],
-            data=load_json(row["data"]),
-            status=row["status"],
-            reason=row["reason"],
-            created_at=_time(row["created_at"]),
-            payload_expired=bool(row["payload_expired"]),
-        )
+        return _load(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,26 +217,41 @@ class SaveRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> SaveRow:
-        return cls(
-            namespace=row["namespace"],
-            workspace=row["workspace"],
-            version=row["version"],
-            disk=row["disk"],
-            session_id=row["session_id"],
-            turn_id=row["turn_id"],
-            status=row["status"],
-            attempts=row["attempts"],
-            error=row["error"],
-            requested_at=_time(row["requested_at"]),
-            ready_at=load_time(row["ready_at"]),
-            covered_by=row["covered_by"],
-        )
+        return _load(cls, row)
+
+
+def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
+    """A ``cls`` read from ``row``: each field the column of its name, decoded as the
+    field's type says, unless ``given`` holds it (a field that is no column)."""
+    values = {
+        name: given[name] if name in given else decode(row[name]) for name, decode in _decoders(cls)
+    }
+    return cls(**values)
+
+
+@functools.cache
+def _decoders(cls: type[DataclassInstance]) -> tuple[tuple[str, Callable[[Any], object]], ...]:
+    # The annotations are text (``from __future__ import annotations``).
+    return tuple((f.name, _DECODERS.get(str(f.type), _as_is)) for f in fields(cls))
+
+
+def _as_is(value: object) -> object:
+    return value
 
 
 def _time(text: str) -> datetime:
     value = load_time(text)
     assert value is not None, "a NOT NULL timestamp column was NULL"
     return value
+
+
+_DECODERS: dict[str, Callable[[Any], object]] = {
+    # SQLite holds no booleans, times or JSON: their columns are integers and text.
+    "bool": bool,
+    "datetime": _time,
+    "datetime | None": load_time,
+    "JsonValue": load_json,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,15 +278,4 @@ class StorageRow:
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> StorageRow:
-        return cls(
-            session_id=row["session_id"],
-            limits=StorageLimits(
-                capacity_bytes=row["capacity_bytes"],
-                pause_at=row["pause_at"],
-                stop_at=row["stop_at"],
-                resolve_at=row["resolve_at"],
-            ),
-            episode=row["episode"],
-            state=row["state"],
-            hold_id=row["hold_id"],
-        )
+        return _load(cls, row, limits=_load(StorageLimits, row))
