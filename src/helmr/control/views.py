@@ -8,7 +8,8 @@ own: no route returns them.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from dataclasses import fields
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,65 +35,41 @@ from helmr.store import (
     turns,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
 
 def hold_view(session: SessionRow, row: HoldRow) -> HoldView:
-    return HoldView(
-        hold_id=row.id,
-        reason=row.reason,
-        scope=row.scope,
-        turn_id=row.turn_id,
-        created_at=row.created_at,
-        converged=hold_converged(session),
-    )
+    return _from_row(HoldView, row, hold_id=row.id, converged=hold_converged(session))
 
 
 def stop_receipt(hold: HoldRow) -> StopReceipt:
     """The receipt of the interrupt that placed ``hold``."""
-    return StopReceipt(
-        session_id=hold.session_id,
-        hold_id=hold.id,
-        scope=hold.scope,
-        turn_id=hold.turn_id,
-        accepted_at=hold.created_at,
-    )
+    return _from_row(StopReceipt, hold, hold_id=hold.id, accepted_at=hold.created_at)
 
 
 def session_view(row: SessionRow, *, queued_turns: int) -> SessionView:
-    return SessionView(
-        id=row.id,
-        namespace=row.namespace,
-        name=row.name,
-        actor=row.actor,
-        workspace=row.workspace,
+    return _from_row(
+        SessionView,
+        row,
         workspace_id=workspace_id(row.namespace, row.workspace),
-        key=row.key,
-        status=row.status,
         hold=None if row.hold is None else hold_view(row, row.hold),
-        consecutive_failures=row.consecutive_failures,
-        process_epoch=row.process_epoch,
-        process_live=row.process_live,
-        active_turn_id=row.active_turn_id,
         queued_turns=queued_turns,
-        cancel_requested_at=row.cancel_requested_at,
         closed_how=row.close_how if row.status == "closed" else None,
-        closed_at=row.closed_at,
-        failure_reason=row.failure_reason,
         max_turn_duration=None if row.limits is None else row.limits.max_turn_duration,
-        created_at=row.created_at,
-        retained_after=row.retained_after,
         limits=None if row.limits is None else limits_view(row.limits),
     )
 
 
 def limits_view(limits: SessionLimits) -> LimitsView:
-    return LimitsView(
+    # The two limits that always have one are shown as in force.
+    return _from_row(
+        LimitsView,
+        limits,
         queue_limit=limits.queue,
-        max_turn_duration=limits.max_turn_duration,
-        max_run_duration=limits.max_run_duration,
-        idle_ttl=limits.idle_ttl,
-        idle_timeout_seconds=limits.idle_timeout_seconds,
         retry_max_attempts=limits.retry_attempts,
-        retry_backoff=limits.retry_backoff,
     )
 
 
@@ -108,42 +85,24 @@ def load_turn(rt: ReadTx, session_id: str, turn_id: str) -> TurnView:
 
 
 def turn_view(row: TurnRow) -> TurnView:
-    return TurnView(
-        id=row.id,
-        session_id=row.session_id,
-        sequence=row.sequence,
-        status=row.status,
-        input=row.input,
-        has_result=row.has_result,
-        result=row.result,
-        has_response=row.has_response,
-        response=row.response,
+    return _from_row(
+        TurnView,
+        row,
         error=None if row.error is None else ErrorInfo.from_json(row.error),
-        reason=row.reason,
-        source=row.source,
-        idempotency_key=row.idempotency_key,
-        created_at=row.created_at,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        epoch=row.epoch,
-        deadline_at=row.deadline_at,
         settling=row.settling is not None,
         messages_ready=row.messages_ready_at is not None,
-        payload_expired=row.payload_expired,
     )
 
 
 def message_view(row: MessageRow) -> MessageView:
-    return MessageView(
-        id=row.id,
-        session_id=row.session_id,
-        turn_id=row.turn_id,
-        data=row.data,
-        status=row.status,
-        reason=row.reason,
-        created_at=row.created_at,
-        payload_expired=row.payload_expired,
-    )
+    return _from_row(MessageView, row)
+
+
+def _from_row(view: type[_Model], row: DataclassInstance, **computed: object) -> _Model:
+    """``view`` of the store row ``row``: each field the row's of the same name,
+    unless ``computed`` gives it (one the row lacks, or holds in another form)."""
+    same = {f.name: getattr(row, f.name) for f in fields(row) if f.name in view.model_fields}
+    return view.model_validate(same | computed)
 
 
 class _View(BaseModel):
