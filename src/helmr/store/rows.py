@@ -7,12 +7,11 @@ They are what store functions return and what ``helmr.control`` reasons on;
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from pydantic import JsonValue
 
@@ -30,14 +29,62 @@ from helmr.states import (
 )
 from helmr.store.codec import load_json, load_time
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+_Row = TypeVar("_Row")
 
-_Row = TypeVar("_Row", bound="DataclassInstance")
+
+def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
+    """A ``cls`` read from ``row``: each field the column of its name, decoded as the
+    field's type says, unless ``given`` holds it (a field that is no column)."""
+    values = {
+        name: given[name] if name in given else decode(row[name]) for name, decode in _decoders(cls)
+    }
+    return cls(**values)
+
+
+def _decoders(cls: type[Any]) -> tuple[tuple[str, Callable[[Any], object]], ...]:
+    """Each field of ``cls`` and how its column decodes, worked out once per class."""
+    known = _DECODERS_OF.get(cls)
+    if known is None:
+        # The annotations are text (``from __future__ import annotations``).
+        known = tuple((f.name, _DECODERS.get(str(f.type), _as_is)) for f in fields(cls))
+        _DECODERS_OF[cls] = known
+    return known
+
+
+_DECODERS_OF: dict[type[Any], tuple[tuple[str, Callable[[Any], object]], ...]] = {}
+
+
+def _as_is(value: object) -> object:
+    return value
+
+
+def _time(text: str) -> datetime:
+    value = load_time(text)
+    assert value is not None, "a NOT NULL timestamp column was NULL"
+    return value
+
+
+_DECODERS: dict[str, Callable[[Any], object]] = {
+    # SQLite holds no booleans, times or JSON: their columns are integers and text.
+    "bool": bool,
+    "datetime": _time,
+    "datetime | None": load_time,
+    "JsonValue": load_json,
+}
+
+
+class _Loaded:
+    """A row read from its columns by field name (:func:`_load`)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def load(cls, row: sqlite3.Row) -> Self:
+        return _load(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
-class HoldRow:
+class HoldRow(_Loaded):
     id: str
     session_id: str
     reason: HoldReason
@@ -46,10 +93,6 @@ class HoldRow:
     created_at: datetime
     released_at: datetime | None
     released_how: str | None
-
-    @classmethod
-    def load(cls, row: sqlite3.Row) -> HoldRow:
-        return _load(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +183,7 @@ def _seconds(value: float | None) -> timedelta | None:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnRow:
+class TurnRow(_Loaded):
     id: str
     session_id: str
     sequence: int
@@ -163,13 +206,9 @@ class TurnRow:
     messages_ready_at: datetime | None
     payload_expired: bool
 
-    @classmethod
-    def load(cls, row: sqlite3.Row) -> TurnRow:
-        return _load(cls, row)
-
 
 @dataclass(frozen=True, slots=True)
-class MessageRow:
+class MessageRow(_Loaded):
     id: str
     session_id: str
     turn_id: str
@@ -179,10 +218,6 @@ class MessageRow:
     reason: str | None
     created_at: datetime
     payload_expired: bool
-
-    @classmethod
-    def load(cls, row: sqlite3.Row) -> MessageRow:
-        return _load(cls, row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +232,7 @@ class DiskRow:
 
 
 @dataclass(frozen=True, slots=True)
-class SaveRow:
+class SaveRow(_Loaded):
     namespace: str
     workspace: str
     version: int
@@ -214,44 +249,6 @@ class SaveRow:
     readiness or, ``covered``, the readiness of the save that covered it."""
     covered_by: int | None
     """``covered``: the version of the newer save taken in its place."""
-
-    @classmethod
-    def load(cls, row: sqlite3.Row) -> SaveRow:
-        return _load(cls, row)
-
-
-def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
-    """A ``cls`` read from ``row``: each field the column of its name, decoded as the
-    field's type says, unless ``given`` holds it (a field that is no column)."""
-    values = {
-        name: given[name] if name in given else decode(row[name]) for name, decode in _decoders(cls)
-    }
-    return cls(**values)
-
-
-@functools.cache
-def _decoders(cls: type[DataclassInstance]) -> tuple[tuple[str, Callable[[Any], object]], ...]:
-    # The annotations are text (``from __future__ import annotations``).
-    return tuple((f.name, _DECODERS.get(str(f.type), _as_is)) for f in fields(cls))
-
-
-def _as_is(value: object) -> object:
-    return value
-
-
-def _time(text: str) -> datetime:
-    value = load_time(text)
-    assert value is not None, "a NOT NULL timestamp column was NULL"
-    return value
-
-
-_DECODERS: dict[str, Callable[[Any], object]] = {
-    # SQLite holds no booleans, times or JSON: their columns are integers and text.
-    "bool": bool,
-    "datetime": _time,
-    "datetime | None": load_time,
-    "JsonValue": load_json,
-}
 
 
 @dataclass(frozen=True, slots=True)
