@@ -16,7 +16,17 @@ from helmr.actor_limits import (
     RETRY,
     TTL,
 )
-from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.base import (
+    AGE,
+    JsonDict,
+    Resource,
+    Status,
+    WireModel,
+    cel,
+    column,
+    condition,
+    rules,
+)
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsSubdomain, Quantity
 from helmr.resources.runner_network import RunnerNetwork
 from helmr.resources.runner_pod import RunnerPodSettings
@@ -324,32 +334,17 @@ class Actor(Resource[ActorSpec, ActorStatus]):
     PLURAL: ClassVar[str] = "actors"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hact",)
     PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
-        {"name": "Image", "type": "string", "jsonPath": ".spec.image"},
-        {"name": "Entrypoint", "type": "string", "jsonPath": ".spec.entrypoint"},
-        {
-            "name": "Accepted",
-            "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Accepted")].status',
-        },
-        {
-            "name": "Reason",
-            "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Accepted")].reason',
-            "priority": 1,
-        },
-        {
-            "name": "Saves",
-            "type": "string",
-            "description": "Whether the cluster can save its Sessions' Computer disks.",
-            "jsonPath": '.status.conditions[?(@.type=="SavesAvailable")].status',
-        },
-        {
-            "name": "Max Turn",
-            "type": "integer",
-            "jsonPath": ".spec.maxTurnDurationSeconds",
-            "priority": 1,
-        },
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        column("Image", ".spec.image"),
+        column("Entrypoint", ".spec.entrypoint"),
+        column("Accepted", condition("Accepted")),
+        column("Reason", condition("Accepted", "reason"), priority=1),
+        column(
+            "Saves",
+            condition("SavesAvailable"),
+            description="Whether the cluster can save its Sessions' Computer disks.",
+        ),
+        column("Max Turn", ".spec.maxTurnDurationSeconds", type="integer", priority=1),
+        AGE,
     )
     # Sessions and runner pods carry the Actor's name as a label value.
     NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA

@@ -9,7 +9,17 @@ from pydantic import ConfigDict, Field
 
 from helmr import states
 from helmr.resources.actor import IdleTimeoutSeconds, MaxTurnDurationSeconds, RetrySpec
-from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.base import (
+    AGE,
+    JsonDict,
+    Resource,
+    Status,
+    WireModel,
+    cel,
+    column,
+    condition,
+    rules,
+)
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Key
 from helmr.states import HoldReason
 
@@ -289,24 +299,16 @@ class Session(Resource[SessionSpec, SessionStatus]):
     PLURAL: ClassVar[str] = "sessions"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hses",)
     PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
-        {"name": "Actor", "type": "string", "jsonPath": ".spec.actorRef.name"},
-        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-        {"name": "Active Turn", "type": "string", "jsonPath": ".status.activeTurn"},
-        {"name": "Queued", "type": "integer", "jsonPath": ".status.queuedTurns"},
-        {"name": "Hold", "type": "string", "jsonPath": ".status.hold.reason"},
-        {
-            "name": "Ready",
-            "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-        },
-        {
-            "name": "Reason",
-            "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-        },
-        {"name": "Workspace", "type": "string", "jsonPath": ".spec.workspace", "priority": 1},
-        {"name": "Session ID", "type": "string", "jsonPath": ".status.sessionId", "priority": 1},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        column("Actor", ".spec.actorRef.name"),
+        column("Phase", ".status.phase"),
+        column("Active Turn", ".status.activeTurn"),
+        column("Queued", ".status.queuedTurns", type="integer"),
+        column("Hold", ".status.hold.reason"),
+        column("Ready", condition("Ready")),
+        column("Reason", condition("Ready", "reason")),
+        column("Workspace", ".spec.workspace", priority=1),
+        column("Session ID", ".status.sessionId", priority=1),
+        AGE,
     )
     # Runner pods carry the Session's name as a label value.
     NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA

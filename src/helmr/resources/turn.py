@@ -8,7 +8,17 @@ from typing import ClassVar
 from pydantic import ConfigDict, Field
 
 from helmr import states
-from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.base import (
+    AGE,
+    JsonDict,
+    Resource,
+    Status,
+    WireModel,
+    cel,
+    column,
+    condition,
+    rules,
+)
 from helmr.resources.fields import Conditions, DnsLabel, Json, Key
 from helmr.states import ERROR_CODE_MAX, ERROR_MESSAGE_MAX
 
@@ -125,15 +135,11 @@ class Turn(Resource[TurnSpec, TurnStatus]):
     PLURAL: ClassVar[str] = "turns"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hturn",)
     PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
-        {"name": "Session", "type": "string", "jsonPath": ".spec.sessionRef.name"},
-        {"name": "Sequence", "type": "integer", "jsonPath": ".status.sequence"},
-        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        column("Session", ".spec.sessionRef.name"),
+        column("Sequence", ".status.sequence", type="integer"),
+        column("Phase", ".status.phase"),
         # Why a Turn did not complete, as Job's Failed condition says it.
-        {
-            "name": "Reason",
-            "type": "string",
-            "jsonPath": '.status.conditions[?(@.type=="Failed")].reason',
-        },
-        {"name": "Turn ID", "type": "string", "jsonPath": ".status.turnId", "priority": 1},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        column("Reason", condition("Failed", "reason")),
+        column("Turn ID", ".status.turnId", priority=1),
+        AGE,
     )

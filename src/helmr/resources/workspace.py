@@ -13,7 +13,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from helmr.resources.actor import AccessMode, ComputerSpec, KeepSaves, UsageInterval, UsedFraction
-from helmr.resources.base import JsonDict, Resource, Status, WireModel
+from helmr.resources.base import AGE, JsonDict, Resource, Status, WireModel, column
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Quantity
 
 
@@ -93,11 +93,11 @@ class Workspace(Resource[WorkspaceSpec, WorkspaceStatus]):
     PLURAL: ClassVar[str] = "workspaces"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hws",)
     PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
-        {"name": "Held By", "type": "string", "jsonPath": ".status.heldBy"},
-        {"name": "Version", "type": "string", "jsonPath": ".status.computerVersion"},
-        {"name": "Pending", "type": "integer", "jsonPath": ".status.pendingSaves"},
-        {"name": "Claim", "type": "string", "jsonPath": ".status.claimName", "priority": 1},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        column("Held By", ".status.heldBy"),
+        column("Version", ".status.computerVersion"),
+        column("Pending", ".status.pendingSaves", type="integer"),
+        column("Claim", ".status.claimName", priority=1),
+        AGE,
     )
     # Claims and saves carry the Workspace's name as a label value.
     NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA
