@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -16,18 +16,15 @@ from helmr.actor_limits import (
     RETRY,
     TTL,
 )
-from helmr.resources.base import (
-    AGE,
-    JsonDict,
-    Resource,
-    Status,
-    WireModel,
-    cel,
-    column,
-    condition,
-    rules,
+from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.columns import AGE, column, condition
+from helmr.resources.fields import (
+    LABEL_NAME_SCHEMA,
+    Conditions,
+    DnsSubdomain,
+    ObservedGeneration,
+    Quantity,
 )
-from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsSubdomain, Quantity
 from helmr.resources.runner_network import RunnerNetwork
 from helmr.resources.runner_pod import RunnerPodSettings
 
@@ -322,18 +319,16 @@ class ActorStatus(Status):
     """What the operator observed about the Actor."""
 
     conditions: Conditions = None
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The `metadata.generation` the status reflects."
-    )
+    observed_generation: ObservedGeneration = None
 
 
 class Actor(Resource[ActorSpec, ActorStatus]):
     """A declared actor: the runner image and entrypoint that run it, and its Sessions' limits."""
 
-    KIND: ClassVar[str] = "Actor"
-    PLURAL: ClassVar[str] = "actors"
-    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hact",)
-    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+    KIND = "Actor"
+    PLURAL = "actors"
+    SHORT_NAMES = ("hact",)
+    PRINTER_COLUMNS = (
         column("Image", ".spec.image"),
         column("Entrypoint", ".spec.entrypoint"),
         column("Accepted", condition("Accepted")),
@@ -347,4 +342,4 @@ class Actor(Resource[ActorSpec, ActorStatus]):
         AGE,
     )
     # Sessions and runner pods carry the Actor's name as a label value.
-    NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA
+    NAME_SCHEMA = LABEL_NAME_SCHEMA

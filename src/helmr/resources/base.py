@@ -41,34 +41,6 @@ def rules(*items: JsonDict) -> JsonDict:
     return {"x-kubernetes-validations": list(items)}
 
 
-def column(
-    name: str,
-    json_path: str,
-    *,
-    type: str = "string",
-    priority: int | None = None,
-    description: str | None = None,
-) -> JsonDict:
-    """One of a CRD's ``additionalPrinterColumns`` (``kubectl get``); ``priority`` 1:
-    shown only with ``-o wide``."""
-    item: JsonDict = {"name": name, "type": type}
-    if description is not None:
-        item["description"] = description
-    item["jsonPath"] = json_path
-    if priority is not None:
-        item["priority"] = priority
-    return item
-
-
-def condition(type: str, field: str = "status") -> str:
-    """The JSONPath of a field (``status``, ``reason``) of the condition of that type."""
-    return f'.status.conditions[?(@.type=="{type}")].{field}'
-
-
-AGE = column("Age", ".metadata.creationTimestamp", type="date")
-"""The column every resource ends with, as the core resources do."""
-
-
 class WireModel(BaseModel):
     """A model whose wire form is camelCase JSON, as Kubernetes expects.
 

@@ -42,6 +42,11 @@ Json = Annotated[
     WithJsonSchema({"x-kubernetes-preserve-unknown-fields": True, "nullable": True}),
 ]
 
+# A status's ``observedGeneration``: the ``metadata.generation`` it reflects.
+ObservedGeneration = Annotated[
+    int | None, Field(ge=0, description="The `metadata.generation` the status reflects.")
+]
+
 
 class Condition(WireModel):
     """One observation of the resource's state, as in metav1.Condition."""

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import ConfigDict, Field
 
 from helmr import states
 from helmr.resources.actor import IdleTimeoutSeconds, MaxTurnDurationSeconds, RetrySpec
-from helmr.resources.base import (
-    AGE,
-    JsonDict,
-    Resource,
-    Status,
-    WireModel,
-    cel,
-    column,
-    condition,
-    rules,
+from helmr.resources.base import JsonDict, Resource, Status, WireModel, cel, rules
+from helmr.resources.columns import AGE, column, condition
+from helmr.resources.fields import (
+    LABEL_NAME_SCHEMA,
+    Conditions,
+    DnsLabel,
+    DnsSubdomain,
+    Key,
+    ObservedGeneration,
 )
-from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Key
 from helmr.states import HoldReason
 
 # The store's vocabulary, under the names the CRD uses.
@@ -287,18 +285,16 @@ class SessionStatus(Status):
         ),
     )
     conditions: Conditions = None
-    observed_generation: int | None = Field(
-        default=None, ge=0, description="The `metadata.generation` the status reflects."
-    )
+    observed_generation: ObservedGeneration = None
 
 
 class Session(Resource[SessionSpec, SessionStatus]):
     """A durable Session: the stable address of an Actor's Runs and Turns over one Workspace."""
 
-    KIND: ClassVar[str] = "Session"
-    PLURAL: ClassVar[str] = "sessions"
-    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hses",)
-    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+    KIND = "Session"
+    PLURAL = "sessions"
+    SHORT_NAMES = ("hses",)
+    PRINTER_COLUMNS = (
         column("Actor", ".spec.actorRef.name"),
         column("Phase", ".status.phase"),
         column("Active Turn", ".status.activeTurn"),
@@ -311,4 +307,4 @@ class Session(Resource[SessionSpec, SessionStatus]):
         AGE,
     )
     # Runner pods carry the Session's name as a label value.
-    NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA
+    NAME_SCHEMA = LABEL_NAME_SCHEMA

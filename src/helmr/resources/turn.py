@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
 from pydantic import ConfigDict, Field
 
 from helmr import states
-from helmr.resources.base import (
-    AGE,
-    JsonDict,
-    Resource,
-    Status,
-    WireModel,
-    cel,
-    column,
-    condition,
-    rules,
-)
+from helmr.resources.base import Resource, Status, WireModel, cel, rules
+from helmr.resources.columns import AGE, column, condition
 from helmr.resources.fields import Conditions, DnsLabel, Json, Key
 from helmr.states import ERROR_CODE_MAX, ERROR_MESSAGE_MAX
 
@@ -131,10 +121,10 @@ class TurnStatus(Status):
 class Turn(Resource[TurnSpec, TurnStatus]):
     """One input admitted to a Session; Turns of a Session run one at a time, in sequence."""
 
-    KIND: ClassVar[str] = "Turn"
-    PLURAL: ClassVar[str] = "turns"
-    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hturn",)
-    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+    KIND = "Turn"
+    PLURAL = "turns"
+    SHORT_NAMES = ("hturn",)
+    PRINTER_COLUMNS = (
         column("Session", ".spec.sessionRef.name"),
         column("Sequence", ".status.sequence", type="integer"),
         column("Phase", ".status.phase"),

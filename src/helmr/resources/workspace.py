@@ -8,12 +8,11 @@ deletion. Its spec overrides the Actor's ``computer`` settings.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import Field
 
 from helmr.resources.actor import AccessMode, ComputerSpec, KeepSaves, UsageInterval, UsedFraction
-from helmr.resources.base import AGE, JsonDict, Resource, Status, WireModel, column
+from helmr.resources.base import Resource, Status, WireModel
+from helmr.resources.columns import AGE, column
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Quantity
 
 
@@ -89,10 +88,10 @@ class WorkspaceStatus(Status):
 class Workspace(Resource[WorkspaceSpec, WorkspaceStatus]):
     """A Computer disk (PVC) and its saves (VolumeSnapshots), held by one open Session at a time."""
 
-    KIND: ClassVar[str] = "Workspace"
-    PLURAL: ClassVar[str] = "workspaces"
-    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("hws",)
-    PRINTER_COLUMNS: ClassVar[tuple[JsonDict, ...]] = (
+    KIND = "Workspace"
+    PLURAL = "workspaces"
+    SHORT_NAMES = ("hws",)
+    PRINTER_COLUMNS = (
         column("Held By", ".status.heldBy"),
         column("Version", ".status.computerVersion"),
         column("Pending", ".status.pendingSaves", type="integer"),
@@ -100,7 +99,7 @@ class Workspace(Resource[WorkspaceSpec, WorkspaceStatus]):
         AGE,
     )
     # Claims and saves carry the Workspace's name as a label value.
-    NAME_SCHEMA: ClassVar[JsonDict | None] = LABEL_NAME_SCHEMA
+    NAME_SCHEMA = LABEL_NAME_SCHEMA
 
 
 def claim_name(workspace: str, disk: int) -> str:
