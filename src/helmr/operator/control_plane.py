@@ -54,16 +54,20 @@ def _end_process() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _control_config(settings: Settings) -> ControlConfig:
+    return ControlConfig(
+        max_execution_losses=settings.max_execution_losses,
+        stop_grace=settings.stop_grace,
+        preparation_timeout=settings.preparation_timeout,
+    )
+
+
 class ControlPlane:
     def __init__(self, settings: Settings, store: Store) -> None:
         """Use :meth:`start`."""
         self.settings = settings
         self.store = store
-        config = ControlConfig(
-            max_execution_losses=settings.max_execution_losses,
-            stop_grace=settings.stop_grace,
-            preparation_timeout=settings.preparation_timeout,
-        )
+        config = _control_config(settings)
         api = load_config()
         self.leadership = Leadership(store, elector(settings, api), on_deposed=_end_process)
         self.metrics = OperatorMetrics()
@@ -102,7 +106,15 @@ class ControlPlane:
         self.actor_recheck = ActorRecheck(self.kube, self.disks.save_support)
         # Fed by kopf's watch of runner pods (helmr.operator.kopf.handlers.runner_pod_event).
         self.pod_reports = PodReports(self.supervisor.pod_reported, at_once=AT_ONCE)
-        self.status_sync = StatusSync(
+        self.status_sync = self._status_sync(settings)
+        # Loaded before the API listens: a restart is asked at once by every runner.
+        self.session_names = SessionNames(self.api_control)
+        self.app = self._api(api)
+        self._runner = web.AppRunner(self.app, access_log=None)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _status_sync(self, settings: Settings) -> StatusSync:
+        return StatusSync(
             self.control,
             self.mirror,
             self.metrics,
@@ -112,11 +124,6 @@ class ControlPlane:
             traces=self.traces,
             interval=settings.status_interval,
         )
-        # Loaded before the API listens: a restart is asked at once by every runner.
-        self.session_names = SessionNames(self.api_control)
-        self.app = self._api(api)
-        self._runner = web.AppRunner(self.app, access_log=None)
-        self._tasks: list[asyncio.Task[None]] = []
 
     def _api(self, api: ApiClient) -> web.Application:
         """The public and runner APIs every replica serves."""
