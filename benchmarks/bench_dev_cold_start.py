@@ -5,9 +5,11 @@ a fresh store and Workspace directory), reads the API URL and token it prints,
 starts a session with the Python client, enqueues a turn and follows the
 session's events until ``turn.running``: the runner process started, imported
 the actor, and received the turn. Timed from the ``helmr dev`` process's start,
-with the steps on the way. Figures are printed, never asserted; compare them
-with ``bench_session_loop.py``'s "session start → first turn.running" on the
-local cluster, measured at the same load.
+with the steps on the way, and the CPU time ``helmr dev`` used until it listened
+(its imports, mostly: what a loaded machine stretches into seconds of wall time).
+Figures are printed, never asserted; compare them with ``bench_session_loop.py``'s
+"session start → first turn.running" on the local cluster, measured at the same
+load.
 
     .venv/bin/python benchmarks/bench_dev_cold_start.py [--runs 10]
 """
@@ -58,6 +60,7 @@ async def one_run() -> dict[str, float]:
             elif key == "Token":
                 token = value.strip()
         listening = time.monotonic()
+        cpu = _cpu_seconds(process.pid)
         try:
             async with Client(url, token) as client:
                 session, _ = await client.actors.start("echo", namespace="default", workspace="w")
@@ -71,11 +74,19 @@ async def one_run() -> dict[str, float]:
             process.send_signal(signal.SIGINT)
             await process.wait()
     return {
+        "helmr dev's CPU time until listening": cpu,
         "cold shell → API listening": listening - started,
         "cold shell → session started": session_started - started,
         "session start → first turn.running": running - session_started,
         "cold shell → first turn.running": running - started,
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The user and system CPU time ``pid`` has used (Linux ``/proc``): what its
+    start costs whatever the machine's load, unlike its wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def main(runs: int) -> None:
