@@ -27,6 +27,7 @@ Driving a Session (:class:`PlaneSession`, from ``await plane.session()``)::
     await session.send({"note": "steer"})           # a message to the active Turn
     receipt = await session.interrupt()             # holds the Session ...
     await session.resume()                          # ... until released
+    await session.saved()                           # the completed Turns' files saved
     session.lose_execution()                        # kill -9 the runner: execution loss
     await session.wait_for("session.execution_lost")
     (await session.computer()).joinpath("f").read_text()   # the Computer's files

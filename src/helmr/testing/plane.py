@@ -193,6 +193,21 @@ class PlaneSession:
         matching = await _until(found, lambda es: len(es) >= count, timeout, f"{count} {kind}")
         return matching[count - 1]
 
+    async def saved(self, *, timeout: float = WAIT) -> str:  # noqa: ASYNC109
+        """The Workspace's Computer version once every save requested so far is
+        committed (each completed Turn's files are in it): what an execution loss
+        now restores. Its id, as ``session.execution_lost`` names it."""
+        view = await self.retrieve()
+        workspace = self.plane.client.workspaces.ref(view.workspace_id)
+        saved = await _until(
+            workspace.retrieve,
+            lambda w: w.computer_version is not None and w.pending_saves == 0,
+            timeout,
+            "the Workspace's saves",
+        )
+        assert saved.computer_version is not None
+        return saved.computer_version
+
     # What a cluster does to a runner -------------------------------------------------------
 
     def lose_execution(self) -> None:

@@ -4,7 +4,6 @@ runners replaced at a Turn boundary when the actor's files change."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from helmr.client import Client
 from helmr.dev import DevOptions, DevPlane
 from helmr.operator.disks.manifests import disk_usage_spec
 from helmr.operator.runners.pods import RunnerSpec, build_runner_pod_spec
-from helmr.testing import Plane, PlaneSession, StartPlane
+from helmr.testing import Plane, StartPlane
 
 ACTORS = Path(__file__).parents[2] / "actors"
 ENVIRONMENT_ACTOR = """
@@ -60,17 +59,6 @@ def environment_actor(tmp_path: Path) -> Path:
     return path
 
 
-async def saved(plane: Plane, session: PlaneSession) -> None:
-    """Waits for the Workspace's newest completed Turn to be a committed save."""
-    view = await session.retrieve()
-    for _ in range(200):
-        workspace = await plane.dev.control.get_workspace(view.namespace, view.workspace)
-        if workspace.pending_saves == 0 and workspace.computer_version is not None:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError("the save is not ready")
-
-
 async def test_a_runner_process_gets_a_runner_pods_environment(
     helmr_dev: StartPlane, environment_actor: Path
 ) -> None:
@@ -107,7 +95,7 @@ async def test_files_survive_execution_loss_restored_from_the_last_save(
     plane = await helmr_dev(files_actor)
     session = await plane.session()
     await session.run({"write": {"notes.txt": "turn 1"}})
-    await saved(plane, session)
+    version = await session.saved()
     first_disk = await session.computer()
     lost = await session.enqueue({"write": {"late.txt": "unsaved"}, "sleep": 60})
     await session.running(lost)
@@ -119,7 +107,7 @@ async def test_files_survive_execution_loss_restored_from_the_last_save(
     assert read.result == {"read": {"notes.txt": "turn 1", "late.txt": None}}
     lost_event = await session.wait_for("session.execution_lost")
     assert isinstance(lost_event.data, dict)
-    assert lost_event.data["computerVersion"] is not None
+    assert lost_event.data["computerVersion"] == version
     assert await session.computer() != first_disk
     assert not first_disk.exists()
 
