@@ -179,3 +179,20 @@ async def test_three_process_failures_hold_the_session(
     assert held.hold is not None
     assert held.hold.reason == "process_failures"
     assert held.process_epoch == 3
+
+
+async def test_a_computer_full_past_stop_at_stops_the_running_turn(helmr_dev: StartPlane) -> None:
+    echo = str(Path(__file__).parents[3] / "examples" / "echo")
+    computer = {"size": "8Mi", "usageIntervalSeconds": 1}
+    plane = await helmr_dev(echo, spec={"computer": computer})
+    session = await plane.session()
+    running = await session.enqueue(" ".join(["word"] * 1000))
+    await session.running(running)
+
+    await session.fill_computer(0.99)
+
+    stopped = await session.ended(running)
+    assert (stopped.status, stopped.reason) == ("interrupted", "storage_exhausted")
+    held = await session.until(lambda s: s.hold is not None)
+    assert held.hold is not None
+    assert held.hold.reason == "storage_pressure"
