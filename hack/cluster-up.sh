@@ -156,6 +156,18 @@ write_config "$HELMR_CLUSTER_DIR/cni/net.d/10-helmr.conflist" <<EOF
 EOF
 # The sandbox image is built here (no registry); hack/build-images.sh names it.
 PAUSE_IMAGE="$("$HACK_DIR/build-images.sh" --name pause)"
+# A second runtime handler, helmr-sandbox, for the RuntimeClass of the same name
+# registered below: where a gVisor (runsc) or Kata handler sits on a real node.
+# Its runtime is runc again, through a binary of its own, so containerd's record
+# of a container (`ctr containers info`) shows which handler ran it.
+SANDBOX_RUNTIME="$HELMR_CLUSTER_DIR/bin/helmr-sandbox-runc"
+mkdir -p "$(dirname "$SANDBOX_RUNTIME")"
+write_config "$SANDBOX_RUNTIME" <<EOF
+#!/bin/sh
+exec $(command -v runc) "\$@"
+EOF
+chmod 755 "$SANDBOX_RUNTIME"
+containerd_config="$(cat "$CONF/containerd.toml" 2>/dev/null || true)"
 write_config "$CONF/containerd.toml" <<EOF
 version = 2
 root = "$HELMR_CLUSTER_DIR/containerd/root"
@@ -175,10 +187,21 @@ oom_score = 0
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.helmr-sandbox]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.helmr-sandbox.options]
+        SystemdCgroup = false
+        BinaryName = "$SANDBOX_RUNTIME"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
     conf_dir = "$HELMR_CLUSTER_DIR/cni/net.d"
 EOF
+# containerd reads its configuration at start: restart it on a change (the
+# pods' containers run on, each under its own shim).
+if [[ "$(cat "$CONF/containerd.toml")" != "$containerd_config" ]] && pid_of containerd >/dev/null; then
+  log "containerd's configuration changed: restarting it"
+  stop_daemons containerd
+fi
 start_daemon containerd containerd --config "$CONF/containerd.toml"
 wait_for 60 containerd ctr_k8s version
 "$HACK_DIR/build-images.sh" --import >&2
@@ -254,6 +277,12 @@ node_ready_since() {
 wait_for 120 "node $NODE_NAME to be Ready" node_ready_since
 log "node $NODE_NAME is Ready"
 wait_for 60 "the default service account" kubectl_admin get serviceaccount default -n default
+kubectl_admin apply --server-side -f - >/dev/null <<EOF
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: helmr-sandbox}
+handler: helmr-sandbox
+EOF
 "$HACK_DIR/network-policy.sh" >&2
 "$HACK_DIR/coredns.sh" >&2
 "$HACK_DIR/storage.sh" >&2

@@ -5,9 +5,11 @@
   machine where no registry listens, so the pull fails (no traffic leaves the
   machine) and the Session's preparation fails with the kubelet's reason.
 - A RuntimeClass named by an Actor is the runner pod's, and a Session runs a
-  Turn to completion under it (handler `runc`, the one this cluster's
-  containerd registers: the plumbing a gVisor or Kata class uses); one that
-  does not exist fails the preparation naming it.
+  Turn to completion under it: `helmr-sandbox`, which hack/cluster-up.sh
+  registers with a containerd handler of its own (runc through a binary of its
+  own: the plumbing a gVisor or Kata class uses), and containerd's record of
+  the pod's containers names that handler and binary; a RuntimeClass that does
+  not exist fails the preparation naming it.
 - The placement, labels and annotations an Actor sets are the pod's, merged
   with Helmr's own labels, and the pod stays restricted (the namespaces here
   enforce the restricted Pod Security Standard).
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+import os
+import subprocess
+from dataclasses import dataclass
 
 import pytest
 from kubernetes import client
@@ -25,10 +29,12 @@ from kubernetes import client
 from helmr.client import Client, Session, SessionRef
 from helmr.kube.labels import LABEL_COMPONENT, LABEL_SESSION_ID, RUNNER
 
-from .conftest import RUN_PREFIX
 from .pods import PodHistory
 from .sessions import all_events, create_actor, event_data, eventually, start_session
 
+CLUSTER_DIR = os.environ.get("HELMR_CLUSTER_DIR", "/var/lib/helmr-cluster")
+"""The local cluster's directory (hack/lib/common.sh): these tests run on its node."""
+CONTAINERD_SOCK = f"{CLUSTER_DIR}/containerd/containerd.sock"
 UNREACHABLE_REGISTRY = "127.0.0.1:1"
 """A registry address on this machine where nothing listens: a pull fails at once."""
 UNREACHABLE_IMAGE = f"{UNREACHABLE_REGISTRY}/helmr/runner:dev"
@@ -124,17 +130,53 @@ async def _failed(session: SessionRef) -> Session | None:
     return got if got.status == "failed" else None
 
 
+SANDBOX = "helmr-sandbox"
+"""The RuntimeClass and containerd handler hack/cluster-up.sh registers."""
+SANDBOX_RUNTIME = f"{CLUSTER_DIR}/bin/helmr-sandbox-runc"
+"""The runtime binary of that handler (runc, through a binary of its own)."""
+
+
 @pytest.fixture
-def runtime_class(api_client: client.ApiClient, namespace: str) -> Iterator[str]:
-    """A RuntimeClass of this test (they are cluster-wide) with the handler `runc`."""
-    nodes = client.NodeV1Api(api_client)
-    name = f"{namespace}-runc"
-    assert name.startswith(RUN_PREFIX)
-    nodes.create_runtime_class(
-        client.V1RuntimeClass(metadata=client.V1ObjectMeta(name=name), handler="runc")
+def runtime_class(api_client: client.ApiClient) -> str:
+    """The local cluster's second RuntimeClass, whose handler is not containerd's default."""
+    runtime = client.NodeV1Api(api_client).read_runtime_class(SANDBOX)
+    assert runtime.handler == SANDBOX, "hack/cluster-up.sh registers it: run make cluster-up"
+    return SANDBOX
+
+
+@dataclass
+class ContainerdRecord:
+    """How containerd ran one container of a pod."""
+
+    kind: str
+    """``sandbox`` (the pod's) or ``container``."""
+    options: bytes
+    """The runtime's options as containerd holds them (runc's, a protobuf)."""
+
+
+def containerd_records(pod_uid: str) -> list[ContainerdRecord]:
+    """What the node's containerd says of a pod's containers (``ctr containers info``)."""
+    ctr = ["ctr", "--address", CONTAINERD_SOCK, "--namespace", "k8s.io", "containers"]
+    listed = subprocess.run(
+        [*ctr, "ls", "--quiet", f'labels."io.kubernetes.pod.uid"=={pod_uid}'],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    yield name
-    nodes.delete_runtime_class(name)
+    records = []
+    for container in listed.stdout.split():
+        info = json.loads(
+            subprocess.run(
+                [*ctr, "info", container], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        records.append(
+            ContainerdRecord(
+                kind=info["Labels"]["io.cri-containerd.kind"],
+                options=base64.b64decode(info["Runtime"]["Options"].get("value", "")),
+            )
+        )
+    return records
 
 
 async def test_a_session_runs_under_the_runtime_class_its_actor_names(
@@ -193,6 +235,10 @@ async def test_a_session_runs_under_the_runtime_class_its_actor_names(
     assert pod.metadata.labels["team"] == "reviews"
     assert pod.metadata.labels[LABEL_SESSION_ID] == session.id
     assert pod.metadata.annotations["example.com/owner"] == "reviews team"
+    # The node ran it under the class's handler: the pod's sandbox and its container.
+    records = containerd_records(str(pod.metadata.uid))
+    assert {r.kind for r in records} == {"sandbox", "container"}, records
+    assert all(SANDBOX_RUNTIME.encode() in r.options for r in records), records
     # Still restricted and without API credentials: the settings added, never loosened.
     assert pod.spec.automount_service_account_token is False
     assert pod.spec.security_context.run_as_non_root is True
