@@ -137,6 +137,15 @@ async def test_a_failed_session_says_why(h: Harness) -> None:
     assert failed["Failed"].message == "the Session failed: actor init failed"
 
 
+async def test_a_failure_with_its_detail_has_the_code_alone_as_its_reason(h: Harness) -> None:
+    session = await h.session()
+    detail = "preparation_exhausted: ErrImagePull: dial tcp 127.0.0.1:1: connection refused"
+    await h.control.fail_session(session.id, detail)
+    failed = by_type(session_observations(await h.control.get_session(session.id), None))
+    assert failed["Failed"].reason == "PreparationExhausted"
+    assert "connection refused" in failed["Failed"].message
+
+
 async def test_turn_conditions_as_a_job_has_them(h: Harness) -> None:
     session = await h.session()
     epoch, turn = await h.running(session.id)

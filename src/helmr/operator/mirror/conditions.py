@@ -140,8 +140,11 @@ def session_observations(view: SessionView, runner_pod: str | None) -> list[Obse
         observed.append(_closed(view))
     if view.status == "failed":
         reason = view.failure_reason or "failed"
+        # A reason may carry its detail ("preparation_exhausted: ErrImagePull: ..."):
+        # the condition's reason is the code alone, the message says it all.
+        code = reason.partition(":")[0]
         message = f"the Session failed: {words(reason)}"
-        observed.append(Observation("Failed", "True", camel(reason), message, view.closed_at))
+        observed.append(Observation("Failed", "True", camel(code), message, view.closed_at))
     return observed
 
 
