@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 from .conftest import RUNNER_IMAGE
-from .test_kubectl import Kubectl, readme_block
+from .test_kubectl import Kubectl, k, readme_block
+
+__all__ = ["k"]  # the fixture, shared with the kubectl quickstart's test
 
 MARKER = "<!-- own-actor -->"
 
