@@ -39,6 +39,7 @@ from helmr.states import ErrorInfo
 pytestmark = pytest.mark.usefixtures("crds")
 
 Manifest = dict[str, Any]
+SECRET_KEY = {"name": "llm", "key": "api-key"}
 
 
 def actor(**spec: Any) -> Manifest:
@@ -530,6 +531,32 @@ INVALID: list[tuple[str, Manifest, str]] = [
         "spec.maxTurnDurationSeconds",
     ),
     ("session-key-too-long", session(key="k" * 257), "spec.key"),
+    (
+        "session-env-reserved-name",
+        session(env=[{"name": "HELMR_SESSION_ID", "value": "ses_other"}]),
+        "spec.env[0].name",
+    ),
+    ("session-env-no-value", session(env=[{"name": "A"}]), "spec.env[0]"),
+    (
+        "session-env-value-and-secret",
+        session(env=[{"name": "A", "value": "x", "valueFrom": {"secretKeyRef": SECRET_KEY}}]),
+        "spec.env[0]",
+    ),
+    (
+        "session-env-secret-not-a-name",
+        session(env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "L_M", "key": "k"}}}]),
+        "spec.env[0].valueFrom.secretKeyRef.name",
+    ),
+    (
+        "session-env-duplicate-name",
+        session(env=[{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
+        "spec.env[1]",
+    ),
+    (
+        "session-env-from-reserved-prefix",
+        session(envFrom=[{"secretRef": {"name": "s"}, "prefix": "HELMR_"}]),
+        "spec.envFrom[0].prefix",
+    ),
     ("session-name-too-long", renamed(session(), "s" * 64), "metadata.name"),
     ("turn-without-spec", without(turn(), "spec"), "spec: Required value"),
     ("turn-without-input", without(turn(), "spec", "input"), "spec.input"),
@@ -612,6 +639,18 @@ IMMUTABLE: list[tuple[str, Manifest, Manifest, str]] = [
         session(idempotencyKey="start:APP-42"),
         {"spec": {"idempotencyKey": None}},
         "spec.idempotencyKey is immutable",
+    ),
+    (
+        "session-env",
+        session(env=[{"name": "A", "value": "1"}]),
+        {"spec": {"env": [{"name": "A", "value": "2"}]}},
+        "spec.env",
+    ),
+    (
+        "session-env-added",
+        session(),
+        {"spec": {"envFrom": [{"secretRef": {"name": "s"}}]}},
+        "spec.envFrom",
     ),
     ("turn-session-ref", turn(), {"spec": {"sessionRef": {"name": "other"}}}, "sessionRef"),
     ("turn-input-replaced", turn(), {"spec": {"input": "something else"}}, "input"),

@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from helmr.control import SessionView, TurnView
 from helmr.control.control import Control
 from helmr.protocol import EPOCH_HEADER
+from helmr.resources.session_env import SessionEnv
 from helmr.server import Grant, StaticRunnerTokens, User
 
 NAMESPACE = "team-a"
@@ -43,11 +44,13 @@ class RecordingMirror:
     sessions: list[str] = field(default_factory=list)
     turns: list[str] = field(default_factory=list)
     deleted_workspaces: list[str] = field(default_factory=list)
+    envs: dict[str, SessionEnv] = field(default_factory=dict)
     broken: bool = False  # as when the apiserver is unreachable
 
-    async def session_started(self, session: SessionView) -> None:
+    async def session_started(self, session: SessionView, env: SessionEnv) -> None:
         self._check()
         self.sessions.append(session.id)
+        self.envs[session.id] = env
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         assert turn.session_id == session.id

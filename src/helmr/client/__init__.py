@@ -26,6 +26,7 @@ from helmr.events import (
     SessionEventKind,
     SessionEventPage,
 )
+from helmr.resources.session_env import SecretKeyRef, SessionEnvFrom
 
 __all__ = [
     "Actors",
@@ -36,8 +37,10 @@ __all__ = [
     "Hold",
     "Message",
     "Run",
+    "SecretKeyRef",
     "Sent",
     "Session",
+    "SessionEnvFrom",
     "SessionEvent",
     "SessionEventKind",
     "SessionEventPage",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from ssl import SSLContext
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from helmr.client._http import Transport
 from helmr.client.models import Run, StartResult
@@ -13,6 +13,13 @@ from helmr.client.sessions import SessionRef, Sessions
 from helmr.client.workspaces import Workspaces
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api_requests import StartBody
+from helmr.resources.session_env import (
+    EnvSource,
+    SecretKeyRef,
+    SecretRef,
+    SessionEnvFrom,
+    SessionEnvVar,
+)
 
 
 class Started(NamedTuple):
@@ -34,16 +41,41 @@ class Actors:
         workspace: str,
         key: str | None = None,
         idempotency_key: str | None = None,
+        env: Mapping[str, str | SecretKeyRef] | None = None,
+        env_from: Sequence[str | SessionEnvFrom] | None = None,
     ) -> Started:
         """Starts a session of ``actor`` owning ``workspace``. Start takes no input:
-        enqueue work afterwards. A repeated ``idempotency_key`` returns the same session."""
+        enqueue work afterwards. A repeated ``idempotency_key`` returns the same session.
+
+        ``env``: the session's own environment variables, each a value or a key of a
+        Secret in ``namespace`` (``SecretKeyRef(name=..., key=...)``); ``env_from``: Secrets
+        (by name, or ``SessionEnvFrom`` with a prefix) whose every key becomes one. The
+        actor reads them in ``os.environ`` from ``run`` on (docs/sdk.md); Secret values
+        never pass through Helmr's API."""
+        settings: dict[str, Any] = {}
+        if env is not None:
+            settings["env"] = [_variable(name, value) for name, value in env.items()]
+        if env_from is not None:
+            settings["env_from"] = [_secret_source(source) for source in env_from]
         body = StartBody.model_construct(
-            workspace=workspace, key=key, idempotency_key=idempotency_key
+            workspace=workspace, key=key, idempotency_key=idempotency_key, **settings
         )
         reply = StartResult.model_validate(
             await self._http.request("POST", routes.actor_sessions(namespace, actor), body=body)
         )
         return Started(SessionRef(self._http, reply.session.id, reply.session), reply.run)
+
+
+def _variable(name: str, value: str | SecretKeyRef) -> SessionEnvVar:
+    if isinstance(value, SecretKeyRef):
+        return SessionEnvVar.model_construct(name=name, value_from=EnvSource(secret_key_ref=value))
+    return SessionEnvVar.model_construct(name=name, value=value)
+
+
+def _secret_source(source: str | SessionEnvFrom) -> SessionEnvFrom:
+    if isinstance(source, SessionEnvFrom):
+        return source
+    return SessionEnvFrom.model_construct(secret_ref=SecretRef(name=source))
 
 
 class Client:

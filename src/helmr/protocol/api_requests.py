@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, field_validator
 
 from helmr.constraints import NO_NUL
 from helmr.protocol.contract import EPOCH_HEADER
 from helmr.resources.fields import DnsLabel, Key
+from helmr.resources.session_env import MAX_ENV, MAX_ENV_FROM, SessionEnvFrom, SessionEnvVar
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest event sequence (``after``) a JSON reader anywhere can hold exactly."""
@@ -132,6 +133,31 @@ class StartBody(_Input):
     idempotency_key: Key | None = Field(
         default=None, description="A repeated start with this key returns the same session."
     )
+    env: list[SessionEnvVar] | None = Field(
+        default=None,
+        max_length=MAX_ENV,
+        description=(
+            "Environment variables of the session's actor, as a Session's `spec.env`: each a"
+            " `value` or a `valueFrom.secretKeyRef` (`name`, `key`) of a Secret in the"
+            " session's namespace."
+        ),
+    )
+    env_from: list[SessionEnvFrom] | None = Field(
+        default=None,
+        max_length=MAX_ENV_FROM,
+        description=(
+            "Secrets whose every key becomes a variable, as a Session's `spec.envFrom`:"
+            " each a `secretRef` (`name`) and an optional `prefix`."
+        ),
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _one_per_name(cls, env: list[SessionEnvVar] | None) -> list[SessionEnvVar] | None:
+        names = [var.name for var in env or ()]
+        if len(set(names)) != len(names):
+            raise ValueError("at most one variable per name")
+        return env
 
 
 class EnqueueBody(_Input):

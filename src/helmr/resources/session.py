@@ -19,6 +19,7 @@ from helmr.resources.fields import (
     Key,
     ObservedGeneration,
 )
+from helmr.resources.session_env import MAX_ENV, MAX_ENV_FROM, SessionEnvFrom, SessionEnvVar
 from helmr.states import HoldReason
 
 # The store's vocabulary, under the names the CRD uses.
@@ -66,6 +67,8 @@ class SessionSpec(WireModel):
         json_schema_extra=rules(
             _unchanged_optional("key"),
             _unchanged_optional("idempotencyKey"),
+            _unchanged_optional("env"),
+            _unchanged_optional("envFrom"),
             cel(
                 "!has(oldSelf.state) || oldSelf.state != 'Cancelled'"
                 " || (has(self.state) && self.state == 'Cancelled')",
@@ -113,6 +116,26 @@ class SessionSpec(WireModel):
     idle_timeout_seconds: IdleTimeoutSeconds | None = Field(
         default=None,
         description="Overrides the Actor's `idleTimeoutSeconds` for this Session.",
+    )
+    env: list[SessionEnvVar] | None = Field(
+        default=None,
+        max_length=MAX_ENV,
+        description=(
+            "Environment variables of this Session's actor, at most one per `name`: a `value`,"
+            " or `valueFrom.secretKeyRef` (a key of a Secret in the Session's namespace). They"
+            " win over the Actor's `env` of the same name. A Secret's value never appears in"
+            " the Session's status, Events or timeline. Immutable."
+        ),
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    env_from: list[SessionEnvFrom] | None = Field(
+        default=None,
+        max_length=MAX_ENV_FROM,
+        description=(
+            "Secrets in the Session's namespace whose every key becomes an environment variable"
+            " of this Session's actor (`prefix` before its name); `env` and the Actor's `env`"
+            " win over them, as in a Kubernetes container. Immutable."
+        ),
     )
     state: DesiredState = Field(
         default="Open",

@@ -45,6 +45,7 @@ from helmr.protocol.api_requests import (
     TurnPath,
     WaitQuery,
 )
+from helmr.resources.session_env import SessionEnv
 from helmr.server import sse
 from helmr.server.routing import route
 from helmr.server.traces import NoTraces, TurnTraceFacts
@@ -67,7 +68,8 @@ class Mirror(Protocol):
     would enqueue the work twice); it is logged, and a repeat heals it.
     """
 
-    async def session_started(self, session: SessionView) -> None: ...
+    async def session_started(self, session: SessionView, env: SessionEnv) -> None:
+        """``env``: the settings the start named (they live in the Session's object only)."""
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None: ...
 
@@ -106,7 +108,10 @@ class PublicApi:
             key=body.key,
             idempotency_key=body.idempotency_key,
         )
-        await self._mirrored(f"session {session.id}", lambda m: m.session_started(session))
+        await self._mirrored(
+            f"session {session.id}",
+            lambda m: m.session_started(session, SessionEnv.of(body.env, body.env_from)),
+        )
         run = RunView(process_epoch=session.process_epoch) if session.process_live else None
         return StartResult(session=session, run=run)
 

@@ -47,6 +47,7 @@ from helmr.resources import (
     TurnSpec,
     TurnStatus,
 )
+from helmr.resources.session_env import NO_ENV, SessionEnv
 from helmr.states import TurnSource
 
 log = logging.getLogger(__name__)
@@ -102,10 +103,14 @@ def turn_status(view: TurnView) -> TurnStatus:
 # Optional fields are set only when present (a set field is sent, even as null).
 
 
-def session_manifest(session: SessionView) -> Session:
+def session_manifest(session: SessionView, env: SessionEnv = NO_ENV) -> Session:
     spec = SessionSpec(actor_ref=ActorRef(name=session.actor), workspace=session.workspace)
     if session.key:
         spec.key = session.key
+    if env.env:
+        spec.env = list(env.env)
+    if env.env_from:
+        spec.env_from = list(env.env_from)
     return Session(
         metadata=ObjectMeta(
             name=session.name, namespace=session.namespace, labels={LABEL_SESSION_ID: session.id}
@@ -173,8 +178,8 @@ class CustomResourceMirror:
 
     # --- the server's Mirror: objects for what the API admitted
 
-    async def session_started(self, session: SessionView) -> None:
-        created = await self.kube.create_resource(session_manifest(session))
+    async def session_started(self, session: SessionView, env: SessionEnv) -> None:
+        created = await self.kube.create_resource(session_manifest(session, env))
         if created is not None:
             self._owners[session.id] = created.owner_reference()
         self.request(session.id)

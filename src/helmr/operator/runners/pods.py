@@ -24,7 +24,8 @@ from helmr.kube.labels import (
 from helmr.logs import ENV_LOG_FORMAT, LogFormat
 from helmr.operator.disks.manifests import DiskUsageSpec
 from helmr.protocol import contract
-from helmr.resources import API_VERSION, Actor, RunnerPodSettings
+from helmr.resources import API_VERSION, Actor, EnvVar, RunnerPodSettings
+from helmr.resources.session_env import NO_ENV, SessionEnv
 
 TOKEN_DIR = "/var/run/helmr"
 TOKEN_PATH = "token"
@@ -65,6 +66,9 @@ class RunnerSpec:
     tolerations: Sequence[Mapping[str, Any]] = ()
     """Taints runner pods tolerate (``HELMR_RUNNER_TOLERATIONS``), as Kubernetes writes
     them; the Actor's ``spec.pod.tolerations`` follow."""
+    session_env: SessionEnv = NO_ENV
+    """The Session's own settings (``spec.env``, ``spec.envFrom``): Secret keys stay
+    references the kubelet resolves, never values in the pod's manifest."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:
@@ -143,6 +147,37 @@ def _pod_settings(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, An
     return wire | {name: value for name, value in placement.items() if value}
 
 
+def _env_from(session: SessionEnv) -> dict[str, Any]:
+    """The container's ``envFrom``: the Session's Secrets, if it names any. Every
+    variable of ``env`` wins over them (Helmr's own among them), as Kubernetes orders them."""
+    if not session.env_from:
+        return {}
+    return {
+        "envFrom": [
+            source.model_dump(mode="json", exclude_none=True) for source in session.env_from
+        ]
+    }
+
+
+def _actor_env(actor: Sequence[EnvVar], session: SessionEnv) -> list[dict[str, str]]:
+    """The Actor's variables, then the Session's values (the Session's own win over the
+    Actor's of the same name, which are left out: Kubernetes warns of a name given twice)."""
+    own = {var.name for var in session.env}
+    return [{"name": e.name, "value": e.value} for e in actor if e.name not in own] + [
+        {"name": var.name, "value": var.value} for var in session.env if var.value is not None
+    ]
+
+
+def _secret_keys(session: SessionEnv) -> list[dict[str, Any]]:
+    """The Session's variables that are Secrets' keys, as references the kubelet resolves:
+    a pod's only (a local process of ``helmr dev`` has no Secrets to read)."""
+    return [
+        var.model_dump(mode="json", exclude_none=True)
+        for var in session.env
+        if var.value_from is not None
+    ]
+
+
 def runner_env(spec: RunnerSpec, *, token_file: str, computer_dir: str) -> list[dict[str, str]]:
     """The environment contract of a runner process (``helmr.protocol.contract``):
     a pod's, and a local process's (``helmr dev``), which differ only in where
@@ -163,7 +198,7 @@ def runner_env(spec: RunnerSpec, *, token_file: str, computer_dir: str) -> list[
         env.append({"name": contract.ENV_IDLE_TIMEOUT, "value": str(spec.idle_timeout_seconds)})
     if spec.disk_usage is not None:
         env += _disk_usage_env(spec.disk_usage)
-    return env + [{"name": e.name, "value": e.value} for e in actor.env or []]
+    return env + _actor_env(actor.env or [], spec.session_env)
 
 
 def _metadata(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, Any]:
@@ -191,7 +226,9 @@ def _runner_container(spec: RunnerSpec) -> dict[str, Any]:
         "imagePullPolicy": actor.image_pull_policy,
         "env": runner_env(
             spec, token_file=f"{TOKEN_DIR}/{TOKEN_PATH}", computer_dir=contract.COMPUTER_DIR
-        ),
+        )
+        + _secret_keys(spec.session_env),
+        **_env_from(spec.session_env),
         "resources": _resources(spec.actor),
         "securityContext": {
             "allowPrivilegeEscalation": False,

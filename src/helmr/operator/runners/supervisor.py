@@ -43,6 +43,7 @@ from helmr.operator.runners.pod_runners import PodRunners
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
+from helmr.resources.session_env import SessionEnv
 from helmr.states import FailureReason
 from helmr.store import utc_now
 
@@ -388,4 +389,5 @@ class Supervisor:
             log_format=self.settings.log_format,
             node_selector=self.settings.runner_node_selector,
             tolerations=self.settings.runner_tolerations,
+            session_env=SessionEnv.of(owner.spec.env, owner.spec.env_from),
         )
