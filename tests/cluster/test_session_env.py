@@ -1,7 +1,7 @@
 """A Session's own settings reach its actor (issue 29, item 2): values, a Secret's key
 and a whole Secret, named at start; a Secret's value appears nowhere else (the control
 plane's log, the timeline, Events, the statuses of the Session, its Turns and its
-Workspace, the runner pod's manifest)."""
+Workspace, the runner pod's manifest); and a kubectl Session's, from its manifest."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from kubernetes import client
 from pydantic import JsonValue
 
 from helmr.client import Client, SecretKeyRef, SessionEnvFrom
-from helmr.resources import GROUP, VERSION
+from helmr.resources import GROUP, TURNS, VERSION
 
-from .conftest import Operator
-from .sessions import all_events, create_actor, runner_pods
+from .conftest import Operator, kubectl
+from .sessions import all_events, create_actor, eventually, operator_watches, runner_pods
 
 ACTOR = "settings"
 """The Actor of tests/actors/settings.py: the SHA-256 of each variable named."""
@@ -96,3 +96,55 @@ async def test_a_secrets_value_reaches_the_actor_and_nothing_else(
     refs = [var.value_from.secret_key_ref for var in container.env if var.value_from]
     assert [(ref.name, ref.key) for ref in refs] == [("llm", "api-key")]
     assert [source.secret_ref.name for source in container.env_from] == ["team"]
+
+
+async def test_a_kubectl_sessions_settings_reach_its_actor(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    kubeconfig: str,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    body = client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"k": secret})
+    core.create_namespaced_secret(namespace, body)
+    actor = create_actor(api_client, namespace, runner_image, ACTOR, entrypoint="settings:settings")
+    await operator_watches(api_client, namespace, actor)
+    applied = kubectl(
+        kubeconfig,
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=f"""
+apiVersion: {GROUP}/{VERSION}
+kind: Session
+metadata: {{name: with-settings}}
+spec:
+  actorRef: {{name: {ACTOR}}}
+  workspace: ws
+  env:
+    - {{name: KEY, valueFrom: {{secretKeyRef: {{name: llm, key: k}}}}}}
+---
+apiVersion: {GROUP}/{VERSION}
+kind: Turn
+metadata: {{name: which}}
+spec:
+  sessionRef: {{name: with-settings}}
+  input: [KEY]
+""",
+    )
+    assert applied.returncode == 0, applied.stderr
+    custom = client.CustomObjectsApi(api_client)
+
+    def completed() -> dict[str, Any] | None:
+        cr: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            GROUP, VERSION, namespace, TURNS, "which"
+        )
+        status: dict[str, Any] = cr.get("status") or {}
+        return status if status.get("phase") in ("completed", "failed") else None
+
+    status = await eventually(completed, timeout=120, what="the kubectl Turn")
+    assert status["result"] == {"KEY": digest(secret)}, status

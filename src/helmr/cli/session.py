@@ -7,7 +7,7 @@ from pydantic import JsonValue
 
 from helmr.cli import render
 from helmr.cli.runtime import TIMED_OUT, parse_json, run, settings_of, show
-from helmr.client import Client, Sent
+from helmr.client import Client, SecretKeyRef, Sent
 from helmr.errors import HistoryUnavailable
 from helmr.protocol.api_requests import DEFAULT_PAGE, MAX_PAGE, MAX_SAFE_INTEGER
 
@@ -32,6 +32,27 @@ def session() -> None:
 )
 @click.option("-w", "--workspace", required=True, help="The Workspace the session will own.")
 @click.option("--key", help="An application-defined key kept with the session.")
+@click.option(
+    "--env",
+    "values",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An environment variable of the session's actor (repeatable).",
+)
+@click.option(
+    "--env-secret",
+    "secret_keys",
+    multiple=True,
+    metavar="NAME=SECRET:KEY",
+    help="A variable whose value is KEY of the Secret SECRET in the namespace (repeatable).",
+)
+@click.option(
+    "--env-from",
+    "secrets",
+    multiple=True,
+    metavar="SECRET",
+    help="A Secret in the namespace whose every key becomes a variable (repeatable).",
+)
 @idempotency
 @click.pass_context
 def start(
@@ -40,9 +61,13 @@ def start(
     namespace: str,
     workspace: str,
     key: str | None,
+    values: tuple[str, ...],
+    secret_keys: tuple[str, ...],
+    secrets: tuple[str, ...],
     idempotency_key: str | None,
 ) -> None:
     """Start a session of ACTOR. It takes no input: enqueue turns afterwards."""
+    env = _session_env(values, secret_keys)
 
     async def work(client: Client) -> None:
         started, run_view = await client.actors.start(
@@ -51,6 +76,8 @@ def start(
             workspace=workspace,
             key=key,
             idempotency_key=idempotency_key,
+            env=env or None,
+            env_from=list(secrets) or None,
         )
         assert started.state is not None  # start returns the view with the reference
         if settings_of(ctx).json:
@@ -64,6 +91,25 @@ def start(
             render.session(started.state)
 
     run(ctx, work)
+
+
+def _session_env(
+    values: tuple[str, ...], secret_keys: tuple[str, ...]
+) -> dict[str, str | SecretKeyRef]:
+    """``--env NAME=VALUE`` and ``--env-secret NAME=SECRET:KEY`` as ``actors.start``'s env."""
+    env: dict[str, str | SecretKeyRef] = {}
+    for given in values:
+        name, equals, value = given.partition("=")
+        if not equals:
+            raise click.BadParameter(f"{given!r}: write NAME=VALUE", param_hint="--env")
+        env[name] = value
+    for given in secret_keys:
+        name, equals, ref = given.partition("=")
+        secret, colon, secret_key = ref.partition(":")
+        if not (equals and colon):
+            raise click.BadParameter(f"{given!r}: write NAME=SECRET:KEY", param_hint="--env-secret")
+        env[name] = SecretKeyRef.model_construct(name=secret, key=secret_key)
+    return env
 
 
 @session.command()

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from helmr.cli import main
+from helmr.resources.session_env import SessionEnvVar
 from tests.unit.api import (
     ADMIN,
     NAMESPACE,
@@ -173,3 +174,42 @@ async def test_a_full_queue_is_refused_with_a_hint(api: Api, cli: Cli) -> None:
 
     assert "queue_full" in refused.stderr
     assert "hint: the session holds its Actor's queueLimit" in refused.stderr
+
+
+# --- session start --env, --env-secret, --env-from
+
+
+def wire(var: SessionEnvVar) -> dict[str, object]:
+    return var.model_dump(mode="json", exclude_none=True)
+
+
+async def test_start_names_values_secret_keys_and_secrets(api: Api, cli: Cli) -> None:
+    started = await cli.json(
+        "session",
+        "start",
+        "reviewer",
+        "-w",
+        "ws",
+        "--env",
+        "MODEL=small=fast",
+        "--env-secret",
+        "KEY=llm:api-key",
+        "--env-from",
+        "team",
+    )
+    env = api.mirror.envs[started["session"]["id"]]
+    assert [wire(var) for var in env.env] == [
+        {"name": "MODEL", "value": "small=fast"},
+        {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "api-key"}}},
+    ]
+    assert [source.secret_ref.name for source in env.env_from] == ["team"]
+
+
+async def test_a_malformed_setting_is_refused_naming_its_option(api: Api, cli: Cli) -> None:
+    refused = await cli(
+        "session", "start", "reviewer", "-w", "ws", "--env-secret", "KEY=llm", code=2
+    )
+    assert "--env-secret" in refused.stderr
+    refused = await cli("session", "start", "reviewer", "-w", "ws", "--env", "MODEL", code=2)
+    assert "--env" in refused.stderr
+    assert api.mirror.sessions == []
