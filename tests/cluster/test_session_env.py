@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes import client
 from pydantic import JsonValue
 
-from helmr.client import Client, SecretKeyRef, SessionEnvFrom
+from helmr.client import Client, SecretKey, SecretSource
 from helmr.resources import GROUP, TURNS, VERSION
 
 from .conftest import Operator, kubectl
@@ -56,8 +56,8 @@ async def test_a_secrets_value_reaches_the_actor_and_nothing_else(
         ACTOR,
         namespace=namespace,
         workspace="ws",
-        env={"MODEL": "small", "LLM_API_KEY": SecretKeyRef(name="llm", key="api-key")},
-        env_from=[SessionEnvFrom.model_validate({"secretRef": {"name": "team"}, "prefix": "T_"})],
+        env={"MODEL": "small", "LLM_API_KEY": SecretKey(secret="llm", key="api-key")},
+        env_from=[SecretSource(secret="team", prefix="T_")],
     )
     names: list[JsonValue] = ["MODEL", "REGION", "LLM_API_KEY", "T_TOKEN", "UNSET"]
     turn = await session.enqueue(names)

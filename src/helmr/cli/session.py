@@ -7,7 +7,7 @@ from pydantic import JsonValue
 
 from helmr.cli import render
 from helmr.cli.runtime import TIMED_OUT, parse_json, run, settings_of, show
-from helmr.client import Client, SecretKeyRef, Sent
+from helmr.client import Client, SecretKey, Sent
 from helmr.errors import HistoryUnavailable
 from helmr.protocol.api_requests import DEFAULT_PAGE, MAX_PAGE, MAX_SAFE_INTEGER
 
@@ -95,9 +95,9 @@ def start(
 
 def _session_env(
     values: tuple[str, ...], secret_keys: tuple[str, ...]
-) -> dict[str, str | SecretKeyRef]:
+) -> dict[str, str | SecretKey]:
     """``--env NAME=VALUE`` and ``--env-secret NAME=SECRET:KEY`` as ``actors.start``'s env."""
-    env: dict[str, str | SecretKeyRef] = {}
+    env: dict[str, str | SecretKey] = {}
     for given in values:
         name, equals, value = given.partition("=")
         if not equals:
@@ -108,7 +108,7 @@ def _session_env(
         secret, colon, secret_key = ref.partition(":")
         if not (equals and colon):
             raise click.BadParameter(f"{given!r}: write NAME=SECRET:KEY", param_hint="--env-secret")
-        env[name] = SecretKeyRef.model_construct(name=secret, key=secret_key)
+        env[name] = SecretKey.model_construct(secret=secret, key=secret_key)
     return env
 
 

@@ -26,7 +26,7 @@ from helmr.events import (
     SessionEventKind,
     SessionEventPage,
 )
-from helmr.resources.session_env import SecretKeyRef, SessionEnvFrom
+from helmr.protocol.api_requests import SecretKey, SecretSource
 
 __all__ = [
     "Actors",
@@ -37,10 +37,10 @@ __all__ = [
     "Hold",
     "Message",
     "Run",
-    "SecretKeyRef",
+    "SecretKey",
+    "SecretSource",
     "Sent",
     "Session",
-    "SessionEnvFrom",
     "SessionEvent",
     "SessionEventKind",
     "SessionEventPage",

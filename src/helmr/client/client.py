@@ -12,14 +12,7 @@ from helmr.client.models import Run, StartResult
 from helmr.client.sessions import SessionRef, Sessions
 from helmr.client.workspaces import Workspaces
 from helmr.protocol import api_routes as routes
-from helmr.protocol.api_requests import StartBody
-from helmr.resources.session_env import (
-    EnvSource,
-    SecretKeyRef,
-    SecretRef,
-    SessionEnvFrom,
-    SessionEnvVar,
-)
+from helmr.protocol.api_requests import SecretKey, SecretSource, StartBody
 
 
 class Started(NamedTuple):
@@ -41,22 +34,25 @@ class Actors:
         workspace: str,
         key: str | None = None,
         idempotency_key: str | None = None,
-        env: Mapping[str, str | SecretKeyRef] | None = None,
-        env_from: Sequence[str | SessionEnvFrom] | None = None,
+        env: Mapping[str, str | SecretKey] | None = None,
+        env_from: Sequence[str | SecretSource] | None = None,
     ) -> Started:
         """Starts a session of ``actor`` owning ``workspace``. Start takes no input:
         enqueue work afterwards. A repeated ``idempotency_key`` returns the same session.
 
         ``env``: the session's own environment variables, each a value or a key of a
-        Secret in ``namespace`` (``SecretKeyRef(name=..., key=...)``); ``env_from``: Secrets
-        (by name, or ``SessionEnvFrom`` with a prefix) whose every key becomes one. The
+        Secret in ``namespace`` (``SecretKey(secret=..., key=...)``); ``env_from``: Secrets
+        (by name, or ``SecretSource(secret=..., prefix=...)``) whose every key becomes one. The
         actor reads them in ``os.environ`` from ``run`` on (docs/sdk.md); Secret values
         never pass through Helmr's API."""
         settings: dict[str, Any] = {}
         if env is not None:
-            settings["env"] = [_variable(name, value) for name, value in env.items()]
+            settings["env"] = dict(env)
         if env_from is not None:
-            settings["env_from"] = [_secret_source(source) for source in env_from]
+            settings["env_from"] = [
+                SecretSource.model_construct(secret=source) if isinstance(source, str) else source
+                for source in env_from
+            ]
         body = StartBody.model_construct(
             workspace=workspace, key=key, idempotency_key=idempotency_key, **settings
         )
@@ -64,18 +60,6 @@ class Actors:
             await self._http.request("POST", routes.actor_sessions(namespace, actor), body=body)
         )
         return Started(SessionRef(self._http, reply.session.id, reply.session), reply.run)
-
-
-def _variable(name: str, value: str | SecretKeyRef) -> SessionEnvVar:
-    if isinstance(value, SecretKeyRef):
-        return SessionEnvVar.model_construct(name=name, value_from=EnvSource(secret_key_ref=value))
-    return SessionEnvVar.model_construct(name=name, value=value)
-
-
-def _secret_source(source: str | SessionEnvFrom) -> SessionEnvFrom:
-    if isinstance(source, SessionEnvFrom):
-        return source
-    return SessionEnvFrom.model_construct(secret_ref=SecretRef(name=source))
 
 
 class Client:

@@ -12,12 +12,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from helmr.constraints import NO_NUL
 from helmr.protocol.contract import EPOCH_HEADER
-from helmr.resources.fields import DnsLabel, Key
-from helmr.resources.session_env import MAX_ENV, MAX_ENV_FROM, SessionEnvFrom, SessionEnvVar
+from helmr.resources.fields import DnsLabel, DnsSubdomain, Key
+from helmr.resources.session_env import (
+    ENV_NAME_PATTERN,
+    MAX_ENV,
+    MAX_ENV_FROM,
+    RESERVED_PREFIX,
+    EnvName,
+    EnvPrefix,
+    EnvSource,
+    EnvValue,
+    SecretDataKey,
+    SecretKeyRef,
+    SecretRef,
+    SessionEnv,
+    SessionEnvFrom,
+    SessionEnvVar,
+)
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest event sequence (``after``) a JSON reader anywhere can hold exactly."""
@@ -127,37 +142,81 @@ class RunnerHeaders(BaseModel):
 # Bodies
 
 
+def _not_reserved(name: str) -> str:
+    if name.startswith(RESERVED_PREFIX):
+        raise ValueError(f"must not start with {RESERVED_PREFIX}: Helmr sets those variables")
+    return name
+
+
+# What the Sessions' CRD checks with CEL, in JSON Schema (the fuzzer reads it) and pydantic.
+_NOT_RESERVED: dict[str, Any] = {"not": {"pattern": f"^{RESERVED_PREFIX}"}}
+ENV_NAME_SCHEMA: dict[str, Any] = {
+    "minLength": 1,
+    "maxLength": 256,
+    "pattern": ENV_NAME_PATTERN,
+    **_NOT_RESERVED,
+}
+EnvVarName = Annotated[
+    EnvName, Field(json_schema_extra=_NOT_RESERVED), AfterValidator(_not_reserved)
+]
+Prefix = Annotated[EnvPrefix, Field(json_schema_extra=_NOT_RESERVED), AfterValidator(_not_reserved)]
+
+
+class SecretKey(_Input):
+    """A variable's value: ``key`` of the Secret ``secret`` in the session's namespace."""
+
+    secret: DnsSubdomain = Field(description="A Secret in the session's namespace.")
+    key: SecretDataKey
+
+
+class SecretSource(_Input):
+    """Every key of the Secret ``secret`` (in the session's namespace) as a variable."""
+
+    secret: DnsSubdomain = Field(description="A Secret in the session's namespace.")
+    prefix: Prefix | None = Field(default=None, description="Put before each key's name.")
+
+
 class StartBody(_Input):
     workspace: DnsLabel = Field(description="The Workspace the session holds while open.")
     key: Key | None = Field(default=None, description="Application-defined key, kept verbatim.")
     idempotency_key: Key | None = Field(
         default=None, description="A repeated start with this key returns the same session."
     )
-    env: list[SessionEnvVar] | None = Field(
+    env: dict[EnvVarName, EnvValue | SecretKey] | None = Field(
         default=None,
         max_length=MAX_ENV,
         description=(
-            "Environment variables of the session's actor, as a Session's `spec.env`: each a"
-            " `value` or a `valueFrom.secretKeyRef` (`name`, `key`) of a Secret in the"
-            " session's namespace."
+            "Environment variables of the session's actor, by name: a value, or a key of a"
+            " Secret in the session's namespace (`{secret, key}`); kept in the Session's"
+            " object (`spec.env`) only."
         ),
+        json_schema_extra={"propertyNames": ENV_NAME_SCHEMA},
     )
-    env_from: list[SessionEnvFrom] | None = Field(
+    env_from: list[SecretSource] | None = Field(
         default=None,
         max_length=MAX_ENV_FROM,
         description=(
-            "Secrets whose every key becomes a variable, as a Session's `spec.envFrom`:"
-            " each a `secretRef` (`name`) and an optional `prefix`."
+            "Secrets in the session's namespace whose every key becomes a variable, after"
+            " `prefix` (the Session's `spec.envFrom`)."
         ),
     )
 
-    @field_validator("env")
-    @classmethod
-    def _one_per_name(cls, env: list[SessionEnvVar] | None) -> list[SessionEnvVar] | None:
-        names = [var.name for var in env or ()]
-        if len(set(names)) != len(names):
-            raise ValueError("at most one variable per name")
-        return env
+    def session_env(self) -> SessionEnv:
+        """The settings as the Session's ``spec.env`` and ``spec.envFrom`` name them."""
+        return SessionEnv(
+            env=tuple(_variable(name, value) for name, value in (self.env or {}).items()),
+            env_from=tuple(
+                SessionEnvFrom(secret_ref=SecretRef(name=source.secret), prefix=source.prefix)
+                for source in self.env_from or ()
+            ),
+        )
+
+
+def _variable(name: str, value: str | SecretKey) -> SessionEnvVar:
+    if isinstance(value, SecretKey):
+        ref = SecretKeyRef(name=value.secret, key=value.key)
+        return SessionEnvVar(name=name, value_from=EnvSource(secret_key_ref=ref))
+    return SessionEnvVar(name=name, value=value)
 
 
 class EnqueueBody(_Input):

@@ -6,17 +6,18 @@ Session may name: literal values, and keys of Secrets in its own namespace. A ru
 started for the Session gets them in its pod spec, Secret keys as ``secretKeyRef``
 (the kubelet reads them; no value is ever written into a Helmr object, log or event).
 
-The same models are the REST API's ``env`` and ``envFrom`` of a start (pydantic checks
-there what the CRD's CEL rules check at admission).
+The REST API's start names the same settings in a shape of its own
+(``helmr.protocol.api_requests``), turned into a :class:`SessionEnv` for the Session's
+object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Self
+from typing import Annotated
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field
 
 from helmr.resources.base import JsonDict, WireModel, cel, rules
 from helmr.resources.fields import DnsSubdomain
@@ -34,8 +35,9 @@ EnvName = Annotated[
         description="Variable name: letters, digits, `_`, `-` and `.`, not starting with a digit.",
     ),
 ]
+EnvPrefix = Annotated[str, Field(min_length=1, max_length=64, pattern=ENV_NAME_PATTERN)]
 EnvValue = Annotated[str, Field(max_length=32_768, description="Variable value.")]
-SecretKey = Annotated[
+SecretDataKey = Annotated[
     str,
     Field(
         min_length=1,
@@ -58,18 +60,11 @@ def not_reserved(field: str, what: str) -> JsonDict:
     )
 
 
-def check_not_reserved(value: str | None) -> str | None:
-    """``not_reserved`` in Python, for what pydantic validates outside the apiserver."""
-    if value is not None and value.startswith(RESERVED_PREFIX):
-        raise ValueError(f"must not start with {RESERVED_PREFIX}: Helmr sets those variables")
-    return value
-
-
 class SecretKeyRef(WireModel):
     """One key of a Secret in the Session's namespace."""
 
     name: DnsSubdomain = Field(description="Name of the Secret, in the Session's namespace.")
-    key: SecretKey
+    key: SecretDataKey
 
 
 class EnvSource(WireModel):
@@ -97,14 +92,6 @@ class SessionEnvVar(WireModel):
         default=None, description="A Secret's key whose value the variable takes."
     )
 
-    _name_not_reserved = field_validator("name")(check_not_reserved)
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Self:
-        if (self.value is None) == (self.value_from is None):
-            raise ValueError(f"env {self.name}: give exactly one of value and valueFrom")
-        return self
-
 
 class SecretRef(WireModel):
     """A Secret in the Session's namespace."""
@@ -118,11 +105,7 @@ class SessionEnvFrom(WireModel):
     model_config = ConfigDict(json_schema_extra=rules(not_reserved("prefix", "envFrom[].prefix")))
 
     secret_ref: SecretRef = Field(description="The Secret whose keys become variables.")
-    prefix: Annotated[str, Field(max_length=64, pattern=ENV_NAME_PATTERN)] | None = Field(
-        default=None, description="Put before each key's name."
-    )
-
-    _prefix_not_reserved = field_validator("prefix")(check_not_reserved)
+    prefix: EnvPrefix | None = Field(default=None, description="Put before each key's name.")
 
 
 @dataclass(frozen=True, slots=True)

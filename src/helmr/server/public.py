@@ -110,7 +110,7 @@ class PublicApi:
         )
         await self._mirrored(
             f"session {session.id}",
-            lambda m: m.session_started(session, SessionEnv.of(body.env, body.env_from)),
+            lambda m: m.session_started(session, body.session_env()),
         )
         run = RunView(process_epoch=session.process_epoch) if session.process_live else None
         return StartResult(session=session, run=run)

@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner, Result
 
 from helmr.cli import main
-from helmr.resources.session_env import SessionEnvVar
 from tests.unit.api import (
     ADMIN,
     NAMESPACE,
@@ -179,10 +178,6 @@ async def test_a_full_queue_is_refused_with_a_hint(api: Api, cli: Cli) -> None:
 # --- session start --env, --env-secret, --env-from
 
 
-def wire(var: SessionEnvVar) -> dict[str, object]:
-    return var.model_dump(mode="json", exclude_none=True)
-
-
 async def test_start_names_values_secret_keys_and_secrets(api: Api, cli: Cli) -> None:
     started = await cli.json(
         "session",
@@ -198,7 +193,7 @@ async def test_start_names_values_secret_keys_and_secrets(api: Api, cli: Cli) ->
         "team",
     )
     env = api.mirror.envs[started["session"]["id"]]
-    assert [wire(var) for var in env.env] == [
+    assert [var.model_dump(mode="json", exclude_none=True) for var in env.env] == [
         {"name": "MODEL", "value": "small=fast"},
         {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "api-key"}}},
     ]
