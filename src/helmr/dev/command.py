@@ -20,7 +20,10 @@ def serve(source: str, options: DevOptions) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logs.formatter("text"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    asyncio.run(_serve(source, options))
+    try:
+        asyncio.run(_serve(source, options))
+    except OSError as exc:  # its port taken, its directory not writable
+        sys.exit(f"helmr dev: {exc} (--port 0 picks a free port)")
 
 
 async def _serve(source: str, options: DevOptions) -> None:
