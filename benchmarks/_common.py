@@ -319,9 +319,14 @@ def first(events: list[Event], kind: str, turn_id: str) -> float:
 
 
 @contextmanager
-def control_plane(kubeconfig: str) -> Iterator[conftest.Operator]:
-    op = conftest.Operator.for_cluster(kubeconfig, Path(tempfile.mkdtemp(prefix="helmr-bench-")))
-    op.start()
+def control_plane(
+    kubeconfig: str, namespaces: str = f"{conftest.RUN_PREFIX}*", **settings: str
+) -> Iterator[conftest.Operator]:
+    """A control plane serving ``namespaces`` (kopf's pattern), ``settings`` its env."""
+    data = Path(tempfile.mkdtemp(prefix="helmr-bench-"))
+    op = conftest.Operator.for_cluster(kubeconfig, data)
+    op.env |= settings
+    op.start(namespaces)
     try:
         yield op
     finally:
