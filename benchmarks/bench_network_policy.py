@@ -8,7 +8,8 @@ default settings, so runner pods are contained (``helmr-runners`` and
 ``HELMR_RUNNER_NETWORK_POLICY=false``, so it writes no policy and its namespace
 has none. Sessions of the echo actor, ``contained`` and ``open``, each on a
 fresh Workspace (so a fresh PVC), start one at a time, the two kinds taking
-turns (and which goes first alternating) so they share the node's load. Each is measured from ``actors.start`` to its runner pod ``Running``, its
+turns (and which goes first alternating) so they share the node's load.
+Each is measured from ``actors.start`` to its runner pod ``Running``, its
 first ``turn.running`` and that turn's ``turn.completed`` (the runner has
 called the runner API through the policy by then). The ratios contained /
 open in one run are the figures: timings on a shared machine are noisy, a
