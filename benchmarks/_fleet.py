@@ -45,11 +45,16 @@ class Runner:
 
 
 class Fleet:
-    """Every Session's runner: a ``receive`` long poll each, completing what it gets."""
+    """Every Session's runner: a ``receive`` long poll each, completing what it gets.
 
-    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+    ``protocol``: the runner protocol revision the runners speak (changeable between
+    loads); from 3, each ``complete`` carries the next ``receive`` (``next``), and a
+    turn it starts is run without a ``receive``."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, protocol: int = 3) -> None:
         self._http = http
         self._url = url
+        self.protocol = protocol
         self._runners: dict[str, Runner] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.received: dict[str, float] = {}  # turn id -> when its receive answered
@@ -79,24 +84,32 @@ class Fleet:
 
     async def _runner(self, session_id: str) -> None:
         delay = RETRY_FIRST
+        given: dict[str, Any] | None = None  # the turn a settlement started
         while True:
             runner = self._runners[session_id]
             headers = {EPOCH_HEADER: str(runner.epoch), "Authorization": f"Bearer {runner.token}"}
             try:
-                async with self._http.post(
-                    self._url + routes.receive(session_id),
-                    json={"timeout": RECEIVE_WAIT},
-                    headers=headers,
-                ) as answer:
-                    if answer.status == 408:
-                        continue
-                    body: dict[str, Any] = await answer.json()
+                body, given = given, None
+                if body is None:
+                    async with self._http.post(
+                        self._url + routes.receive(session_id),
+                        json={"timeout": RECEIVE_WAIT},
+                        headers=headers,
+                    ) as answer:
+                        if answer.status == 408:
+                            continue
+                        body = await answer.json()
                 turn_id = body["id"]
                 self.received[turn_id] = time.monotonic()
+                settle: dict[str, Any] = {"next": {}} if self.protocol >= 3 else {}
                 async with self._http.post(
-                    self._url + routes.complete(session_id, turn_id), json={}, headers=headers
+                    self._url + routes.complete(session_id, turn_id), json=settle, headers=headers
                 ) as done:
                     done.raise_for_status()
+                    settled: dict[str, Any] = await done.json()
+                given = settled.get("next")
+                if given is not None and "id" not in given:
+                    given = None  # {"closed": true}: not in this benchmark
                 waiter = self.waiter(turn_id)
                 if not waiter.done():
                     waiter.set_result(None)
@@ -121,10 +134,17 @@ async def enqueue(http: aiohttp.ClientSession, api: Api, session_id: str) -> str
 
 
 async def load(
-    http: aiohttp.ClientSession, api: Api, fleet: Fleet, clients: int, seconds: float
+    http: aiohttp.ClientSession,
+    api: Api,
+    fleet: Fleet,
+    clients: int,
+    seconds: float,
+    burst: int = 1,
 ) -> tuple[int, float, list[float]]:
-    """``clients`` enqueuers over the Sessions for ``seconds``, each waiting for its
-    Turn to complete: the Turns completed, the time taken, enqueue -> running."""
+    """``clients`` enqueuers over the Sessions for ``seconds``, each enqueuing ``burst``
+    Turns to one Session at once and waiting for them to complete (``burst`` > 1:
+    busy runners, with work queued as they settle): the Turns completed, the time
+    taken, enqueue -> running."""
     ids = fleet.sessions
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
@@ -136,10 +156,11 @@ async def load(
             session_id = ids[i % len(ids)]
             i += clients
             sent = time.monotonic()
-            turn_id = await enqueue(http, api, session_id)
-            await fleet.waiter(turn_id)
-            latencies.append(fleet.received[turn_id] - sent)
-            done += 1
+            turn_ids = [await enqueue(http, api, session_id) for _ in range(burst)]
+            for turn_id in turn_ids:
+                await fleet.waiter(turn_id)
+                latencies.append(fleet.received[turn_id] - sent)
+            done += burst
         return done
 
     began = time.monotonic()

@@ -12,6 +12,17 @@ Helmr or asyncio line. RSS is read at both points too (this process only; compar
 it with ``--frames 0``, as tracemalloc's own records count in it).
 
     .venv/bin/python benchmarks/bench_long_poll_memory.py --sessions 1000 --frames 12
+
+The alternatives, served the same way to the same client (``--server``): ``aiohttp``
+is a bare aiohttp app whose one route awaits a future (aiohttp's own share, without
+Helmr's middlewares, inputs and Control); ``raw`` is an ``asyncio.Protocol`` that
+reads a request's head and body and keeps only the Session's id and a future per
+connection (what a purpose-built long poll, or a stream multiplexing a runner's
+calls, costs at least: one connection per runner stays either way, since each
+runner is a pod of its own).
+
+    .venv/bin/python benchmarks/bench_long_poll_memory.py --sessions 1000 --frames 0 \
+        --server helmr,aiohttp,raw
 """
 
 from __future__ import annotations
@@ -25,12 +36,18 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
+from collections.abc import AsyncIterator, Sized
+from contextlib import asynccontextmanager
 from pathlib import Path
+
+from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _scale_plane import AnyRunner
 from tests.compose import open_plane, serving, static_app
+
+from helmr.protocol import routes
 
 # A projected service-account token is a JWT of about a kilobyte: its header is
 # kept by aiohttp while the request waits, so the figure uses one as long.
@@ -77,42 +94,115 @@ def _where(traceback: tracemalloc.Traceback) -> str:
     return f"{traceback[-1].filename}:{traceback[-1].lineno}"
 
 
-async def measure(args: argparse.Namespace) -> None:
-    n = args.sessions
+class _RawLongPoll(asyncio.Protocol):
+    """The least a long poll can hold per connection: the Session's id and a future."""
+
+    __slots__ = ("_buffer", "_waiting", "session_id", "transport")
+
+    def __init__(self, waiting: dict[str, asyncio.Future[None]]) -> None:
+        self._buffer = b""
+        self._waiting = waiting
+        self.session_id = ""
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        head, found, body = self._buffer.partition(b"\r\n\r\n")
+        if not found:
+            return
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        if len(body) < length:
+            return
+        self.session_id = head.split(b" ", 2)[1].decode().split("/")[4]
+        self._buffer = b""
+        self._waiting[self.session_id] = asyncio.get_running_loop().create_future()
+
+
+@asynccontextmanager
+async def _server(kind: str, n: int) -> AsyncIterator[tuple[str, list[tuple[str, int]], Sized]]:
+    """The server of ``kind`` serving N Sessions: its URL, the Sessions (id, epoch),
+    and what counts its waiting receives."""
+    if kind == "raw":
+        waiting: dict[str, asyncio.Future[None]] = {}
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _RawLongPoll(waiting), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            yield f"http://127.0.0.1:{port}", [(f"ses_{i}", 1) for i in range(n)], waiting
+        return
+    if kind == "aiohttp":
+        futures: dict[str, asyncio.Future[None]] = {}
+
+        async def receive(request: web.Request) -> web.Response:
+            future = futures[request.match_info["session_id"]] = loop.create_future()
+            await future
+            return web.json_response({})
+
+        loop = asyncio.get_running_loop()
+        app = web.Application()
+        app.router.add_post(routes.RECEIVE, receive)
+        async with serving(app) as url:
+            yield url, [(f"ses_{i}", 1) for i in range(n)], futures
+        return
     with tempfile.TemporaryDirectory() as work:
         async with open_plane(Path(work) / "store.db") as plane:
-            app = static_app(plane.control, {}, AnyRunner(TOKEN))
+            helmr = static_app(plane.control, {}, AnyRunner(TOKEN))
             sessions = []
             for i in range(n):
                 view = await plane.control.open_session(
                     namespace="team", name=f"s{i}", actor="a", workspace=f"w{i}"
                 )
                 sessions.append((view.id, await plane.control.process_started(view.id)))
-            watches = plane.store._signals._watches  # the waiters, counted
-            async with serving(app) as url:
-                gc.collect()
-                if args.frames:
-                    tracemalloc.start(args.frames)
-                rss_before = _rss_kib()
-                before = tracemalloc.take_snapshot() if args.frames else None
-                client = await asyncio.create_subprocess_exec(
-                    sys.executable, "-c", CLIENT, stdin=asyncio.subprocess.PIPE
-                )
-                assert client.stdin is not None
-                client.stdin.write(json.dumps([url, TOKEN, sessions]).encode() + b"\n")
-                await client.stdin.drain()
-                deadline = time.monotonic() + 120
-                while len(watches) < n:
-                    if time.monotonic() > deadline:
-                        raise SystemExit(f"only {len(watches)} of {n} receives waiting")
-                    await asyncio.sleep(0.2)
-                await asyncio.sleep(2)
-                gc.collect()
-                rss_after = _rss_kib()
-                after = tracemalloc.take_snapshot() if args.frames else None
-                client.kill()
-                await client.wait()
-    print(f"{n} pending receives: RSS {(rss_after - rss_before) / n:.1f} KiB each", end="")
+            async with serving(helmr) as url:
+                yield url, sessions, plane.store._signals._watches  # the waiters, counted
+
+
+async def measure(args: argparse.Namespace) -> None:
+    """Each server in a process of its own: RSS read after another server in the same
+    process would count the memory that one freed."""
+    kinds = args.server.split(",")
+    if len(kinds) == 1:
+        await measure_one(args, kinds[0])
+        return
+    own = ["--sessions", str(args.sessions), "--frames", str(args.frames), "--top", str(args.top)]
+    for kind in kinds:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, *own, "--server", kind
+        )
+        await process.wait()
+
+
+async def measure_one(args: argparse.Namespace, kind: str) -> None:
+    n = args.sessions
+    async with _server(kind, n) as (url, sessions, waiting):
+        gc.collect()
+        if args.frames:
+            tracemalloc.start(args.frames)
+        rss_before = _rss_kib()
+        before = tracemalloc.take_snapshot() if args.frames else None
+        client = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", CLIENT, stdin=asyncio.subprocess.PIPE
+        )
+        assert client.stdin is not None
+        client.stdin.write(json.dumps([url, TOKEN, sessions]).encode() + b"\n")
+        await client.stdin.drain()
+        deadline = time.monotonic() + 120
+        while len(waiting) < n:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {len(waiting)} of {n} receives waiting")
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2)
+        gc.collect()
+        rss_after = _rss_kib()
+        after = tracemalloc.take_snapshot() if args.frames else None
+        if args.frames:
+            tracemalloc.stop()
+        client.kill()
+        await client.wait()
+    print(f"{kind}: {n} pending receives: RSS {(rss_after - rss_before) / n:.1f} KiB each", end="")
     if before is None or after is None:
         print(" (tracemalloc off)")
     else:
@@ -141,4 +231,7 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--frames", type=int, default=12, help="tracemalloc frames; 0: off")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument(
+        "--server", default="helmr", help="helmr, aiohttp or raw (comma-separated: each in turn)"
+    )
     asyncio.run(measure(parser.parse_args()))

@@ -182,9 +182,18 @@ async def measure(
             await asyncio.sleep(1)  # the mirror's last pass over the warm-up
             writes_before = await mirror_writes(http, plane)
             passes_before = len(await mirror_passes(http, plane))
-            counts_before = await plane_counts(http, plane)
-            done, took, latencies = await load(http, plane, fleet, args.clients, args.seconds)
-            counts = await plane_counts(http, plane)
+            loads = []
+            # Each protocol in turn, twice over when there are several: the same
+            # process and store, and the machine's load shared alike.
+            rounds = args.protocols * (2 if len(args.protocols) > 1 else 1)
+            for protocol in rounds:
+                fleet.protocol = protocol
+                counts_before = await plane_counts(http, plane)
+                done, took, latencies = await load(
+                    http, plane, fleet, args.clients, args.seconds, args.burst
+                )
+                counts = await plane_counts(http, plane)
+                loads.append((protocol, done, took, latencies, counts_before, counts))
             await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
             writes = await mirror_writes(http, plane) - writes_before
             passes = (await mirror_passes(http, plane))[passes_before:]
@@ -192,16 +201,20 @@ async def measure(
             restart = await ready_after_restart(http, plane, fleet, plane.restart)
     finally:
         plane.kill()
-    if counts:
-        print(f"{label}, {sessions} sessions, what the control plane did per turn:")
-        print("\n".join(per_turn(counts_before, counts, done)), flush=True)
     table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")
     table.rows.append(("control-plane RSS", f"{rss:.0f} MiB", "", "", ""))
     table.rows.append(("restart -> API admits a turn", f"{restart[0]:.2f} s", "", "", ""))
     table.rows.append(("restart -> that turn completed", f"{restart[1]:.2f} s", "", "", ""))
-    table.rows.append((f"no-op turns/s ({args.clients} clients)", f"{done / took:.0f}", "", "", ""))
-    table.latency("enqueue -> turn.running", latencies)
-    table.rows.append(("mirror writes per turn", f"{writes / max(done, 1):.2f}", "", "", ""))
+    total = 0
+    for protocol, done, took, latencies, counts_before, counts in loads:
+        total += done
+        what = f"runner protocol {protocol}, {args.clients} clients, bursts of {args.burst}"
+        if counts:
+            print(f"{label}, {sessions} sessions, {what}, per turn:")
+            print("\n".join(per_turn(counts_before, counts, done)), flush=True)
+        table.rows.append((f"no-op turns/s ({what})", f"{done / took:.0f}", "", "", ""))
+        table.latency("  enqueue -> turn.running", latencies)
+    table.rows.append(("mirror writes per turn", f"{writes / max(total, 1):.2f}", "", "", ""))
     if passes:
         table.latency("status mirror pass", [seconds for _, seconds in passes])
     else:
@@ -227,6 +240,16 @@ def load_arguments(parser: argparse.ArgumentParser, history: int) -> None:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--api-turn-resources", action="store_true")
+    parser.add_argument(
+        "--protocol",
+        dest="protocols",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[3],
+        help="runner protocol revisions the fleet speaks, comma-separated: each in turn",
+    )
+    parser.add_argument(
+        "--burst", type=int, default=1, help="turns each client enqueues to a session at once"
+    )
 
 
 def main() -> None:

@@ -15,7 +15,17 @@ from helmr.control.record import record
 from helmr.control.stops import StopRequest, stop_request
 from helmr.events import TURN_ENDED, EventKind
 from helmr.states import InterruptReason, StopReason, TerminalTurnStatus
-from helmr.store import ReadTx, SessionRow, TurnRow, Tx, holds, messages, sessions, turns
+from helmr.store import (
+    MessageRow,
+    ReadTx,
+    SessionRow,
+    TurnRow,
+    Tx,
+    holds,
+    messages,
+    sessions,
+    turns,
+)
 
 
 def active_turn(rt: ReadTx, session: SessionRow) -> TurnRow | None:
@@ -31,8 +41,9 @@ def end_turn(
     data: dict[str, JsonValue],
     *,
     reason: str | None = None,
-) -> TurnRow:
-    """Moves a queued or running Turn to a terminal status, once, and records it."""
+) -> tuple[TurnRow, SessionRow]:
+    """Moves a queued or running Turn to a terminal status, once, and records it.
+    Answers the Turn and the Session, as the Turn's end left them."""
     if turn.settling is None:
         # A settling Turn's waiting messages were rejected as it began settling,
         # and it admits none since (TurnSettling): nothing to look for.
@@ -47,16 +58,15 @@ def end_turn(
         turn_id=turn.id,
         epoch=turn.epoch,
     )
-    session = sessions.require(tx, turn.session_id)
-    sessions.turn_ended(tx, session, turn.id, completed=status == "completed")
+    session = sessions.turn_ended(tx, turn.session_id, turn.id, completed=status == "completed")
     if status == "completed":
         # In the transaction that commits the outcome: a crash cannot lose the request.
         disks.request_save(tx, session, turn)
-    return turn
+    return turn, session
 
 
 def interrupt_turn(tx: Tx, turn: TurnRow, reason: str, **details: JsonValue) -> TurnRow:
-    return end_turn(tx, turn, "interrupted", {"reason": reason, **details}, reason=reason)
+    return end_turn(tx, turn, "interrupted", {"reason": reason, **details}, reason=reason)[0]
 
 
 def request_stop(tx: Tx, turn: TurnRow, grace: timedelta) -> None:
@@ -98,50 +108,58 @@ def cancel_queued(tx: Tx, session_id: str, *, reason: str | None) -> None:
         end_turn(tx, turn, "cancelled", data, reason=reason)
 
 
-def settle_if_drained(tx: Tx, turn: TurnRow) -> TurnRow:
-    """Commits a settling Turn's outcome once no started message handler is pending.
+def settle_if_drained(
+    tx: Tx, turn: TurnRow, *, handling: bool | None = None
+) -> tuple[TurnRow, SessionRow | None]:
+    """Commits a settling Turn's outcome once no started message handler is pending
+    (``handling``: whether one is, when the caller read it already). Answers the Turn,
+    and the Session as the outcome left it (None if the Turn is still settling).
 
     Settlement waits for callbacks already running (``started``); messages
     whose handler never started were rejected when settlement began.
     """
-    if turn.settling is None or messages.with_status(tx, turn.id, "started"):
-        return turn
+    if handling is None:
+        handling = turn.settling is not None and bool(messages.with_status(tx, turn.id, "started"))
+    if turn.settling is None or handling:
+        return turn, None
     if turn.settling == "completed":
         data: dict[str, JsonValue] = {
             "hasResult": turn.has_result,
             "hasResponse": turn.has_response,
         }
-        turn = end_turn(tx, turn, "completed", data)
+        turn, session = end_turn(tx, turn, "completed", data)
     else:
-        turn = end_turn(tx, turn, "failed", {"error": turn.error})
-    finish_closing(tx, turn.session_id)
-    return turn
+        turn, session = end_turn(tx, turn, "failed", {"error": turn.error})
+    return turn, finish_closing(tx, turn.session_id, session)
 
 
-def finish_closing(tx: Tx, session_id: str) -> None:
+def finish_closing(tx: Tx, session_id: str, session: SessionRow | None = None) -> SessionRow | None:
     """Closes a closing Session once its work has drained and its process is gone.
 
     While the process is still live it is asked to stop first: a Session is
     ``closed`` only after its execution is excluded, so its Workspace is free.
     An active Turn whose stop was accepted counts as drained: its process is
     asked to stop now, and that Turn converges when the process has ended.
+    ``session``: the Session as this transaction has it now, if the caller has it
+    (a read fewer). Answers the Session if nothing changed it here (None otherwise).
     """
-    session = sessions.require(tx, session_id)
+    session = session or sessions.require(tx, session_id)
+    if session.status != "closing":
+        return session
     turn = active_turn(tx, session)
-    if (
-        session.status != "closing"
-        or (turn is not None and stop_request(session, turn) is None)
-        or turns.count_queued(tx, session_id)
+    if (turn is not None and stop_request(session, turn) is None) or turns.count_queued(
+        tx, session_id
     ):
-        return
+        return session
     if session.process_live:
         if session.stop_reason is None and session.close_how is not None:
             sessions.ask_stop(tx, session_id, session.close_how)
-        return
+        return None
     if session.hold is not None:
         holds.release(tx, session.hold.id, how="closed")
     sessions.closed(tx, session_id)
     record(tx, session_id, EventKind.SESSION_CLOSED, {"how": session.close_how}, subject=None)
+    return None
 
 
 def fail_session(tx: Tx, session_id: str, reason: str) -> None:
@@ -166,9 +184,14 @@ def fail_session(tx: Tx, session_id: str, reason: str) -> None:
     )
 
 
-def reject_waiting_messages(tx: Tx, turn: TurnRow, *, reason: str) -> None:
-    """Rejects the Turn's accepted messages whose handler never started."""
-    for message in messages.with_status(tx, turn.id, "admitted"):
+def reject_waiting_messages(
+    tx: Tx, turn: TurnRow, *, reason: str, waiting: list[MessageRow] | None = None
+) -> None:
+    """Rejects the Turn's accepted messages whose handler never started (``waiting``,
+    when the caller read them already)."""
+    if waiting is None:
+        waiting = messages.with_status(tx, turn.id, "admitted")
+    for message in waiting:
         messages.set_status(tx, message, "rejected", reason)
         record(
             tx,

@@ -7,7 +7,7 @@ process can never commit output or outcomes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Literal
@@ -28,7 +28,7 @@ from helmr.control.views import load_session, turn_view
 from helmr.events import Event, EventKind
 from helmr.protocol.api import SessionView, TurnView
 from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome, StopReason, TurnSource
-from helmr.store import ReadTx, SessionRow, TurnRow, Tx, sessions, timeline, turns
+from helmr.store import ReadTx, SessionRow, TurnRow, Tx, messages, sessions, timeline, turns
 
 Drained = Literal["drained"]
 """``take_next``'s answer when this process gets no more Turns: the closing
@@ -187,7 +187,14 @@ def take_next(
     (see :func:`next_step`). The FIFO head starts running here: its deadline is
     stored now, from ``maxTurnDuration``, so it survives restarts. The receive's
     ``metadata`` and ``tags``, if given, are recorded on its ``turn.running``."""
-    session = guards.runner(tx, session_id, epoch)
+    return _take_next(tx, guards.runner(tx, session_id, epoch), epoch, _labels(metadata, tags))
+
+
+def _take_next(
+    tx: Tx, session: SessionRow, epoch: int, labels: dict[str, JsonValue]
+) -> TurnView | Drained | None:
+    """:func:`take_next` for the Session as this transaction has it (guarded)."""
+    session_id = session.id
     step, turn = _plan(tx, session)
     while step is Step.CONVERGE:  # once: converging leaves no stop pending
         converge_stop(tx, session)
@@ -200,7 +207,7 @@ def take_next(
         sessions.ask_stop(tx, session_id, StopReason.RUN_DURATION_ELAPSED)
         return "drained"
     if step is Step.START and turn is not None:
-        return _start(tx, session, turn, epoch, _labels(metadata, tags))
+        return _start(tx, session, turn, epoch, labels)
     finish_closing(tx, session_id)  # Step.FINISH_CLOSING
     return "drained"
 
@@ -228,11 +235,84 @@ def _start(
         session_id,
         EventKind.TURN_RUNNING,
         {"processEpoch": epoch, **labels},
-        subject=turn.id,
+        # A Turn given back (release) by process ``head.epoch`` starts again.
+        subject=turn.id if head.epoch is None else f"{turn.id}:after:{head.epoch}",
         turn_id=turn.id,
         epoch=epoch,
     )
     return turn_view(turn)
+
+
+def _then_take_next(
+    tx: Tx,
+    settled: tuple[TurnView, SessionRow | None],
+    epoch: int,
+    labels: tuple[dict[str, JsonValue] | None, list[str] | None],
+) -> TurnView | Drained | None:
+    """:func:`take_next` after a settlement in the same transaction, once the Turn has
+    settled (not while a started message handler keeps it settling: None, the
+    runner then asks with a ``receive``), for the Session as the settlement left it."""
+    turn, session = settled
+    if turn.status == "running":
+        return None
+    session = session or guards.runner(tx, turn.session_id, epoch)
+    return _take_next(tx, session, epoch, _labels(*labels))
+
+
+def complete_and_take_next(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    turn_id: str,
+    result: JsonValue | NoResult = NO_RESULT,
+    *,
+    metadata: dict[str, JsonValue] | None = None,
+    tags: list[str] | None = None,
+) -> TurnView | Drained | None:
+    """:func:`complete`, then the runner's next receive (without waiting), as one
+    transaction: a busy runner's whole turn boundary."""
+    settled = _settle(tx, session_id, epoch, turn_id, "completed", _completing(tx, result))
+    return _then_take_next(tx, settled, epoch, (metadata, tags))
+
+
+def fail_and_take_next(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    turn_id: str,
+    error: ErrorInfo,
+    *,
+    metadata: dict[str, JsonValue] | None = None,
+    tags: list[str] | None = None,
+) -> TurnView | Drained | None:
+    """:func:`fail`, then the runner's next receive, as :func:`complete_and_take_next`."""
+    settled = _settle(tx, session_id, epoch, turn_id, "failed", _failing(tx, error))
+    return _then_take_next(tx, settled, epoch, (metadata, tags))
+
+
+def release(tx: Tx, session_id: str, epoch: int, turn_id: str) -> None:
+    """Puts a Turn this process was given with a settlement (:func:`complete_and_take_next`)
+    and never handed to its actor back at the head of the queue, recording
+    ``turn.queued`` again (``released``); once back, asking again changes nothing.
+    A stop accepted meanwhile wins (TurnNotActive): the Turn converges as any other."""
+    session = guards.runner(tx, session_id, epoch)
+    turn = turns.require(tx, session_id, turn_id)
+    if turn.status == "queued":
+        return
+    turn = guards.unsettled(guards.running(session, turn))
+    turns.released(tx, turn)
+    sessions.turn_ended(tx, session_id, turn.id, completed=False)
+    record(
+        tx,
+        session_id,
+        EventKind.TURN_QUEUED,
+        {"sequence": turn.sequence, "source": turn.source, "released": True, "processEpoch": epoch},
+        # A process gives a Turn back once at most (the runner releases only a Turn
+        # it never handed out, and then hands it out or ends).
+        subject=f"{turn.id}:released:{epoch}",
+        turn_id=turn.id,
+        epoch=epoch,
+    )
 
 
 def output(
@@ -257,6 +337,23 @@ def output(
     )
 
 
+def output_batch(
+    tx: Tx,
+    session_id: str,
+    epoch: int,
+    turn_id: str | None,
+    items: Sequence[tuple[JsonValue, str]],
+) -> None:
+    """:func:`output` of each ``(value, idempotency_key)`` in order, in one transaction."""
+    session = guards.runner(tx, session_id, epoch)
+    if turn_id is not None:
+        guards.active(tx, session, turn_id)
+    for value, key in items:
+        timeline.append_output(
+            tx, session_id, turn_id, value, idempotency_key=key, process_epoch=epoch
+        )
+
+
 def respond(tx: Tx, session_id: str, epoch: int, turn_id: str, value: JsonValue) -> TurnView:
     """Sets (or replaces) the response delivered with a successful outcome
     (TurnSettling once the Turn settles)."""
@@ -269,16 +366,20 @@ def complete(
     tx: Tx, session_id: str, epoch: int, turn_id: str, result: JsonValue | NoResult = NO_RESULT
 ) -> TurnView:
     """Settles the Turn as completed, with ``result`` (None is JSON null) or without one."""
-    return _settle(
-        tx, session_id, epoch, turn_id, "completed", lambda turn: turns.completing(tx, turn, result)
-    )
+    return _settle(tx, session_id, epoch, turn_id, "completed", _completing(tx, result))[0]
 
 
 def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) -> TurnView:
     """Settles the Turn as failed with ``error`` (bounded to what the Turn CRD holds)."""
-    return _settle(
-        tx, session_id, epoch, turn_id, "failed", lambda turn: turns.failing(tx, turn, error)
-    )
+    return _settle(tx, session_id, epoch, turn_id, "failed", _failing(tx, error))[0]
+
+
+def _completing(tx: Tx, result: JsonValue | NoResult) -> Callable[[TurnRow], TurnRow]:
+    return lambda turn: turns.completing(tx, turn, result)
+
+
+def _failing(tx: Tx, error: ErrorInfo) -> Callable[[TurnRow], TurnRow]:
+    return lambda turn: turns.failing(tx, turn, error)
 
 
 def _settle(
@@ -288,18 +389,23 @@ def _settle(
     turn_id: str,
     outcome: Outcome,
     settling: Callable[[TurnRow], TurnRow],
-) -> TurnView:
+) -> tuple[TurnView, SessionRow | None]:
     """Starts settlement: no more sends, unstarted messages rejected, outcome kept.
 
     The outcome commits (with its event) as soon as no started message
     handler is pending, which is at once unless callbacks are still running.
-    Repeating the call that settled the Turn returns it unchanged.
+    Repeating the call that settled the Turn returns it unchanged. Answers the
+    Session too, as the settlement left it, when it has it (a read fewer after).
     """
     session = guards.runner(tx, session_id, epoch)
     turn = turns.require(tx, session_id, turn_id)
     if outcome in (turn.status, turn.settling):
-        return turn_view(turn)
+        return turn_view(turn), session
     turn = guards.unsettled(guards.running(session, turn))
     turn = settling(turn)
-    reject_waiting_messages(tx, turn, reason="turn_settling")
-    return turn_view(settle_if_drained(tx, turn))
+    pending = messages.pending(tx, turn.id)
+    waiting = [message for message in pending if message.status == "admitted"]
+    reject_waiting_messages(tx, turn, reason="turn_settling", waiting=waiting)
+    handling = len(waiting) < len(pending)  # a handler started and not reported
+    turn, settled = settle_if_drained(tx, turn, handling=handling)
+    return turn_view(turn), settled

@@ -89,6 +89,8 @@ def turn_view(row: TurnRow) -> TurnView:
         TurnView,
         row,
         error=None if row.error is None else ErrorInfo.from_json(row.error),
+        # A queued Turn's epoch is the process that gave it back (turns.release).
+        epoch=None if row.status == "queued" else row.epoch,
         settling=row.settling is not None,
         messages_ready=row.messages_ready_at is not None,
     )

@@ -30,7 +30,9 @@ The rules of the conversation, which both sides rely on:
   the next turn never settles the current one); ``output`` deduplicates by its
   required ``idempotency_key``; ``respond``, ``messages/ready`` and the
   message outcomes are state assignments; repeating the ``complete`` or
-  ``fail`` that settled a turn answers 200 again; ``messages/next`` answers the
+  ``fail`` that settled a turn answers 200 again (and a ``next`` in it answers
+  the turn it started, as ``receive`` would); ``release`` of a turn already back
+  in the queue answers 200 again; ``messages/next`` answers the
   oldest message of the turn not yet reported ``started``, again and again
   until it is.
 - ``stops`` is the stop channel: the runner holds it open (a long poll) with
@@ -60,6 +62,13 @@ The rules of the conversation, which both sides rely on:
   the messages whose handler never started.
 - ``cancel`` cancels the Session, as the public cancel does (repeating it
   changes nothing).
+- A settlement may carry the runner's next ``receive`` (``next``, revision 3):
+  the reply then holds the turn started for this process at once, if any. The
+  runner hands it to the actor's next ``receive``; if the actor never asks (its
+  ``run`` ended, or it asked with other labels), the runner ``release``s it: the
+  turn goes back to the head of the queue, untouched (``turn.queued`` again).
+- Output written in one burst may go as one ``output/batch`` (revision 3),
+  appended in order in one transaction.
 - The protocol has revisions (``contract.ENV_PROTOCOL``): the control plane
   accepts every older revision's requests as they were, and tells its runner
   pods the revision it speaks; a runner sends nothing that revision lacks.
@@ -76,11 +85,14 @@ from helmr.protocol.models import (
     MessageOutcomeRequest,
     NextMessageReply,
     NextMessageRequest,
+    NextReceive,
+    OutputBatchRequest,
     OutputRequest,
     ReceiveReply,
     ReceiveRequest,
     RespondRequest,
     SessionClosed,
+    Settled,
     StopsReply,
     StopsRequest,
     StorageReport,
@@ -103,11 +115,14 @@ __all__ = [
     "MessageOutcomeRequest",
     "NextMessageReply",
     "NextMessageRequest",
+    "NextReceive",
+    "OutputBatchRequest",
     "OutputRequest",
     "ReceiveReply",
     "ReceiveRequest",
     "RespondRequest",
     "SessionClosed",
+    "Settled",
     "StopsReply",
     "StopsRequest",
     "StorageReport",

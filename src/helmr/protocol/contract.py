@@ -40,9 +40,12 @@ with an older control plane, and an older image with a newer one.
 1. The routes of ``helmr.protocol.routes`` but ``cancel``.
 2. ``cancel`` (an actor cancels its own Session); ``receive``'s ``metadata``
    and ``tags``, and its ``actor_settings`` (what ``actor(...)`` declared).
+3. ``complete``'s and ``fail``'s ``next`` (start the next turn in the same
+   request), ``release`` (give back a turn so started that the actor never got),
+   and the ``output/batch`` routes (a burst of writes in one request).
 """
 
-PROTOCOL = 2
+PROTOCOL = 3
 """The revision this Helmr speaks (``ENV_PROTOCOL`` in the pods it starts)."""
 
 ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"

@@ -57,6 +57,8 @@ def to_json(body: object) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
     return to_json(value) if is_dataclass(value) else value
 
 
@@ -127,6 +129,24 @@ class ReceiveRequest(_Request):
 
 
 @dataclass(frozen=True)
+class NextReceive(_Request):
+    """A settlement's ``next`` (revision 3): the runner's next ``receive``, asked with
+    the settlement so that a busy runner makes one request per turn. It never waits:
+    the reply's ``next`` is the turn started now for this process (with these labels
+    on its ``turn.running``), ``{"closed": true}``, or null when there is nothing to
+    start at once (the runner then sends a ``receive``)."""
+
+    metadata: Annotated[
+        dict[str, Any] | None,
+        Constraint(max_length=MAX_METADATA_KEYS, description="As `receive`'s `metadata`."),
+    ] = None
+    tags: Annotated[
+        list[Annotated[str, Constraint(min_length=1, max_length=MAX_TAG_LENGTH)]] | None,
+        Constraint(max_length=MAX_TAGS, description="As `receive`'s `tags`."),
+    ] = None
+
+
+@dataclass(frozen=True)
 class TurnAssignment(_Reply):
     """``receive`` reply: the turn this process is to run now."""
 
@@ -162,6 +182,10 @@ def parse_receive_reply(data: Mapping[str, Any]) -> ReceiveReply:
     return SessionClosed() if data.get("closed") is True else TurnAssignment.from_json(data)
 
 
+def _parse_next(data: Mapping[str, Any] | None) -> ReceiveReply | None:
+    return None if data is None else parse_receive_reply(data)
+
+
 @dataclass(frozen=True)
 class OutputRequest(_Request):
     """``POST output`` (session-level) and ``POST turns/{tid}/output``: append output.
@@ -172,6 +196,18 @@ class OutputRequest(_Request):
 
     value: Any
     idempotency_key: Annotated[str, Constraint(min_length=1, max_length=256, pattern=NO_NUL)]
+
+
+MAX_OUTPUT_BATCH = 64
+
+
+@dataclass(frozen=True)
+class OutputBatchRequest(_Request):
+    """``POST output/batch`` and ``POST turns/{tid}/output/batch`` (revision 3): the
+    writes an actor made in one burst, appended in order in one transaction (all or
+    none), each deduplicated by its key as ``output`` is."""
+
+    items: Annotated[list[OutputRequest], Constraint(min_length=1, max_length=MAX_OUTPUT_BATCH)]
 
 
 @dataclass(frozen=True)
@@ -196,6 +232,10 @@ class CompleteRequest(_Request):
 
     # A factory, not a default: the schema then shows no default (NO_RESULT is not JSON).
     result: Any = field(default_factory=_no_result)
+    next: Annotated[
+        NextReceive | None,
+        Constraint(description="Start this process's next turn now too (revision 3)."),
+    ] = field(default=None, metadata=since(3))
 
     @property
     def has_result(self) -> bool:
@@ -207,6 +247,23 @@ class FailRequest(_Request):
     """``POST turns/{tid}/fail``: settle the turn as failed."""
 
     error: ErrorInfo
+    next: Annotated[
+        NextReceive | None,
+        Constraint(description="Start this process's next turn now too (revision 3)."),
+    ] = field(default=None, metadata=since(3))
+
+
+@dataclass(frozen=True)
+class Settled(_Reply):
+    """``complete`` and ``fail`` reply. ``next`` answers the request's ``next``
+    (revision 3; an older runner reads ``{"ok": true}`` and ignores it)."""
+
+    ok: Literal[True] = True
+    next: TurnAssignment | SessionClosed | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Settled:
+        return cls(next=_parse_next(data.get("next")))
 
 
 @dataclass(frozen=True)

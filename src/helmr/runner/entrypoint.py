@@ -188,6 +188,7 @@ async def _serve(actor: Actor, config: Config) -> int:
         try:
             return await _await_run(run, session)
         finally:
+            await _give_back(session)
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
@@ -201,6 +202,7 @@ async def _await_run(run: asyncio.Task[None], session: Session) -> int:
         nonlocal stopping
         stopping = True
         log.info("asked to stop: signalling the held turn and cancelling run")
+        session.ask_no_more()
         held = session._unsettled_turn()
         if held is not None:
             held.signal.abort("process_stopping")
@@ -237,7 +239,19 @@ async def _await_run(run: asyncio.Task[None], session: Session) -> int:
 
 
 async def _run(actor: Actor, session: Session) -> None:
-    await actor.run(session)
+    try:
+        await actor.run(session)
+    finally:
+        # The held turn may still be failed: that settlement starts no next turn.
+        session.ask_no_more()
+
+
+async def _give_back(session: Session) -> None:
+    """Releases the turn a settlement started that ``run`` never received."""
+    try:
+        await asyncio.wait_for(session.give_back(), FAIL_GRACE)
+    except Exception:
+        log.exception("could not give back the next turn")
 
 
 async def _fail_held(session: Session, error: Exception | str, code: str) -> None:

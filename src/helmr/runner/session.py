@@ -8,9 +8,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from helmr import logs
-from helmr.errors import HelmrError, InvalidInput, ReceiveTimeout
+from helmr.errors import HelmrError, InvalidInput, ReceiveTimeout, TurnNotActive
 from helmr.protocol import (
     ActorSettings,
+    NextReceive,
     ReceiveReply,
     ReceiveRequest,
     SessionClosed,
@@ -58,13 +59,17 @@ class Session:
         ``settings``: what ``actor(...)`` declared, reported on the first receive
         (revision 2; an older control plane is told nothing)."""
         self.id = transport.session_id
-        self.output = Output(transport.call, routes.session_output(self.id))
+        batch = routes.session_output_batch(self.id) if protocol >= 3 else None
+        self.output = Output(transport.call, routes.session_output(self.id), batch)
         self._transport = transport
         self._idle_timeout = idle_timeout
         self._protocol = protocol
         self._unreported = settings if protocol >= 2 else None
         self._current: Turn | None = None
         self._received = asyncio.Event()  # set on each new turn (the stop listener waits)
+        self._labels_asked: dict[str, Any] = {}  # of the actor's last receive
+        self._looping = False  # the actor asked for a turn after settling one
+        self._started_next: tuple[ReceiveReply, NextReceive] | None = None
 
     async def receive(
         self,
@@ -90,6 +95,16 @@ class Session:
         (``data.metadata``, ``data.tags``); they need runner protocol 2.
         """
         labels = self._labels(metadata, tags)
+        if self._current is not None and self._current.settled:
+            self._looping = True
+        self._labels_asked = labels
+        given = await self._given_with_settlement(labels)
+        if given is not None:
+            return (
+                None
+                if isinstance(given, SessionClosed)
+                else self._start(given, self._unsettled_turn())
+            )
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         idle = self._idle_timeout if idle_timeout is None else idle_timeout
@@ -144,11 +159,55 @@ class Session:
         if held is not None:
             # A new turn means the server ended the one this process held.
             held.signal.abort("turn_not_active")
-        self._current = Turn(assignment, self._transport.call, self.id)
+        self._current = Turn(
+            assignment,
+            self._transport.call,
+            self.id,
+            after=self if self._protocol >= 3 else None,
+            batch_output=self._protocol >= 3,
+        )
         # The actor's task logs about this turn from now on (helmr.logs).
         logs.bind(turn=assignment.id)
         self._received.set()
         return self._current
+
+    def next_receive(self) -> NextReceive | None:
+        """Asked as a turn settles (protocol 3): the actor's next ``receive``, to send
+        with the settlement, once the actor has shown it asks for a turn after
+        settling one (a ``run`` that settles one turn and returns asks for none)."""
+        return NextReceive(**self._labels_asked) if self._looping else None
+
+    def started_next(self, reply: ReceiveReply | None, asked: NextReceive) -> None:
+        """What the settlement's ``next`` got: kept for the actor's next ``receive``."""
+        self._started_next = None if reply is None else (reply, asked)
+
+    async def _given_with_settlement(self, labels: Mapping[str, Any]) -> ReceiveReply | None:
+        """The turn (or end) a settlement's ``next`` got, if this receive may take it:
+        a turn started with other labels than this receive's goes back (``release``)."""
+        given, self._started_next = self._started_next, None
+        if given is None:
+            return None
+        reply, asked = given
+        if isinstance(reply, SessionClosed) or asked == NextReceive(**labels):
+            return reply
+        await self._release(reply)
+        return None
+
+    def ask_no_more(self) -> None:
+        """From now on settlements ask for no next turn: ``run`` ended, or is ending."""
+        self._looping = False
+
+    async def give_back(self) -> None:
+        """Releases the turn a settlement started that the actor never got (its
+        ``run`` ended): it runs next, on another process."""
+        given, self._started_next = self._started_next, None
+        if given is not None and isinstance(given[0], TurnAssignment):
+            await self._release(given[0])
+
+    async def _release(self, assignment: TurnAssignment) -> None:
+        # TurnNotActive: a stop was accepted meanwhile; it converges as this process lets go.
+        with contextlib.suppress(TurnNotActive):
+            await self._transport.call(routes.release(self.id, assignment.id))
 
     def _labels(
         self, metadata: Mapping[str, Any] | None, tags: Iterable[str] | None

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from helmr.errors import Conflict, HelmrError, InvalidInput, PayloadTooLarge, TurnNotActive
 from helmr.protocol import (
     CompleteRequest,
     ErrorInfo,
     FailRequest,
+    NextReceive,
+    ReceiveReply,
     RespondRequest,
+    Settled,
     TurnAssignment,
     routes,
 )
@@ -41,6 +45,16 @@ TURN_CONTRACT_BROKEN = "turn_contract_broken"
 """``run`` returned while it held the Turn unsettled (the runner fails it, then exits 0)."""
 
 
+class NextTurn(Protocol):
+    """Whether a settlement also asks for the next turn, and who hears what came."""
+
+    def next_receive(self) -> NextReceive | None:
+        """The ``next`` to send with a settlement; None: ask nothing."""
+
+    def started_next(self, reply: ReceiveReply | None, asked: NextReceive) -> None:
+        """The settlement's answer to ``asked``."""
+
+
 class _State(enum.Enum):
     ACTIVE = "active"
     SETTLING = "settling"
@@ -54,7 +68,17 @@ class Turn:
     ``run``, not asking for the next turn, not the end of an output stream.
     """
 
-    def __init__(self, assignment: TurnAssignment, call: Call, session_id: str) -> None:
+    def __init__(
+        self,
+        assignment: TurnAssignment,
+        call: Call,
+        session_id: str,
+        *,
+        after: NextTurn | None = None,
+        batch_output: bool = False,
+    ) -> None:
+        """``after``: the Session, asked at settlement whether to start the next turn in
+        the same request (protocol 3); ``batch_output``: send bursts of output as one."""
         self.id: str = assignment.id
         self.sequence: int = assignment.sequence
         self.input: Any = assignment.input
@@ -63,7 +87,9 @@ class Turn:
         self.signal = Signal()
         self._call_server = call
         self._session_id = session_id
-        self.output = Output(self._call, routes.turn_output(session_id, self.id))
+        self._after = after
+        batch = routes.turn_output_batch(session_id, self.id) if batch_output else None
+        self.output = Output(self._call, routes.turn_output(session_id, self.id), batch)
         self._pump: MessagePump | None = None
         self._state = _State.ACTIVE
         self._settled = asyncio.Event()
@@ -137,7 +163,13 @@ class Turn:
             # Told before the handler in progress returns (spec/001): from here the
             # server refuses sends with turn_settling and rejects the accepted
             # messages not started; it commits the outcome once that handler reports.
-            await self._call(path, body)
+            after = self._after
+            asked = None if after is None else after.next_receive()
+            if asked is not None:
+                body = replace(body, next=asked)
+            reply = await self._call(path, body)
+            if after is not None and asked is not None:
+                after.started_next(Settled.from_json(reply).next, asked)
             if self._pump is not None:
                 await self._pump.stopped()
         except BaseException:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
-from pydantic import RootModel
+from pydantic import JsonValue, RootModel
 
 from helmr.control import NO_RESULT
 from helmr.control.runner_api import RunnerControl
+from helmr.control.turns import Drained
 from helmr.protocol import (
     Ack,
     CompleteRequest,
@@ -25,17 +27,21 @@ from helmr.protocol import (
     MessageOutcomeRequest,
     NextMessageReply,
     NextMessageRequest,
+    NextReceive,
+    OutputBatchRequest,
     OutputRequest,
     ReceiveReply,
     ReceiveRequest,
     RespondRequest,
     SessionClosed,
+    Settled,
     StopsReply,
     StopsRequest,
     StorageReport,
     TurnAssignment,
     routes,
 )
+from helmr.protocol.api import TurnView
 from helmr.protocol.api_requests import (
     MAX_WAIT,
     Id,
@@ -103,17 +109,7 @@ class RunnerApi:
             metadata=body.metadata,
             tags=body.tags,
         )
-        if turn is None:
-            return ReceiveResponse(SessionClosed())
-        return ReceiveResponse(
-            TurnAssignment(
-                id=turn.id,
-                sequence=turn.sequence,
-                input=turn.input,
-                source=turn.source,
-                created_at=turn.created_at,
-            )
-        )
+        return ReceiveResponse(_receive_reply(turn))
 
     @post(routes.STOPS, summary="Long-poll for a stop of the turns this process holds.")
     async def stops(
@@ -159,6 +155,24 @@ class RunnerApi:
         )
         return Ack()
 
+    @post(routes.SESSION_OUTPUT_BATCH, summary="Append a burst of session-level output.")
+    async def session_output_batch(
+        self, path: SessionPath, headers: RunnerHeaders, body: OutputBatchRequest
+    ) -> Ack:
+        """Each item as ``output``, in order, in one transaction (all or none)."""
+        await self._control.output_batch(path.session_id, headers.process_epoch, None, _items(body))
+        return Ack()
+
+    @post(routes.TURN_OUTPUT_BATCH, summary="Append a burst of the turn's output.")
+    async def turn_output_batch(
+        self, path: TurnPath, headers: RunnerHeaders, body: OutputBatchRequest
+    ) -> Ack:
+        """Each item as the turn's ``output``, in order, in one transaction (all or none)."""
+        await self._control.output_batch(
+            path.session_id, headers.process_epoch, path.turn_id, _items(body)
+        )
+        return Ack()
+
     @post(routes.RESPOND, summary="Set the turn's human-facing response.")
     async def respond(self, path: TurnPath, headers: RunnerHeaders, body: RespondRequest) -> Ack:
         await self._control.respond(
@@ -167,16 +181,39 @@ class RunnerApi:
         return Ack()
 
     @post(routes.COMPLETE, summary="Settle the turn as completed ({} without a result).")
-    async def complete(self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest) -> Ack:
+    async def complete(
+        self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest
+    ) -> Settled:
+        """With ``next``, also starts this process's next turn in the same transaction."""
         result = body.result if body.has_result else NO_RESULT
-        self._traces.settling(path.session_id, path.turn_id, datetime.now(UTC))
-        await self._control.complete(path.session_id, headers.process_epoch, path.turn_id, result)
-        return Ack()
+        session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
+        self._traces.settling(session_id, turn_id, datetime.now(UTC))
+        if body.next is None:
+            await self._control.complete(session_id, epoch, turn_id, result)
+            return Settled()
+        after = await self._control.complete_and_take_next(
+            session_id, epoch, turn_id, result, **_labels(body.next)
+        )
+        return Settled(next=None if after is None else _receive_reply(after))
 
     @route("POST", routes.FAIL, access="runner", tag=TAG, summary="Settle the turn as failed.")
-    async def fail(self, path: TurnPath, headers: RunnerHeaders, body: FailRequest) -> Ack:
-        self._traces.settling(path.session_id, path.turn_id, datetime.now(UTC))
-        await self._control.fail(path.session_id, headers.process_epoch, path.turn_id, body.error)
+    async def fail(self, path: TurnPath, headers: RunnerHeaders, body: FailRequest) -> Settled:
+        """With ``next``, also starts this process's next turn in the same transaction."""
+        session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
+        self._traces.settling(session_id, turn_id, datetime.now(UTC))
+        if body.next is None:
+            await self._control.fail(session_id, epoch, turn_id, body.error)
+            return Settled()
+        after = await self._control.fail_and_take_next(
+            session_id, epoch, turn_id, body.error, **_labels(body.next)
+        )
+        return Settled(next=None if after is None else _receive_reply(after))
+
+    @post(routes.RELEASE, summary="Give back a turn started by a settlement's next, unseen.")
+    async def release(self, path: TurnPath, headers: RunnerHeaders, body: NoBody) -> Ack:
+        """The turn goes back to the head of the queue (``turn.queued`` again); the
+        runner's actor never got it (its ``run`` ended, or it asked with other labels)."""
+        await self._control.release(path.session_id, headers.process_epoch, path.turn_id)
         return Ack()
 
     @post(routes.MESSAGES_READY, summary="The turn's message handler is registered.")
@@ -211,3 +248,24 @@ class RunnerApi:
             body.reason,
         )
         return Ack()
+
+
+def _receive_reply(turn: TurnView | Drained | None) -> ReceiveReply:
+    """What ``receive`` answers for Control's answer (None or drained: no more turns)."""
+    if turn is None or turn == "drained":
+        return SessionClosed()
+    return TurnAssignment(
+        id=turn.id,
+        sequence=turn.sequence,
+        input=turn.input,
+        source=turn.source,
+        created_at=turn.created_at,
+    )
+
+
+def _labels(next: NextReceive) -> dict[str, Any]:
+    return {"metadata": next.metadata, "tags": next.tags}
+
+
+def _items(body: OutputBatchRequest) -> list[tuple[JsonValue, str]]:
+    return [(item.value, item.idempotency_key) for item in body.items]

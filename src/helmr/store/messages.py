@@ -41,6 +41,17 @@ def with_status(rt: ReadTx, turn_id: str, status: MessageStatus) -> list[Message
     return [MessageRow.load(row) for row in rows]
 
 
+def pending(rt: ReadTx, turn_id: str) -> list[MessageRow]:
+    """The Turn's messages ``admitted`` or ``started`` (not yet handled), in admission
+    order: what settling a Turn looks at, in one statement."""
+    rows = rt.conn.execute(
+        "SELECT * FROM messages WHERE turn_id = ? AND status IN ('admitted', 'started')"
+        " ORDER BY ord",
+        (turn_id,),
+    ).fetchall()
+    return [MessageRow.load(row) for row in rows]
+
+
 def set_status(
     tx: Tx, message: MessageRow, status: MessageStatus, reason: str | None
 ) -> MessageRow:

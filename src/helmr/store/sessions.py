@@ -232,15 +232,21 @@ def turn_started(tx: Tx, session_id: str, turn_id: str) -> None:
     _update(tx, session_id, active_turn_id=turn_id)
 
 
-def turn_ended(tx: Tx, session: SessionRow, turn_id: str, *, completed: bool) -> None:
+def turn_ended(tx: Tx, session_id: str, turn_id: str, *, completed: bool) -> SessionRow:
     """Turn ``turn_id`` ended: it is active no more; ``completed``: the failures and
-    losses in a row are over."""
-    changes: dict[str, object] = {}
-    if session.active_turn_id == turn_id:
-        changes["active_turn_id"] = None
-    if completed:
-        changes |= {"consecutive_failures": 0, "consecutive_losses": 0}
-    _update(tx, session.id, **changes)
+    losses in a row are over. The Session as it is now, from the same statement
+    (``UPDATE ... RETURNING``: no read of it before or after)."""
+    resets = ", consecutive_failures = 0, consecutive_losses = 0" if completed else ""
+    row = tx.conn.execute(
+        "UPDATE sessions SET active_turn_id ="
+        " CASE WHEN active_turn_id = ? THEN NULL ELSE active_turn_id END"
+        f"{resets} WHERE id = ? RETURNING *",
+        (turn_id, session_id),
+    ).fetchone()
+    if row is None:
+        raise _not_found(session_id)
+    tx.touch(session_id)
+    return _load(tx, row)
 
 
 def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:

@@ -110,6 +110,13 @@ def started(tx: Tx, turn: TurnRow, epoch: int, deadline: datetime | None) -> Tur
     return _update(tx, turn, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline)
 
 
+def released(tx: Tx, turn: TurnRow) -> TurnRow:
+    """``turn`` is queued again: its process gave it back unseen. Its ``epoch`` stays
+    the releasing process's (a queued Turn's view shows none): its next start is not
+    its first (``helmr.control.turns``)."""
+    return _update(tx, turn, status="queued", started_at=None, deadline_at=None)
+
+
 def no_deadline(tx: Tx, turn: TurnRow) -> TurnRow:
     """``turn``'s ``maxTurnDuration`` no longer applies (a stop is under way)."""
     return _update(tx, turn, deadline_at=None)

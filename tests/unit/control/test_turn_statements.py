@@ -28,8 +28,9 @@ T = TypeVar("T")
 TURN_BUDGET = {
     "enqueue": 5,
     "receive": 6,
-    "complete": 13,
+    "complete": 10,
     "receive with nothing queued": 2,
+    "complete and take next": 15,
     "read the Session": 1,
 }
 """Statements per transaction of a no-op Turn (issue 11, item 5: 42 in all before);
@@ -70,5 +71,16 @@ def test_a_no_op_turn_takes_at_most_its_budget_of_statements(tmp_path: Path) -> 
         assert idle is None
         view = run("read the Session", lambda tx: load_session(tx, session.id))
         assert (view.id, view.queued_turns) == (session.id, 0)
+    # A busy runner's turn boundary (runner protocol 3): one transaction settles a Turn
+    # and starts the next.
+    first = run("enqueue", lambda tx: turns.enqueue(tx, session.id, "noop"))
+    second = run("enqueue", lambda tx: turns.enqueue(tx, session.id, "noop"))
+    run("receive", lambda tx: turns.take_next(tx, session.id, epoch))
+    started = run(
+        "complete and take next",
+        partial(turns.complete_and_take_next, session_id=session.id, epoch=epoch, turn_id=first.id),
+    )
+    assert isinstance(started, TurnView)
+    assert (started.id, started.status) == (second.id, "running")
     over = {name: spent[name] for name, most in TURN_BUDGET.items() if spent[name] > most}
     assert not over, f"statements over the budget {TURN_BUDGET}: {over}"

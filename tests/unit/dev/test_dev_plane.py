@@ -13,6 +13,7 @@ from helmr.client import Client
 from helmr.dev import DevOptions, DevPlane
 from helmr.operator.disks.manifests import disk_usage_spec
 from helmr.operator.runners.pods import RunnerSpec, build_runner_pod_spec
+from helmr.protocol import contract
 from helmr.testing import Plane, StartPlane
 
 ACTORS = Path(__file__).parents[2] / "actors"
@@ -84,7 +85,7 @@ async def test_a_runner_process_gets_a_runner_pods_environment(
     )
     container = build_runner_pod_spec(spec)["spec"]["containers"][0]
     assert set(env) == {e["name"] for e in container["env"]}
-    assert env["HELMR_PROTOCOL"] == "2"
+    assert env["HELMR_PROTOCOL"] == str(contract.PROTOCOL)
     assert env["HELMR_COMPUTER_DIR"] == str(await session.computer())
     assert env["HELMR_URL"] == plane.url
 

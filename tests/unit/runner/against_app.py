@@ -5,11 +5,34 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from helmr.protocol import EPOCH_HEADER, ActorSettings, contract
 from helmr.runner import Session
 from helmr.runner.transport import Transport
 from tests.unit.api import Api
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+class RecordingTransport(Transport):
+    """A Transport that notes the path of every call it sends (``sent``)."""
+
+    sent: list[str]
+
+    async def call(
+        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+    ) -> Any:
+        self.sent.append(_route(path))
+        return await super().call(path, body, wait=wait)
+
+
+def _route(path: str) -> str:
+    """``.../sessions/{sid}/turns/{tid}/output/batch`` → ``output/batch``: the route
+    after the session's (and turn's) ids."""
+    rest = path.split("/sessions/", 1)[1].split("/", 1)[1]
+    return rest.split("/", 2)[2] if rest.startswith("turns/") else rest
 
 
 @asynccontextmanager
@@ -20,18 +43,22 @@ async def runner_session(
     protocol: int = contract.PROTOCOL,
     epoch: int | None = None,
     settings: ActorSettings | None = None,
+    sent: list[str] | None = None,
 ) -> AsyncIterator[Session]:
     """A new runner process of the session (the operator's part: its epoch and token)
     and the Session handle its actor gets; ``epoch`` overrides the one it calls with,
-    ``settings`` are what its ``actor(...)`` declared."""
+    ``settings`` are what its ``actor(...)`` declared; ``sent`` gets the route of
+    every call the process makes (``receive``, ``complete``, ``output/batch``...)."""
     headers = await api.runner(session_id)
     token = headers["Authorization"].removeprefix("Bearer ")
-    async with Transport(
+    transport = RecordingTransport(
         api.url,
         session_id,
         lambda: token,
         int(headers[EPOCH_HEADER]) if epoch is None else epoch,
         on_fenced=lambda: None,
         retry_for=0,
-    ) as transport:
+    )
+    transport.sent = [] if sent is None else sent
+    async with transport:
         yield Session(transport, protocol=protocol, settings=settings)
