@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,8 +53,11 @@ class Fleet:
 
     def __init__(self, http: aiohttp.ClientSession, url: str, protocol: int = 3) -> None:
         self._http = http
-        self._url = url
+        self.urls = [url]
+        """The replicas' runner API: a runner calls ``urls[its index % len(urls)]``
+        (changeable between loads), as the Service spreads connections."""
         self.protocol = protocol
+        self._index: dict[str, int] = {}
         self._runners: dict[str, Runner] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.received: dict[str, float] = {}  # turn id -> when its receive answered
@@ -67,6 +70,7 @@ class Fleet:
     def serve(self, session_id: str, runner: Runner) -> None:
         """Plays ``session_id``'s runner from now on (a newer process: with its epoch and token)."""
         self._runners[session_id] = runner
+        self._index.setdefault(session_id, len(self._index))
         if session_id not in self._tasks:
             self._tasks[session_id] = asyncio.create_task(self._runner(session_id))
 
@@ -88,11 +92,12 @@ class Fleet:
         while True:
             runner = self._runners[session_id]
             headers = {EPOCH_HEADER: str(runner.epoch), "Authorization": f"Bearer {runner.token}"}
+            url = self.urls[self._index[session_id] % len(self.urls)]
             try:
                 body, given = given, None
                 if body is None:
                     async with self._http.post(
-                        self._url + routes.receive(session_id),
+                        url + routes.receive(session_id),
                         json={"timeout": RECEIVE_WAIT},
                         headers=headers,
                     ) as answer:
@@ -103,7 +108,7 @@ class Fleet:
                 self.received[turn_id] = time.monotonic()
                 settle: dict[str, Any] = {"next": {}} if self.protocol >= 3 else {}
                 async with self._http.post(
-                    self._url + routes.complete(session_id, turn_id), json=settle, headers=headers
+                    url + routes.complete(session_id, turn_id), json=settle, headers=headers
                 ) as done:
                     done.raise_for_status()
                     settled: dict[str, Any] = await done.json()
@@ -135,7 +140,7 @@ async def enqueue(http: aiohttp.ClientSession, api: Api, session_id: str) -> str
 
 async def load(
     http: aiohttp.ClientSession,
-    api: Api,
+    api: Api | Sequence[Api],
     fleet: Fleet,
     clients: int,
     seconds: float,
@@ -144,7 +149,8 @@ async def load(
     """``clients`` enqueuers over the Sessions for ``seconds``, each enqueuing ``burst``
     Turns to one Session at once and waiting for them to complete (``burst`` > 1:
     busy runners, with work queued as they settle): the Turns completed, the time
-    taken, enqueue -> running."""
+    taken, enqueue -> running. Several APIs (replicas): client n asks the n-th."""
+    apis = list(api) if isinstance(api, Sequence) else [api]
     ids = fleet.sessions
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
@@ -156,7 +162,8 @@ async def load(
             session_id = ids[i % len(ids)]
             i += clients
             sent = time.monotonic()
-            turn_ids = [await enqueue(http, api, session_id) for _ in range(burst)]
+            asked = apis[n % len(apis)]
+            turn_ids = [await enqueue(http, asked, session_id) for _ in range(burst)]
             for turn_id in turn_ids:
                 await fleet.waiter(turn_id)
                 latencies.append(fleet.received[turn_id] - sent)

@@ -7,12 +7,14 @@ Not measured here: the supervisor (no pods exist; each session's process is
 started once, in the store, when seeded) and kopf's handlers. Runner tokens are
 one shared static token, not projected service-account tokens with TokenReview.
 
-    python benchmarks/_scale_plane.py STORE PORT TOKEN [--api-turn-resources] [--count]
+    python benchmarks/_scale_plane.py STORE PORT TOKEN [--api-turn-resources] [--count] \
+        [--no-mirror]
 
 ``STORE`` is a SQLite path or a ``postgresql://`` URL. It prints ``ready`` once it
 serves; ``GET /bench/writes`` answers the would-be apiserver writes so far, and
 ``GET /bench/passes`` each status mirror pass so far: [Sessions, seconds]; with
 ``--count``, ``GET /bench/counts`` what it did so far (``_plane_counts.py``).
+``--no-mirror``: a second replica (the leader alone runs the status mirror).
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ class AnyRunner:
         return token == self._token
 
 
-async def serve(store: str, port: int, token: str, api_turn_resources: bool, count: bool) -> None:
+async def serve(
+    store: str, port: int, token: str, api_turn_resources: bool, count: bool, mirrors: bool
+) -> None:
     kube = CountingKube()
     async with open_plane(store) as plane:
         mirror = CustomResourceMirror(kube, api_turn_resources=api_turn_resources)
@@ -107,7 +111,7 @@ async def serve(store: str, port: int, token: str, api_turn_resources: bool, cou
         if count:
             install_counts(app, plane.store)
         async with serving(app, port=port):
-            mirroring = asyncio.create_task(sync.run())
+            mirroring = asyncio.create_task(sync.run() if mirrors else asyncio.Event().wait())
             print("ready", flush=True)
             try:
                 await asyncio.Event().wait()  # until the benchmark ends this process
@@ -122,8 +126,18 @@ def main() -> None:
     parser.add_argument("token")
     parser.add_argument("--api-turn-resources", action="store_true")
     parser.add_argument("--count", action="store_true", help="serve /bench/counts")
+    parser.add_argument("--no-mirror", action="store_true", help="run no status mirror")
     args = parser.parse_args()
-    asyncio.run(serve(args.store, args.port, args.token, args.api_turn_resources, args.count))
+    asyncio.run(
+        serve(
+            args.store,
+            args.port,
+            args.token,
+            args.api_turn_resources,
+            args.count,
+            not args.no_mirror,
+        )
+    )
 
 
 if __name__ == "__main__":

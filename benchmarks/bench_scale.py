@@ -89,11 +89,20 @@ async def seed(store: str, sessions: int, history: int) -> dict[str, int]:
 class Plane:
     """``_scale_plane.py`` on ``store``: started, killed and started again."""
 
-    def __init__(self, store: str, api_turn_resources: bool, count: bool = False) -> None:
+    def __init__(
+        self,
+        store: str,
+        api_turn_resources: bool,
+        count: bool = False,
+        mirrors: bool = True,
+        token: str | None = None,
+    ) -> None:
+        """``token``: the one a replica shares with the others (new if None)."""
         self.store = store
+        self.mirrors = mirrors
         self.api_turn_resources = api_turn_resources
         self.count = count
-        self.token = uuid.uuid4().hex
+        self.token = token or uuid.uuid4().hex
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -102,6 +111,7 @@ class Plane:
         args = [sys.executable, str(HERE / "_scale_plane.py"), self.store, str(self.port)]
         args += [self.token, *(["--api-turn-resources"] if self.api_turn_resources else [])]
         args += ["--count"] if self.count else []
+        args += [] if self.mirrors else ["--no-mirror"]
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
@@ -272,9 +282,17 @@ def main() -> None:
         help="py-spy (pip install py-spy) samples the control plane over the load into"
         " this file (collapsed stacks, every thread, idle ones included)",
     )
+    replicas = modes.add_parser("replicas", help="1 against N replicas on PostgreSQL")
+    load_arguments(replicas, 10_000)
+    replicas.add_argument("--replicas", type=int, default=2, help="the most replicas")
     args = parser.parse_args()
     if args.mode == "fleet":
         asyncio.run(fleet_bench(args))
+    elif args.mode == "replicas":
+        from _replicas import replicas_bench
+
+        args.sessions = int(args.sessions)
+        asyncio.run(replicas_bench(args))
     elif args.mode == "kwok":
         from _kwok_bench import kwok_bench
 
