@@ -28,12 +28,18 @@ with N Sessions whose runner pods kwok keeps Running on a fake node, a fleet
 playing every pod with a token bound to it (``_kwok_bench.py``); apiserver writes
 counted by the apiserver. Needs ``hack/build.sh kwok``.
 
+``replicas`` (no Kubernetes, PostgreSQL): 1 against N control-plane processes on one
+database, phases alternating on the same store, CPU per Turn by process
+(``_replicas.py``).
+
 ``writes`` (a real cluster): real runner pods of the echo actor, a real control
 plane (``kopf run``), and the apiserver's own ``apiserver_request_total`` read
 before and after (``_apiserver_writes.py``).
 
     .venv/bin/python benchmarks/bench_scale.py fleet --sessions 100,1000 \\
         --history 20000 --store sqlite,postgres
+    .venv/bin/python benchmarks/bench_scale.py replicas --sessions 500 --history 1000 \\
+        --seconds 15 --replicas 2
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
         .venv/bin/python benchmarks/bench_scale.py writes --sessions 1,10 --turns 20
     hack/build.sh kwok && KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
