@@ -14,6 +14,8 @@ one run, one sample at a time on the runner's node, the kinds alternating:
     pod now gone, then a pod of the runner image mounting it is created → Running →
     its first log line (Python started: the least a runner can do before it asks);
     the runner pod created is timed too (what the operator spends before the kubelet);
+  - the cold path without a pool: each Session's start → its first ``turn.running``
+    (a fresh claim, created and bound on the way);
   - the same after the runner's imports and with the runner's other volumes (its
     projected token, ``/tmp``): what any runner pod costs the kubelet and Python
     before it can ask for work (bench_session_loop's floor, on a bound claim).
@@ -74,10 +76,13 @@ LONG = 300.0
 async def helmr_wake(
     helmr: Client, pods: PodTimes, namespace: str, workspace: str
 ) -> tuple[dict[str, float], str]:
-    """A Session suspended after its first turn, woken by a second; and its node."""
+    """A Session started cold (a fresh claim), suspended after its first turn and woken
+    by a second; and its node."""
+    started = time.time()
     session, _ = await helmr.actors.start(FILES, namespace=namespace, workspace=workspace)
     first_turn = await session.enqueue({"read": []})
     assert (await first_turn.wait(timeout=LONG)).status == "completed"
+    cold = first(await all_events(session), "turn.running", first_turn.id) - started
     view = await session.retrieve()
     suspended = pod_name(view.name, view.process_epoch)
     await asyncio.to_thread(pods.wait, pods.gone, suspended, LONG)
@@ -88,6 +93,7 @@ async def helmr_wake(
     runner = pod_name(view.name, view.process_epoch)
     events = await all_events(session)
     out = {
+        "cold_turn_running": cold,
         "wake_pod_created": await asyncio.to_thread(pods.wait, pods.added, runner, LONG) - woken,
         "wake_pod_running": await asyncio.to_thread(pods.wait_running, runner, LONG) - woken,
         "wake_turn_running": first(events, "turn.running", turn.id) - woken,
@@ -202,6 +208,9 @@ async def bench(args: argparse.Namespace) -> None:
     table.ratio("ratio helmr pod Running / bare Running", wake_running, bare_running)
     table.ratio("ratio helmr turn.running / bare first log line", wake_turn, bare_log)
     table.ratio("ratio helmr turn.running / bare + imports + volumes", wake_turn, runner_log)
+    table.section("the cold path, without a pool (each sample's first turn, on a fresh claim)")
+    cold = table.latency("helmr: session start -> first turn.running", woken["cold_turn_running"])
+    table.ratio("ratio wake / cold", wake_turn, cold)
     print()
     table.print()
 
