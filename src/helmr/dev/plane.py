@@ -168,10 +168,7 @@ class DevPlane:
 
     async def stop(self) -> None:
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await _cancelled(task)
         self._tasks.clear()
         if self._runner is not None:
             await self.runners.close()
@@ -216,6 +213,17 @@ class DevPlane:
             stop = await self.control.replace_between_turns(ref.session_id, ref.epoch)
             if stop is not None:
                 self.supervisor.wake()
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """``task`` cancelled and ended. Cancelled again while it runs: on Python 3.11,
+    ``asyncio.wait_for`` loses a cancellation that comes as the awaited wait ends
+    (the change feed's, woken by the runners' calls), and the loop goes on."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=0.1)
+    with contextlib.suppress(asyncio.CancelledError):
+        task.result()
 
 
 def _kept_token(root: Path) -> str:
