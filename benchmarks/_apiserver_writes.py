@@ -79,10 +79,14 @@ def write_rows(table: Table, run: Counter[str], idle: Counter[str]) -> None:
         table.rows.append((f"    {what}", f"{run[what]}/{idle[what]}", "", "", ""))
 
 
-async def _session_turns(session: SessionRef, turns: int) -> None:
+async def _session_turns(session: SessionRef, turns: int, pace: float = 0.0) -> None:
+    """``turns`` Turns one after another, each begun ``pace`` seconds after the one
+    before at the soonest (0: at once)."""
+    began = time.monotonic()
     for n in range(turns):
         ref = await session.enqueue({"n": n})
         await ref.wait(timeout=120)
+        await asyncio.sleep(max(began + (n + 1) * pace - time.monotonic(), 0.0))
 
 
 async def _saves_settled(helmr: Client, namespace: str, workspaces: int) -> None:
@@ -97,7 +101,13 @@ async def _saves_settled(helmr: Client, namespace: str, workspaces: int) -> None
 
 
 async def one_run(
-    kubeconfig: str, api: client.ApiClient, sessions: int, turns: int, api_turn_resources: bool
+    kubeconfig: str,
+    api: client.ApiClient,
+    sessions: int,
+    turns: int,
+    api_turn_resources: bool,
+    pace: float = 0.0,
+    save_interval: int = 0,
 ) -> Run:
     core = client.CoreV1Api(api)
     data = Path(tempfile.mkdtemp(prefix="helmr-bench-"))
@@ -107,7 +117,12 @@ async def one_run(
     op.start()
     try:
         with bench_namespace(core) as namespace:
-            actor = create_actor(api, namespace, conftest.RUNNER_IMAGE)
+            actor = create_actor(
+                api,
+                namespace,
+                conftest.RUNNER_IMAGE,
+                computer={"saveIntervalSeconds": save_interval},
+            )
             async with Client(op.url, op.token) as helmr:
                 started = [
                     (await helmr.actors.start(actor, namespace=namespace, workspace=f"ws-{i}"))[0]
@@ -118,7 +133,7 @@ async def one_run(
                 await asyncio.sleep(SETTLE_SECONDS)
                 before = helmr_writes(kubeconfig)
                 began = time.monotonic()
-                await asyncio.gather(*(_session_turns(s, turns) for s in started))
+                await asyncio.gather(*(_session_turns(s, turns, pace) for s in started))
                 took = time.monotonic() - began
                 await _saves_settled(helmr, namespace, sessions)
                 await asyncio.sleep(SETTLE_SECONDS)
@@ -154,25 +169,33 @@ async def writes_bench(args: argparse.Namespace) -> None:
     prepare(kubeconfig, args.build)
     api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
     table = Table()
-    for sessions in (int(n) for n in args.sessions.split(",")):
-        for resources in (True, False):
-            label = f"{sessions} sessions x {args.turns} warm turns, apiTurnResources={resources}"
-            print(f"{label} ...", flush=True)
-            run = await one_run(kubeconfig, api, sessions, args.turns, resources)
-            table.section(label)
-            raw = sum(run.writes.values()) / run.turns
-            table.rows.append(
-                (
-                    "  apiserver writes per turn, idle subtracted",
-                    f"{run.per_turn():.2f}",
-                    "",
-                    "",
-                    "",
-                )
+    runs = [
+        (int(n), resources == "true", int(interval))
+        for n in args.sessions.split(",")
+        for resources in args.api_turn_resources.split(",")
+        for interval in args.save_intervals.split(",")
+    ]
+    for sessions, resources, interval in runs:
+        label = (
+            f"{sessions} sessions x {args.turns} warm turns, apiTurnResources={resources},"
+            f" saveIntervalSeconds={interval}" + (f", a turn per {args.pace}s" if args.pace else "")
+        )
+        print(f"{label} ...", flush=True)
+        run = await one_run(kubeconfig, api, sessions, args.turns, resources, args.pace, interval)
+        table.section(label)
+        raw = sum(run.writes.values()) / run.turns
+        table.rows.append(
+            (
+                "  apiserver writes per turn, idle subtracted",
+                f"{run.per_turn():.2f}",
+                "",
+                "",
+                "",
             )
-            table.rows.append(("  apiserver writes per turn, raw", f"{raw:.2f}", "", "", ""))
-            table.rows.append(
-                ("  turns/s (real echo runners)", f"{run.turns / run.seconds:.1f}", "", "", "")
-            )
-            write_rows(table, run.writes, run.idle)
+        )
+        table.rows.append(("  apiserver writes per turn, raw", f"{raw:.2f}", "", "", ""))
+        table.rows.append(
+            ("  turns/s (real echo runners)", f"{run.turns / run.seconds:.1f}", "", "", "")
+        )
+        write_rows(table, run.writes, run.idle)
     table.print()

@@ -10,10 +10,15 @@ save and restore, for each size (default 100 MB and 1 GB: one turn writes that
 many random, incompressible bytes, ``{"fill": {"data.bin": size}}``):
   - save: the writing turn's ``turn.completed`` → the operator's VolumeSnapshot
     (``<workspace>-save-1``) created → bound to the VolumeSnapshotContent the
-    snapshot controller makes (the CSI driver's snapshot starts) →
+    snapshot controller makes (the CSI driver's snapshot starts) → its
+    ``creationTime`` set (the cut) and the next turn, queued behind the writing
+    one, ``turn.running`` (it waits for that cut: turn-aligned saves) →
     ``readyToUse`` → the Workspace's ``status.computerVersion`` naming it (the
     committed Computer version; the operator polls pending saves once a
     supervisor pass, 1 s by default);
+  - fork: a fork of the session at the writing turn (its save restored on a new
+    Workspace), from the fork call to the fork's first ``turn.running``, beside
+    the Helmr cold start (a fresh empty PVC);
   - restore: with a later turn running (a sleep) and one more queued, the runner
     pod is deleted (an execution loss). From the delete call → the old pod gone
     from the apiserver → the restored claim (``<workspace>-disk-2``, its
@@ -129,6 +134,7 @@ class SnapshotTimes(Follower):
         )
         self.added: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.cut: dict[str, float] = {}
         self.ready: dict[str, float] = {}
 
     def note(self, change: str, obj: Any, at: float) -> None:
@@ -137,6 +143,8 @@ class SnapshotTimes(Follower):
         self.added.setdefault(name, at)
         if status.get("boundVolumeSnapshotContentName"):
             self.bound.setdefault(name, at)
+        if status.get("creationTime"):
+            self.cut.setdefault(name, at)
         if status.get("readyToUse"):
             self.ready.setdefault(name, at)
 
@@ -202,19 +210,24 @@ async def save_and_restore(
     and the next runner runs on the disk restored from that save."""
     session, _ = await helmr.actors.start(FILES, namespace=namespace, workspace=workspace)
     fill = await session.enqueue({"fill": {DATA: size}})
-    assert (await fill.wait(timeout=LONG)).status == "completed"
+    # Queued behind it: runs once the fill's save is cut (turn-aligned saves).
+    after = await session.enqueue({"read": []})
+    assert (await after.wait(timeout=LONG)).status == "completed"
     events = await all_events(session)
     running = first(events, "turn.running", fill.id)
     completed = first(events, "turn.completed", fill.id)
     save = save_name(workspace, 1)
     created = await watched.wait(watched.snapshots, watched.snapshots.added, save)
     bound = await watched.wait(watched.snapshots, watched.snapshots.bound, save)
+    cut = await watched.wait(watched.snapshots, watched.snapshots.cut, save)
     ready = await watched.wait(watched.snapshots, watched.snapshots.ready, save)
     committed = await watched.wait(watched.commits, watched.commits.committed, save)
     out = {
         "fill_write": completed - running,
         "save_created": created - completed,
         "save_bound": bound - completed,
+        "save_cut": cut - completed,
+        "turn_gap": first(events, "turn.running", after.id) - completed,
         "save_ready": ready - completed,
         "save_committed": committed - completed,
     }
@@ -243,8 +256,25 @@ async def save_and_restore(
         "loss_pod_running": await watched.wait(watched.pods, watched.pods.running, runner) - lost,
         "loss_turn_running": first(events, "turn.running", check.id) - lost,
     }
+    out["fork_turn_running"] = await _fork_first_turn(helmr, session, fill, workspace, size)
     await _end(session, core, namespace)
     return out
+
+
+async def _fork_first_turn(
+    helmr: Client, session: SessionRef, fill: TurnRef, workspace: str, size: int
+) -> float:
+    """A fork of the session at the fill turn (its save of ``size`` bytes), from the
+    fork call to its first ``turn.running``; the fork reads the file's size back."""
+    forked_at = time.time()
+    forked = await helmr.sessions.fork(session, at_turn=fill, workspace=f"{workspace}-fork")
+    check = await forked.enqueue({"size": [DATA]})
+    checked = await check.wait(timeout=LONG)
+    assert checked.status == "completed", checked
+    assert checked.result == {"read": {}, "size": {DATA: size}}, checked.result
+    running = first(await all_events(forked), "turn.running", check.id) - forked_at
+    await forked.cancel()
+    return running
 
 
 async def _running(turn: TurnRef) -> bool:
@@ -442,6 +472,11 @@ async def bench(args: argparse.Namespace) -> None:
         table.latency("fill turn: turn.running -> turn.completed", column("fill_write"))
         table.latency("save: turn.completed -> VolumeSnapshot created", column("save_created"))
         table.latency("save: turn.completed -> content bound", column("save_bound"))
+        table.latency("save: turn.completed -> creationTime (cut)", column("save_cut"))
+        table.latency(
+            "turn.completed -> the next queued turn.running (waits for the cut)",
+            column("turn_gap"),
+        )
         table.latency("save: turn.completed -> readyToUse", column("save_ready"))
         table.latency("save: turn.completed -> status.computerVersion", column("save_committed"))
         table.latency("loss: pod delete -> old pod gone", column("loss_old_pod_gone"))
@@ -452,6 +487,10 @@ async def bench(args: argparse.Namespace) -> None:
             "loss: pod delete -> next turn.running", column("loss_turn_running")
         )
         table.ratio("ratio loss -> turn.running / helmr cold start", restore, helmr_cold)
+        fork = table.latency(
+            "fork at the fill turn -> the fork's first turn.running", column("fork_turn_running")
+        )
+        table.ratio("ratio fork -> first turn.running / helmr cold start", fork, helmr_cold)
     print()
     table.print()
 

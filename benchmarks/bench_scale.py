@@ -280,6 +280,13 @@ def main() -> None:
     writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
     writes.add_argument("--turns", type=int, default=20, help="warm turns per session")
     writes.add_argument("--build", action="store_true", help="build the runner image first")
+    writes.add_argument(
+        "--pace", type=float, default=0.0, help="seconds between a session's turns (0: at once)"
+    )
+    writes.add_argument(
+        "--save-intervals", default="0", help="the Actor's computer.saveIntervalSeconds, compared"
+    )
+    writes.add_argument("--api-turn-resources", default="true,false", help="true, false or both")
     kwok = modes.add_parser("kwok", help="the real control plane, runner pods on a kwok node")
     load_arguments(kwok, 10_000)
     kwok.add_argument(

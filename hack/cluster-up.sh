@@ -243,6 +243,7 @@ if ! awk -v dir="$KUBELET_DIR" '$5 == dir && / shared:/ {found=1} END {exit !fou
   mount --rbind "$KUBELET_DIR" "$KUBELET_DIR"
   mount --make-rshared "$KUBELET_DIR"
 fi
+mount_csi_data
 # A Ready condition older than this kubelet may be a stale one from before a
 # restart (the node keeps it until its lease expires): wait for a fresh one.
 KUBELET_SINCE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib/common.sh"
 PACKAGES=(
   containerd runc containernetworking-plugins iptables iproute2 conntrack ipset
   debootstrap openssl curl ca-certificates git make python3-venv python3-pip shellcheck
-  postgresql
+  postgresql btrfs-progs
 )
 
 # probe PACKAGE: succeeds when what the scripts use from PACKAGE is there.
@@ -38,6 +38,8 @@ probe() {
     python3-pip) python3 -c 'import pip' 2>/dev/null ;;
     # The tests' throwaway servers (tests/postgres.py); Debian keeps the programs off PATH.
     postgresql) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ;;
+    # The CSI driver's data directory is a btrfs made in a loop file (lib/cluster.sh).
+    btrfs-progs) command -v mkfs.btrfs >/dev/null ;;
     *) command -v "$1" >/dev/null ;;
   esac
 }
@@ -53,6 +55,7 @@ what_is() {
     python3-venv) echo "python3 -m venv" ;;
     python3-pip) echo "python3 -m pip" ;;
     postgresql) echo "/usr/lib/postgresql/*/bin/initdb" ;;
+    btrfs-progs) echo "mkfs.btrfs" ;;
     *) echo "$1" ;;
   esac
 }

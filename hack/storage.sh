@@ -9,8 +9,8 @@ source "$(dirname "$0")/lib/cluster.sh"
 
 DRIVER=hostpath.csi.helmr.dev
 KUBELET_DIR="$HELMR_CLUSTER_DIR/kubelet"
-# Volumes and snapshots: directories here (cluster-down --purge removes them).
-CSI_DATA_DIR="$HELMR_CLUSTER_DIR/csi-hostpath"
+# Volumes and snapshots: subvolumes of the btrfs in CSI_DATA_DIR (lib/cluster.sh).
+mount_csi_data
 image="$("$HACK_DIR/build-images.sh" --name csi)"
 digest="$(<"$HELMR_CACHE/images/csi/current.digest")"
 

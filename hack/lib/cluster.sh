@@ -92,3 +92,23 @@ write_config() {
 
 kubectl_admin() { kubectl --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 ctr_k8s() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+
+# The CSI driver's data directory (hack/storage.sh): a btrfs filesystem in a
+# sparse loop file, so the driver keeps volumes as subvolumes and cuts a
+# snapshot in constant time, as real storage does, where copies of a
+# directory took seconds per GB. Mounted before the kubelet starts (a driver
+# pod it restarts must find the filesystem, not the directory under it);
+# cluster-down unmounts it with the rest, --purge removes the file.
+CSI_DATA_DIR="$HELMR_CLUSTER_DIR/csi-btrfs"
+CSI_DATA_IMAGE="$HELMR_CLUSTER_DIR/csi-btrfs.img"
+CSI_DATA_SIZE=64G
+mount_csi_data() {
+  mountpoint -q "$CSI_DATA_DIR" && return 0
+  mkdir -p "$CSI_DATA_DIR"
+  if [[ ! -f "$CSI_DATA_IMAGE" ]]; then
+    truncate -s "$CSI_DATA_SIZE" "$CSI_DATA_IMAGE.tmp"
+    mkfs.btrfs -q "$CSI_DATA_IMAGE.tmp" >&2
+    mv "$CSI_DATA_IMAGE.tmp" "$CSI_DATA_IMAGE"
+  fi
+  mount -o loop "$CSI_DATA_IMAGE" "$CSI_DATA_DIR"
+}

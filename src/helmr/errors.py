@@ -18,7 +18,8 @@ The tree, which the REST API maps to status codes and ``code`` strings::
     │   ├── TurnSettling        409 turn_settling      send while the turn settles
     │   ├── HoldMismatch        409 hold_mismatch      resume with another holdId
     │   ├── HoldNotConverged    409 hold_not_converged resume before the interrupted Turn stopped
-    │   └── StaleEpoch          409 stale_epoch        a runner call from a fenced epoch
+    │   ├── StaleEpoch          409 stale_epoch        a runner call from a fenced epoch
+    │   └── SaveNotReady        409 save_not_ready     a fork of a Turn whose save is not ready
     ├── PayloadTooLarge         413 payload_too_large
     ├── QueueFull               429 queue_full         the Session's queueLimit is reached
     ├── Unavailable             503 unavailable        the control plane cannot answer now
@@ -175,6 +176,13 @@ class HoldNotConverged(Conflict):
 
 class StaleEpoch(Conflict):
     code = "stale_epoch"
+
+
+class SaveNotReady(Conflict):
+    """A fork of a Turn whose save is taken but not ready yet: fork again once it is
+    (``details``: ``save``, ``status``); a fork is never made from an older save."""
+
+    code = "save_not_ready"
 
 
 class PayloadTooLarge(HelmrError):

@@ -12,6 +12,7 @@ The sessions run ``tests/actors/files.py``: ``{"write": {name: text}}``,
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections import Counter
 from functools import partial
@@ -30,6 +31,7 @@ from helmr.resources import GROUP, VERSION, WORKSPACES
 from .conftest import Operator, kubectl
 from .pods import PodHistory
 from .sessions import all_events, create_actor, event_data, eventually, runner_pods
+from .test_storage import MOUNT, claim, run_on_volume
 
 WORKSPACE = "ws"
 """The Workspace every session here holds (``start_session``'s)."""
@@ -137,10 +139,14 @@ async def test_fast_turns_share_saves_and_a_loss_restores_the_newest_saved_state
     namespace: str,
     runner_image: str,
 ) -> None:
-    """Turns completed while a save is being taken do not each get a snapshot: the
-    newest of them is taken once that one is ready, and covers the rest. The
-    restore after a loss is still the last ready save, holding every Turn's files."""
-    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 20})
+    """Turns completed while a save is being taken, or within the save policy's
+    interval, do not each get a snapshot: the newest of them is taken, and covers
+    the rest. The restore after a loss is still the last ready save, holding every
+    Turn's files. (Saves are cut at Turns' ends, and the local driver makes a save
+    ready as it cuts it, so a burst shares saves through ``saveIntervalSeconds``.)"""
+    files_actor(
+        api_client, namespace, runner_image, computer={"keepSaves": 20, "saveIntervalSeconds": 5}
+    )
     session = await start(helmr, namespace)
     writes = [await session.enqueue({"write": {f"g{i}.txt": f"v{i}"}}) for i in range(8)]
     for turn in writes:
@@ -181,8 +187,11 @@ async def test_a_runner_lost_mid_burst_leaves_a_gap_of_exactly_the_turns_after_t
     """Coalesced saves (issue 28, item 2): one save of a Workspace in flight at a
     time, the Turns completed meanwhile sharing the next one, which names them
     (``helmr.dev/turns``); a runner lost mid-burst restores the last ready save and
-    the recovery gap is exactly the completed Turns after it."""
-    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 50})
+    the recovery gap is exactly the completed Turns after it. (A burst shares saves
+    through ``saveIntervalSeconds``: see the test above.)"""
+    files_actor(
+        api_client, namespace, runner_image, computer={"keepSaves": 50, "saveIntervalSeconds": 5}
+    )
     session = await start(helmr, namespace)
     burst = [await session.enqueue({"write": {f"b{i}.txt": f"v{i}"}}) for i in range(12)]
     await completed(burst[5])
@@ -214,6 +223,93 @@ async def test_a_runner_lost_mid_burst_leaves_a_gap_of_exactly_the_turns_after_t
     names: list[JsonValue] = [f"b{i}.txt" for i in range(saved)]
     after = await completed(await session.enqueue({"read": names}))
     assert after == {"read": {f"b{i}.txt": f"v{i}" for i in range(saved)}}
+
+
+async def test_each_save_holds_exactly_its_own_turns_files_and_none_of_the_next(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    """Turn-aligned saves (issue 28, item 1): Turns queued at once, each writing its
+    file the moment it runs; every save taken, restored into a claim of its own and
+    listed, holds the files of its own Turn and those before it, and none of a
+    later Turn's (the next Turn waited for the save's cut)."""
+    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 50})
+    session = await start(helmr, namespace)
+    burst = [await session.enqueue({"write": {f"t{i}.txt": f"v{i}"}}) for i in range(6)]
+    for turn in burst:
+        await completed(turn)
+    await eventually(
+        lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
+        timeout=180,
+        what="every save settled",
+    )
+    ids = [turn.id for turn in burst]
+    taken = save_names(api_client, namespace)
+    assert taken, "no save was taken"
+    for name in taken:
+        labels, _ = _save_turns(api_client, namespace, name)
+        own = ids.index(labels["helmr.dev/turn-id"])
+        restored = f"r-{name}"
+        source = {"api_group": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": name}
+        core.create_namespaced_persistent_volume_claim(namespace, claim(restored, source))
+        listed = await asyncio.to_thread(
+            run_on_volume,
+            core,
+            namespace,
+            restored,
+            f"import json, os; print(json.dumps(sorted(os.listdir('{MOUNT}'))))",
+        )
+        expected = sorted(f"t{i}.txt" for i in range(own + 1))
+        assert [f for f in json.loads(listed) if f.endswith(".txt")] == expected, (name, listed)
+
+
+async def test_a_fork_at_turn_2_of_4_holds_turn_2s_files_and_its_source_runs_on(
+    helmr: Client,
+    api_client: client.ApiClient,
+    kubeconfig: str,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    """Fork (issue 28, item 5): a new Session on a new Workspace restored from the save
+    of exactly Turn 2, holding Turn 2's files and none of Turn 3's; its lineage on the
+    Workspace's status and in ``kubectl get hws``; the source untouched, running on."""
+    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 50})
+    session = await start(helmr, namespace)
+    turns = []
+    for i in range(4):  # each save settled before the next Turn: each Turn has its own
+        turns.append(await session.enqueue({"write": {f"f{i}.txt": f"v{i}"}}))
+        await completed(turns[-1])
+        await eventually(
+            lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
+            timeout=120,
+            what="the save settled",
+        )
+    forked = await helmr.sessions.fork(session, at_turn=turns[1], workspace="forked")
+    names: list[JsonValue] = [f"f{i}.txt" for i in range(4)]
+    read = await completed(await forked.enqueue({"read": names}))
+    assert read == {"read": {"f0.txt": "v0", "f1.txt": "v1", "f2.txt": None, "f3.txt": None}}
+    again = await completed(await session.enqueue({"read": names}))
+    assert again == {"read": {f"f{i}.txt": f"v{i}" for i in range(4)}}
+
+    workspace = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, WORKSPACES, "forked"
+    )
+    assert isinstance(workspace, dict)
+    _, save_turns = _save_turns(api_client, namespace, f"{WORKSPACE}-save-2")
+    assert save_turns == [turns[1].id]
+    assert workspace["status"]["forkedFrom"] == {
+        "session": session.id,
+        "workspace": WORKSPACE,
+        "save": f"{WORKSPACE}-save-2",
+        "turn": turns[1].id,
+    }
+    shown = kubectl(kubeconfig, "get", "hws", "forked", "-n", namespace)
+    assert shown.returncode == 0, shown.stderr
+    assert "FORKED FROM" in shown.stdout
+    assert f"{WORKSPACE}-save-2" in shown.stdout
 
 
 async def _events_once(session: SessionRef, kind: str) -> list[Any] | None:

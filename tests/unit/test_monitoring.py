@@ -93,6 +93,7 @@ def test_the_rule_selects_the_release_and_takes_its_thresholds() -> None:
             "metrics.prometheusRule.labels.release": "prom",
             "metrics.prometheusRule.selector": 'job="helmr-api"',
             "metrics.prometheusRule.dispatchP99Seconds": "3",
+            "metrics.prometheusRule.recoveryPointLagSeconds": "120",
         }
     )
     assert rule["metadata"]["labels"]["release"] == "prom"
@@ -103,10 +104,12 @@ def test_the_rule_selects_the_release_and_takes_its_thresholds() -> None:
         "HelmrProcessFailureRate",
         "HelmrDispatchSlow",
         "HelmrSavesFailing",
+        "HelmrRecoveryPointLagging",
     }
     assert all('job="helmr-api"' in r["expr"] for r in rules.values())
     assert not any(NAMESPACE in r["expr"] for r in rules.values())
     assert rules["HelmrDispatchSlow"]["expr"].endswith("> 3")
+    assert rules["HelmrRecoveryPointLagging"]["expr"].endswith("> 120")
 
 
 @pytest.mark.promtool

@@ -222,6 +222,32 @@ def cancel(ctx: click.Context, session_id: str, idempotency_key: str | None) -> 
 
 @session.command()
 @session_arg
+@click.option("--at-turn", "at_turn", required=True, help="The completed Turn to fork at.")
+@click.option("-w", "--workspace", help="The new Workspace the fork owns (default: fork-<ulid>).")
+@idempotency
+@click.pass_context
+def fork(
+    ctx: click.Context,
+    session_id: str,
+    at_turn: str,
+    workspace: str | None,
+    idempotency_key: str | None,
+) -> None:
+    """Fork a session at a completed turn: a new session of its actor on a new
+    Workspace restored from that turn's save. The source is untouched."""
+
+    async def work(client: Client) -> None:
+        forked = await client.sessions.fork(
+            session_id, at_turn=at_turn, workspace=workspace, idempotency_key=idempotency_key
+        )
+        assert forked.state is not None  # fork returns the view with the reference
+        show(ctx, forked.state, render.session)
+
+    run(ctx, work)
+
+
+@session.command()
+@session_arg
 @click.pass_context
 def close(ctx: click.Context, session_id: str) -> None:
     """Close once accepted work has drained; no new turns are admitted."""

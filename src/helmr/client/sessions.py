@@ -16,7 +16,7 @@ import aiohttp
 from pydantic import BaseModel, JsonValue
 
 from helmr.client._http import Transport
-from helmr.client.models import Message, Session, StopReceipt, Turn, _SendReply
+from helmr.client.models import Message, Session, StartResult, StopReceipt, Turn, _SendReply
 from helmr.errors import HistoryUnavailable, Unavailable
 from helmr.events import Event, EventPage
 from helmr.protocol import api_routes as routes
@@ -27,6 +27,7 @@ from helmr.protocol.api_requests import (
     CancelBody,
     EnqueueBody,
     EventsQuery,
+    ForkBody,
     NoBody,
     ResumeBody,
     SendBody,
@@ -253,3 +254,28 @@ class Sessions:
 
     def ref(self, session_id: str) -> SessionRef:
         return SessionRef(self._http, session_id)
+
+    async def fork(
+        self,
+        session: SessionRef | str,
+        *,
+        at_turn: TurnRef | str,
+        workspace: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> SessionRef:
+        """A new Session of the same actor on a new Workspace (``workspace``, else
+        ``fork-<ulid>``) whose disk is restored from the save of the completed Turn
+        ``at_turn``; ``session`` is untouched and keeps running. ``SaveNotReady``
+        while that save is being taken (fork again once it is); ``Conflict`` when
+        the Turn has no save of its own or its save failed. A repeated
+        ``idempotency_key`` returns the same Session."""
+        session_id = session if isinstance(session, str) else session.id
+        body = ForkBody.model_construct(
+            at_turn=at_turn if isinstance(at_turn, str) else at_turn.id,
+            workspace=workspace,
+            idempotency_key=idempotency_key,
+        )
+        reply = StartResult.model_validate(
+            await self._http.request("POST", routes.session_fork(session_id), body=body)
+        )
+        return SessionRef(self._http, reply.session.id, reply.session)

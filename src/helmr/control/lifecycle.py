@@ -6,6 +6,7 @@ and the events that record it commit together.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from pydantic import JsonValue
@@ -58,10 +59,14 @@ def end_turn(
         turn_id=turn.id,
         epoch=turn.epoch,
     )
-    session = sessions.turn_ended(tx, turn.session_id, turn.id, completed=status == "completed")
-    if status == "completed":
+    completed = status == "completed"
+    session = sessions.turn_ended(tx, turn.session_id, turn.id, completed=completed)
+    if completed:
         # In the transaction that commits the outcome: a crash cannot lose the request.
-        disks.request_save(tx, session, turn)
+        awaiting_cut = disks.request_save(tx, session, turn)
+        if awaiting_cut is not None:  # the next Turn waits for this save's cut
+            sessions.await_cut(tx, session.id, awaiting_cut)
+            session = replace(session, awaiting_cut=awaiting_cut)
     return turn, session
 
 

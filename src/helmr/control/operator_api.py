@@ -57,7 +57,10 @@ class OperatorControl(SessionControls):
 
     current_disk = writes(disks.current_disk)
     pending_saves = reads(disks.pending_saves)
+    align_saves = writes(disks.align_saves)
     take_save = writes(disks.take_save)
+    save_cut = writes(disks.save_cut)
+    not_cut_now = writes(disks.not_cut_now)
     save_ready = writes(disks.save_ready)
     covered_saves = reads(disks.covered_saves)
     save_failed = writes_configured(disks.save_failed)

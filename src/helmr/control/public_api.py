@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from helmr.control import disks, messages, sessions, turns
+from helmr.control import disks, forks, messages, sessions, turns
 from helmr.control.surface import Surface
 from helmr.control.transaction import reads, writes, writes_configured
 from helmr.control.views import (
@@ -28,6 +28,7 @@ class SessionControls(Surface):
     """What a Session's user asks, through the REST API or a resource."""
 
     open_session = writes(sessions.open_session)
+    fork_session = writes(forks.fork)
     get_session = reads(load_session)
     get_turn = reads(load_turn)
     enqueue = writes(turns.enqueue)
@@ -53,6 +54,7 @@ class PublicControl(SessionControls):
     get_message = reads(messages.load_message)
     forget_workspace = writes(disks.forget_workspace)
     session_counts = reads(session_counts)
+    recovery_points = reads(disks.recovery_points)
     """The Session gauges of every replica's ``/metrics``."""
 
     async def wait_turn(

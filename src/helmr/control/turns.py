@@ -136,9 +136,11 @@ def next_step(session: SessionRow, current: TurnRow | None, now: datetime) -> St
 
 def queue_step(session: SessionRow, head: TurnRow | None) -> Step:
     """:data:`Step.QUEUE` resolved by the FIFO head: a closing Session without
-    one has drained."""
+    one has drained. The head waits while the save of the Turn before it is
+    being cut (``awaiting_cut``, :mod:`helmr.control.disks`): it must not write
+    to the disk before the state that save is of has been cut."""
     if head is not None:
-        return Step.START
+        return Step.IDLE if session.awaiting_cut is not None else Step.START
     return Step.FINISH_CLOSING if session.status == "closing" else Step.IDLE
 
 

@@ -20,11 +20,13 @@ import sys
 from pathlib import Path
 
 from helmr.control import SessionView
+from helmr.control.disks import restore_point
 from helmr.control.operator_api import OperatorControl
 from helmr.operator.disks.backend import RestoreFailed
 from helmr.operator.disks.manifests import PreparedDisk, disk_usage_spec
 from helmr.operator.disks.workspaces import by_workspace
 from helmr.resources import Actor, WorkspaceSpec
+from helmr.resources.workspace import parse_save_name
 from helmr.store.rows import SaveRow
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,11 @@ class DirectoryDisks:
         disk = await self.control.current_disk(namespace, name)
         path = self.disk_dir(namespace, name, disk.disk)
         if not path.is_dir():
-            if disk.restored_from is None:
+            restore = restore_point(name, disk)  # after a loss, or a fork's first disk
+            if restore is None:
                 path.mkdir(parents=True)
             else:
-                save = self.save_dir(namespace, name, disk.restored_from)
+                save = self.save_dir(namespace, *parse_save_name(restore))
                 if not save.is_dir():
                     raise RestoreFailed(f"save {save} to restore from is gone")
                 await _copy(save, path)
@@ -132,6 +135,8 @@ async def _copy(source: Path, target: Path) -> None:
     filesystem can; ``target`` appears only once complete."""
     partial = target.with_name(target.name + INCOMPLETE)
     await asyncio.to_thread(shutil.rmtree, partial, ignore_errors=True)
+    # A fork's first disk is the first thing in its Workspace's directory.
+    await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
     if not await asyncio.to_thread(source.is_dir):
         raise FileNotFoundError(f"{source} is gone")
     if sys.platform == "linux":

@@ -173,6 +173,7 @@ class ControlPlane:
 
     async def stop(self) -> None:
         await self.pod_reports.stop()
+        await self.disks.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -189,6 +190,7 @@ class ControlPlane:
 
     async def _count_sessions(self) -> None:
         self.metrics.count_sessions(await self.api_control.session_counts())
+        self.metrics.recovery_points(await self.api_control.recovery_points())
 
     def _runner_connected(self, session_id: str, epoch: int) -> None:
         self.metrics.timeline.runner_connected(session_id, epoch, datetime.now(UTC))

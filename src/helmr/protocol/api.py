@@ -204,6 +204,16 @@ class StartResult(_View):
     run: RunView | None
 
 
+class ForkView(_View):
+    """Where a forked Workspace's disk started: the save of a Turn of another Session."""
+
+    session_id: str
+    workspace: str
+    save: str
+    """The VolumeSnapshot its first disk was restored from."""
+    turn_id: str
+
+
 class WorkspaceView(_View):
     """A Workspace's Computer disk: the claim the next runner mounts, its committed
     version (the last ready save) and who holds it."""
@@ -222,6 +232,8 @@ class WorkspaceView(_View):
     held_by: str | None
     """The id of the Session that holds the Workspace (open, or its execution not yet
     excluded); a held Workspace cannot be deleted."""
+    forked_from: ForkView | None = None
+    """The save it was forked from (its lineage), if it is a fork."""
 
 
 def workspace_id(namespace: str, name: str) -> str:

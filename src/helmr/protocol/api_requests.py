@@ -219,6 +219,18 @@ def _variable(name: str, value: str | SecretKey) -> SessionEnvVar:
     return SessionEnvVar(name=name, value=value)
 
 
+class ForkBody(_Input):
+    at_turn: Id = Field(
+        description="The completed Turn whose saved state the fork starts from (its id)."
+    )
+    workspace: DnsLabel | None = Field(
+        default=None, description="The new Workspace the fork holds (unset: fork-<ulid>)."
+    )
+    idempotency_key: Key | None = Field(
+        default=None, description="A repeated fork with this key returns the same session."
+    )
+
+
 class EnqueueBody(_Input):
     input: JsonValue = Field(description="Application-defined JSON; null is a valid input.")
     idempotency_key: Key | None = Field(

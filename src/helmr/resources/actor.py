@@ -38,6 +38,8 @@ MaxTurnDurationSeconds = Annotated[int, Field(ge=MAX_TURN_DURATION.low, le=MAX_T
 # Disk settings a Workspace may override.
 AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
 KeepSaves = Annotated[int, Field(ge=1, le=100)]
+SaveInterval = Annotated[int, Field(ge=0, le=86_400)]
+"""Seconds: at most one save per this many (0: a save at every Turn's end)."""
 UsedFraction = Annotated[float, Field(ge=0.01, le=1)]
 """A share of the Computer disk's size, used (``0.9``: 90%)."""
 UsageInterval = Annotated[int, Field(ge=1, le=3600)]
@@ -150,6 +152,15 @@ class ComputerSpec(WireModel):
         description=(
             "How many ready saves of each Workspace are kept; older ones are deleted."
             " The newest ready save, the one a restore uses, is always kept."
+        ),
+    )
+    save_interval_seconds: SaveInterval = Field(
+        default=0,
+        description=(
+            "The save policy. 0: a save at every Turn's end (coalesced: one in flight per"
+            " Workspace). N: at most one save per N seconds, the Turns between covered by the"
+            " next. Either way a Session's disk is saved when it suspends idle and when it"
+            " closes. A save is cut at its Turn's end: the next Turn waits for the cut."
         ),
     )
     pause_at: UsedFraction = Field(

@@ -44,6 +44,18 @@ class ActorRef(WireModel):
     name: DnsLabel = Field(description="Name of the Actor.")
 
 
+class ForkFrom(WireModel):
+    """The saved state a forked Session starts from: a completed Turn of another
+    Session in the namespace, of the same Actor."""
+
+    session: DnsSubdomain = Field(description="Name of the Session forked (left untouched).")
+    turn: str = Field(
+        min_length=1,
+        max_length=128,
+        description="Id of its completed Turn whose save the new Workspace is restored from.",
+    )
+
+
 # What a kubectl user asks of the Session (``spec.state``); the store's phase is in the status.
 DesiredState = Literal["Open", "Closed", "Cancelled"]
 
@@ -66,6 +78,7 @@ class SessionSpec(WireModel):
     model_config = ConfigDict(
         json_schema_extra=rules(
             _unchanged_optional("key"),
+            _unchanged_optional("forkFrom"),
             _unchanged_optional("idempotencyKey"),
             _unchanged_optional("env"),
             _unchanged_optional("envFrom"),
@@ -94,6 +107,14 @@ class SessionSpec(WireModel):
             " It is released once the Session's execution is excluded after close. Immutable."
         ),
         json_schema_extra=rules(cel("self == oldSelf", "spec.workspace is immutable")),
+    )
+    fork_from: ForkFrom | None = Field(
+        default=None,
+        description=(
+            "Fork: start on a new `workspace` restored from the save of this completed Turn of"
+            " another Session (never an older or newer state: refused if that Turn has no save"
+            " of its own, waited for while its save is being taken). Immutable."
+        ),
     )
     key: Key | None = Field(
         default=None,

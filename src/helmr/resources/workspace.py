@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from helmr.resources.actor import AccessMode, ComputerSpec, KeepSaves, UsageInterval, UsedFraction
+from helmr.resources.actor import (
+    AccessMode,
+    ComputerSpec,
+    KeepSaves,
+    SaveInterval,
+    UsageInterval,
+    UsedFraction,
+)
 from helmr.resources.base import Resource, Status, WireModel
 from helmr.resources.columns import AGE, column
 from helmr.resources.fields import LABEL_NAME_SCHEMA, Conditions, DnsLabel, DnsSubdomain, Quantity
@@ -39,6 +46,10 @@ class WorkspaceSpec(WireModel):
     keep_saves: KeepSaves | None = Field(
         default=None, description="How many ready saves are kept. Unset: the Actor's."
     )
+    save_interval_seconds: SaveInterval | None = Field(
+        default=None,
+        description="At most one save per this many seconds (0: every Turn). Unset: the Actor's.",
+    )
     pause_at: UsedFraction | None = Field(
         default=None, description="Used share that pauses the Session. Unset: the Actor's."
     )
@@ -56,6 +67,17 @@ class WorkspaceSpec(WireModel):
         """The disk settings in force: this Workspace's overrides, else the Actor's."""
         overrides = {name: value for name, value in self if value is not None}
         return actor.model_copy(update=overrides)
+
+
+class ForkedFrom(WireModel):
+    """The lineage of a forked Workspace: the save of a Turn of another Session."""
+
+    session: str = Field(description="The id of the Session forked (it is left untouched).")
+    workspace: DnsSubdomain = Field(description="The Workspace of the Session forked.")
+    save: DnsSubdomain = Field(
+        description="The save (VolumeSnapshot) this Workspace's first disk is restored from."
+    )
+    turn: str = Field(description="The id of the Turn whose state the save holds.")
 
 
 class WorkspaceStatus(Status):
@@ -82,6 +104,9 @@ class WorkspaceStatus(Status):
             " excluded. A held Workspace cannot be deleted."
         ),
     )
+    forked_from: ForkedFrom | None = Field(
+        default=None, description="Its lineage, if it is a fork: the save it started from."
+    )
     conditions: Conditions = None
 
 
@@ -95,6 +120,7 @@ class Workspace(Resource[WorkspaceSpec, WorkspaceStatus]):
         column("Held By", ".status.heldBy"),
         column("Version", ".status.computerVersion"),
         column("Pending", ".status.pendingSaves", type="integer"),
+        column("Forked From", ".status.forkedFrom.save"),
         column("Claim", ".status.claimName", priority=1),
         AGE,
     )
@@ -110,3 +136,9 @@ def claim_name(workspace: str, disk: int) -> str:
 def save_name(workspace: str, version: int) -> str:
     """The VolumeSnapshot of save ``version``: also the Computer version it commits."""
     return f"{workspace}-save-{version}"
+
+
+def parse_save_name(name: str) -> tuple[str, int]:
+    """The Workspace and version a :func:`save_name` names."""
+    workspace, _, version = name.rpartition("-save-")
+    return workspace, int(version)

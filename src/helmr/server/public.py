@@ -35,6 +35,7 @@ from helmr.protocol.api_requests import (
     CancelBody,
     EnqueueBody,
     EventsQuery,
+    ForkBody,
     NoBody,
     ResumeBody,
     SendBody,
@@ -114,6 +115,30 @@ class PublicApi:
         )
         run = RunView(process_epoch=session.process_epoch) if session.process_live else None
         return StartResult(session=session, run=run)
+
+    @public(
+        "POST",
+        routes.SESSION_FORK,
+        verb="create",
+        summary="Fork the session at a completed turn: a new session on a new workspace.",
+    )
+    async def fork_session(self, path: SessionPath, body: ForkBody) -> StartResult:
+        """The new session runs the same actor on a new workspace whose disk is restored
+        from the save of ``at_turn``; the source is untouched and keeps running. 409
+        save_not_ready while that save is being taken (fork again once it is); 409 when
+        the turn has no save of its own (saved with a later turn) or its save failed."""
+        session = await self._control.fork_session(
+            source_id=path.session_id,
+            at_turn=body.at_turn,
+            name=f"ses-{str(ULID()).lower()}",
+            workspace=body.workspace or f"fork-{str(ULID()).lower()}",
+            idempotency_key=body.idempotency_key,
+        )
+        # No settings of its own: the source's live in the source's object only.
+        await self._mirrored(
+            f"session {session.id}", lambda m: m.session_started(session, SessionEnv())
+        )
+        return StartResult(session=session, run=None)
 
     @public("GET", routes.SESSION, verb="get", summary="Read a session.")
     async def get_session(self, path: SessionPath, subject: SessionView) -> SessionView:

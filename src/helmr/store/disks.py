@@ -8,9 +8,12 @@ execution loss replaces the disk with one restored from the last ready save
 
 from __future__ import annotations
 
+import sqlite3
+from datetime import datetime, timedelta
+
 from helmr.states import SaveStatus
-from helmr.store.codec import db_value, dump_time
-from helmr.store.rows import DiskRow, SaveRow
+from helmr.store.codec import db_value, dump_time, load_time
+from helmr.store.rows import DiskRow, ForkRow, SaveRow
 from helmr.store.tx import ReadTx, Tx
 
 
@@ -28,21 +31,36 @@ def get(rt: ReadTx, namespace: str, workspace: str) -> DiskRow | None:
     row = rt.conn.execute(
         "SELECT * FROM workspaces WHERE namespace = ? AND name = ?", (namespace, workspace)
     ).fetchone()
-    if row is None:
-        return None
+    return None if row is None else _disk(namespace, workspace, row)
+
+
+def _disk(namespace: str, workspace: str, row: sqlite3.Row) -> DiskRow:
     return DiskRow(
         namespace=namespace,
         workspace=workspace,
         disk=row["disk"],
         restored_from=row["restored_from"],
         last_version=row["last_version"],
+        taking=row["taking"],
+        aligned=bool(row["aligned"]),
+        save_interval=timedelta(seconds=row["save_interval_s"]),
+        last_taken_at=load_time(row["last_taken_at"]),
+        fork=None
+        if row["fork_snapshot"] is None
+        else ForkRow(
+            snapshot=row["fork_snapshot"],
+            session_id=row["fork_session"],
+            workspace=row["fork_workspace"],
+            turn_id=row["fork_turn"],
+        ),
     )
 
 
 def replace_disk(tx: Tx, namespace: str, workspace: str, restored_from: int | None) -> DiskRow:
     """The next runner gets a new disk, restored from that save (or empty)."""
     tx.conn.execute(
-        "UPDATE workspaces SET disk = disk + 1, restored_from = ? WHERE namespace = ? AND name = ?",
+        "UPDATE workspaces SET disk = disk + 1, restored_from = ?, taking = NULL"
+        " WHERE namespace = ? AND name = ?",
         (restored_from, namespace, workspace),
     )
     disk = get(tx, namespace, workspace)
@@ -50,24 +68,106 @@ def replace_disk(tx: Tx, namespace: str, workspace: str, restored_from: int | No
     return disk
 
 
-def request_save(tx: Tx, namespace: str, workspace: str, session_id: str, turn_id: str) -> SaveRow:
-    """A new pending save of the Workspace's current disk, with the next version.
+def request_save(
+    tx: Tx, namespace: str, workspace: str, session_id: str, turn_id: str
+) -> tuple[SaveRow, bool]:
+    """A new pending save of the Workspace's current disk, with the next version,
+    and whether it can be cut now, at its Turn's end: the Workspace's saves are
+    cut at Turns' ends (``aligned``) and none is being taken.
 
     Two statements, as this runs with every completed Turn: the Workspace's row
-    (made if new) takes the next version and answers it with its disk, and the
-    save is inserted and answered as stored."""
-    disk, version = tx.conn.execute(
-        "INSERT INTO workspaces (namespace, name, last_version) VALUES (?, ?, 1)"
-        " ON CONFLICT (namespace, name) DO UPDATE SET last_version = workspaces.last_version + 1"
-        " RETURNING disk, last_version",
-        (namespace, workspace),
-    ).fetchone()
+    (made if new) takes the next version and answers it with its disk and the
+    rest, and the save is inserted and answered as stored."""
+    disk = _disk(
+        namespace,
+        workspace,
+        tx.conn.execute(
+            "INSERT INTO workspaces (namespace, name, last_version) VALUES (?, ?, 1)"
+            " ON CONFLICT (namespace, name) DO UPDATE"
+            " SET last_version = workspaces.last_version + 1 RETURNING *",
+            (namespace, workspace),
+        ).fetchone(),
+    )
     row = tx.conn.execute(
         "INSERT INTO saves (namespace, workspace, version, disk, session_id, turn_id, status,"
         " requested_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING *",
-        (namespace, workspace, version, disk, session_id, turn_id, dump_time(tx.now)),
+        (
+            namespace,
+            workspace,
+            disk.last_version,
+            disk.disk,
+            session_id,
+            turn_id,
+            dump_time(tx.now),
+        ),
     ).fetchone()
-    return SaveRow.load(row)
+    cut_now = disk.aligned and disk.taking is None and disk.save_due(tx.now)
+    return SaveRow.load(row), cut_now
+
+
+def set_policy(
+    tx: Tx, namespace: str, workspace: str, *, aligned: bool, interval: timedelta
+) -> None:
+    """Whether the Workspace's saves are cut at Turns' ends, and at most one per
+    ``interval`` (made if new)."""
+    tx.conn.execute(
+        "INSERT INTO workspaces (namespace, name, aligned, save_interval_s) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (namespace, name) DO UPDATE"
+        " SET aligned = excluded.aligned, save_interval_s = excluded.save_interval_s",
+        (namespace, workspace, int(aligned), interval.total_seconds()),
+    )
+
+
+def set_fork(tx: Tx, namespace: str, workspace: str, fork: ForkRow) -> None:
+    """The Workspace's disks start from ``fork`` (made if new)."""
+    tx.conn.execute(
+        "INSERT INTO workspaces (namespace, name) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (namespace, workspace),
+    )
+    tx.conn.execute(
+        "UPDATE workspaces SET fork_snapshot = ?, fork_session = ?, fork_workspace = ?,"
+        " fork_turn = ? WHERE namespace = ? AND name = ?",
+        (fork.snapshot, fork.session_id, fork.workspace, fork.turn_id, namespace, workspace),
+    )
+
+
+def fork_snapshots(rt: ReadTx, namespace: str) -> set[str]:
+    """The saves (VolumeSnapshot names) Workspaces of the namespace were forked from."""
+    return {
+        str(row[0])
+        for row in rt.conn.execute(
+            "SELECT fork_snapshot FROM workspaces WHERE namespace = ?"
+            " AND fork_snapshot IS NOT NULL",
+            (namespace,),
+        )
+    }
+
+
+def save_of_turn(rt: ReadTx, namespace: str, workspace: str, turn_id: str) -> SaveRow | None:
+    """The save requested when ``turn_id`` completed on the Workspace, if any."""
+    row = rt.conn.execute(
+        "SELECT * FROM saves WHERE namespace = ? AND workspace = ? AND turn_id = ?"
+        " ORDER BY version DESC LIMIT 1",
+        (namespace, workspace, turn_id),
+    ).fetchone()
+    return None if row is None else SaveRow.load(row)
+
+
+def set_taking(tx: Tx, namespace: str, workspace: str, version: int | None) -> None:
+    """Save ``version`` of the Workspace is being taken (None: none is any more);
+    taking one is the policy's last save."""
+    sql = "UPDATE workspaces SET taking = ?"
+    args: tuple[object, ...] = (version,)
+    if version is not None:
+        sql += ", last_taken_at = ?"
+        args += (dump_time(tx.now),)
+    tx.conn.execute(sql + " WHERE namespace = ? AND name = ?", (*args, namespace, workspace))
+
+
+def require(rt: ReadTx, namespace: str, workspace: str) -> DiskRow:
+    disk = get(rt, namespace, workspace)
+    assert disk is not None, (namespace, workspace)
+    return disk
 
 
 def get_save(rt: ReadTx, namespace: str, workspace: str, version: int) -> SaveRow | None:
@@ -138,4 +238,24 @@ def delete_workspace(tx: Tx, namespace: str, workspace: str) -> None:
     )
     tx.conn.execute(
         "DELETE FROM workspaces WHERE namespace = ? AND name = ?", (namespace, workspace)
+    )
+
+
+def oldest_unsaved(rt: ReadTx) -> datetime | None:
+    """When the oldest save not yet committed and still to be was requested: a
+    pending one, or one a pending save covers (older than it). The recovery point
+    of the Session whose disk it is lags since then."""
+    row = rt.conn.execute(
+        "SELECT MIN(COALESCE((SELECT MIN(c.requested_at) FROM saves c"
+        " WHERE c.namespace = p.namespace AND c.workspace = p.workspace"
+        " AND c.status = 'covered' AND c.covered_by = p.version), p.requested_at))"
+        " FROM saves p WHERE p.status = 'pending'"
+    ).fetchone()
+    return None if row is None else load_time(row[0])
+
+
+def count_taking(rt: ReadTx) -> int:
+    """How many Workspaces have a save being taken (in flight)."""
+    return int(
+        rt.conn.execute("SELECT COUNT(*) FROM workspaces WHERE taking IS NOT NULL").fetchone()[0]
     )

@@ -117,6 +117,26 @@ ALTER TABLE saves_v8 RENAME TO saves;
 CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
 """
 
+# Turn-aligned saves (version 9; helmr.control.disks): when a save was taken and
+# its point in time cut, the save of each Workspace being taken, whether its
+# saves are cut at Turns' ends (its disk backend cuts them, and can save it),
+# its save policy (at most one save per save_interval_s) and when it last took
+# one, the save of another Workspace a fork starts from (its lineage), and the
+# save whose cut a Session's next Turn waits for. The migration from 8.
+_CUTS_DDL = """
+ALTER TABLE workspaces ADD COLUMN taking INTEGER;
+ALTER TABLE workspaces ADD COLUMN aligned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE workspaces ADD COLUMN save_interval_s REAL NOT NULL DEFAULT 0;
+ALTER TABLE workspaces ADD COLUMN last_taken_at TEXT;
+ALTER TABLE workspaces ADD COLUMN fork_snapshot TEXT;
+ALTER TABLE workspaces ADD COLUMN fork_session TEXT;
+ALTER TABLE workspaces ADD COLUMN fork_workspace TEXT;
+ALTER TABLE workspaces ADD COLUMN fork_turn TEXT;
+ALTER TABLE saves ADD COLUMN taken_at TEXT;
+ALTER TABLE saves ADD COLUMN cut_at TEXT;
+ALTER TABLE sessions ADD COLUMN awaiting_cut INTEGER;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 MIGRATIONS: dict[int, str] = {
@@ -138,4 +158,6 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     6: _LEADER_DDL,
     # 8: coalesced saves.
     7: _COVERED_DDL,
+    # 9: turn-aligned saves, the save policy, forks.
+    8: _CUTS_DDL,
 }

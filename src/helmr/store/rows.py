@@ -132,6 +132,9 @@ class SessionRow:
     """Consecutive failed preparations; ``retry.maxAttempts`` of them fail the Session."""
     retry_at: datetime | None
     """No new process before this (the backoff after a failed preparation)."""
+    awaiting_cut: int | None
+    """The save (its version) whose cut the next Turn waits for: a save belongs to
+    exactly the state after its Turn (helmr.control.disks)."""
 
     @classmethod
     def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
@@ -229,6 +232,33 @@ class DiskRow:
     restored_from: int | None
     """The save version that disk is restored from; None: it started empty."""
     last_version: int
+    taking: int | None
+    """The save being taken (its snapshot asked for, not yet ready or failed)."""
+    aligned: bool
+    """Its saves are cut at Turns' ends: a Session's next Turn waits for the cut."""
+    save_interval: timedelta
+    """At most one save per this long (zero: one at every Turn's end)."""
+    last_taken_at: datetime | None
+    """When a save of it was last taken."""
+
+    fork: ForkRow | None
+    """The save of another Workspace its disks start from (a fork), or None."""
+
+    def save_due(self, now: datetime) -> bool:
+        """Whether its save policy lets a save be taken at ``now``."""
+        return self.last_taken_at is None or now - self.last_taken_at >= self.save_interval
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRow:
+    """Where a forked Workspace's disks start: a ready save of another Workspace in
+    its namespace, of the Turn of the Session forked."""
+
+    snapshot: str
+    """The save's VolumeSnapshot."""
+    session_id: str
+    workspace: str
+    turn_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +279,10 @@ class SaveRow(_Loaded):
     readiness or, ``covered``, the readiness of the save that covered it."""
     covered_by: int | None
     """``covered``: the version of the newer save taken in its place."""
+    taken_at: datetime | None
+    """When its snapshot was last asked for (None: never taken, or covered)."""
+    cut_at: datetime | None
+    """When its point in time was cut (the snapshot's ``creationTime`` seen)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Literal
 
 from helmr.store.migrations import MIGRATIONS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -63,7 +63,8 @@ CREATE TABLE sessions (
     prepare_deadline_at  TEXT,
     preparation_failures INTEGER NOT NULL DEFAULT 0,
     retry_at             TEXT,
-    mirrored_event_seq   INTEGER NOT NULL DEFAULT 0
+    mirrored_event_seq   INTEGER NOT NULL DEFAULT 0,
+    awaiting_cut         INTEGER
 );
 CREATE UNIQUE INDEX sessions_idempotency ON sessions (namespace, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -161,6 +162,14 @@ CREATE TABLE workspaces (
     disk          INTEGER NOT NULL DEFAULT 1,
     restored_from INTEGER,
     last_version  INTEGER NOT NULL DEFAULT 0,
+    taking        INTEGER,
+    aligned       INTEGER NOT NULL DEFAULT 0,
+    save_interval_s REAL NOT NULL DEFAULT 0,
+    last_taken_at TEXT,
+    fork_snapshot TEXT,
+    fork_session  TEXT,
+    fork_workspace TEXT,
+    fork_turn     TEXT,
     PRIMARY KEY (namespace, name)
 ) WITHOUT ROWID;
 
@@ -178,6 +187,8 @@ CREATE TABLE saves (
     requested_at TEXT NOT NULL,
     ready_at     TEXT,
     covered_by   INTEGER,
+    taken_at     TEXT,
+    cut_at       TEXT,
     PRIMARY KEY (namespace, workspace, version)
 );
 CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';

@@ -249,6 +249,11 @@ def turn_ended(tx: Tx, session_id: str, turn_id: str, *, completed: bool) -> Ses
     return _load(tx, row)
 
 
+def await_cut(tx: Tx, session_id: str, version: int | None) -> None:
+    """The Session's next Turn waits for save ``version``'s cut (None: for none)."""
+    _update(tx, session_id, awaiting_cut=version)
+
+
 def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:
     set_limits(tx, session_id, limits, limits_resolved_at=tx.now)
 

@@ -79,6 +79,16 @@ def count_queued(rt: ReadTx, session_id: str) -> int:
     return int(count)
 
 
+def last_started(rt: ReadTx, session_id: str) -> str | None:
+    """The id of the Session's Turn that started last (None: none ever started)."""
+    row = rt.conn.execute(
+        "SELECT id FROM turns WHERE session_id = ? AND started_at IS NOT NULL"
+        " ORDER BY sequence DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return None if row is None else str(row["id"])
+
+
 def past_deadline(rt: ReadTx, now: datetime) -> list[TurnRow]:
     rows = rt.conn.execute(
         "SELECT * FROM turns WHERE status = 'running' AND deadline_at <= ? ORDER BY deadline_at",

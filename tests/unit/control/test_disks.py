@@ -3,14 +3,14 @@ their progress, and the restore and recovery gap after an execution loss."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import JsonValue
 
 from helmr.control import ControlConfig, HoldView, SessionView, StorageLimits
 from helmr.control.disks import covered_by_taking, uncommitted
-from helmr.errors import Conflict
+from helmr.errors import Conflict, ReceiveTimeout
 from helmr.protocol import ErrorInfo
 from helmr.states import SaveStatus
 from helmr.store.rows import SaveRow
@@ -362,6 +362,8 @@ def _save(version: int, status: SaveStatus = "pending", disk: int = 1) -> SaveRo
         requested_at=datetime(2026, 1, 1, tzinfo=UTC),
         ready_at=None,
         covered_by=None,
+        taken_at=None,
+        cut_at=None,
     )
 
 
@@ -397,6 +399,7 @@ async def test_the_newest_pending_save_taken_covers_the_older_ones_and_commits_t
 
     covered = await h.control.take_save("team", ws, 3)
 
+    assert covered is not None
     assert [(s.version, s.turn_id) for s in covered] == [(1, turns[0]), (2, turns[1])]
     assert [s.version for s in await h.control.pending_saves()] == [3]
     assert (await h.control.get_workspace("team", ws)).pending_saves == 1
@@ -425,6 +428,7 @@ async def test_a_newer_save_covers_a_retried_one_and_what_that_one_covered(h: Ha
 
     covered = await h.control.take_save("team", ws, 3)
 
+    assert covered is not None
     assert [(s.version, s.attempts) for s in covered] == [(2, 1)]
     assert [s.version for s in await h.control.covered_saves("team", ws, 3)] == [1, 2]
     assert await h.control.covered_saves("team", ws, 2) == []
@@ -476,3 +480,192 @@ async def test_covered_saves_whose_save_is_ready_are_restored_not_in_the_gap(
     }
     disk = await h.control.current_disk("team", session.workspace)
     assert (disk.disk, disk.restored_from) == (2, 3)
+
+
+# Turn-aligned saves -------------------------------------------------------------------------
+
+
+async def _aligned(h: Harness) -> tuple[SessionView, int]:
+    """A Session whose Workspace's saves are cut at Turns' ends, its process started."""
+    session = await h.session()
+    await h.control.align_saves("team", session.workspace, True)
+    return session, await h.control.process_started(session.id)
+
+
+async def _starts(h: Harness, session: SessionView, epoch: int) -> bool:
+    """Whether the process is given a Turn now."""
+    try:
+        return await h.control.receive(session.id, epoch, timeout=0) is not None
+    except ReceiveTimeout:
+        return False
+
+
+async def test_the_next_turn_waits_for_the_cut_of_its_predecessors_save(h: Harness) -> None:
+    """A save belongs to exactly the state after its Turn: the next Turn is not
+    dispatched until the save's point in time is cut, and not later (readiness)."""
+    session, epoch = await _aligned(h)
+    await _complete(h, session, epoch, "one")
+    await h.control.enqueue(session.id, "two")
+    assert (await h.control.get_session(session.id)).active_turn_id is None
+    assert not await _starts(h, session, epoch)
+
+    assert await h.control.take_save("team", session.workspace, 1) == []
+    assert not await _starts(h, session, epoch)  # taken, not cut yet
+    cut = await h.control.save_cut("team", session.workspace, 1)
+    assert cut is not None
+    assert cut.cut_at is not None
+    assert cut.status == "pending"
+    assert await h.control.save_cut("team", session.workspace, 1) is None  # once
+    assert await _starts(h, session, epoch)
+
+
+async def test_a_ready_or_failed_save_lets_the_next_turn_run(h: Harness) -> None:
+    """Readiness implies the cut (a backend that reports only readiness); a failed
+    attempt is retried only at a later Turn's end, so nothing waits for it."""
+    session, epoch = await _aligned(h)
+    await _complete(h, session, epoch, "one")
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_ready("team", session.workspace, 1)
+    await h.control.enqueue(session.id, "two")
+    second = await h.control.receive(session.id, epoch, timeout=0)
+    assert second is not None
+    await h.control.complete(session.id, epoch, second.id, None)
+    await h.control.take_save("team", session.workspace, 2)
+    await h.control.save_failed("team", session.workspace, 2, "snapshot failed")
+    await h.control.enqueue(session.id, "three")
+    assert await _starts(h, session, epoch)
+    # Save 2 is pending still, but the disk is past its Turn's end: not taken now.
+    assert await h.control.take_save("team", session.workspace, 2) is None
+
+
+async def test_turns_ending_while_a_save_is_taken_run_on_and_the_next_save_covers_them(
+    h: Harness,
+) -> None:
+    """Coalescing: a Turn that completes while another save of the Workspace is
+    being taken does not wait; its save is taken at a later Turn's end, covering it."""
+    session, epoch = await _aligned(h)
+    await _complete(h, session, epoch, "one")
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_cut("team", session.workspace, 1)
+    await _complete(h, session, epoch, "two")  # save 1 is not ready: 2 does not wait
+    third = await _complete(h, session, epoch, "three")
+    await h.control.save_ready("team", session.workspace, 1)
+    # The disk is at the end of Turn 3, its save the newest: taken, covering save 2.
+    await h.control.enqueue(session.id, "four")
+    covered = await h.control.take_save("team", session.workspace, 3)
+    assert [save.version for save in covered or []] == [2]
+    assert not await _starts(h, session, epoch)
+    await h.control.save_cut("team", session.workspace, 3)
+    assert await _starts(h, session, epoch)
+    assert (await h.control.get_turn(session.id, third)).status == "completed"
+
+
+async def test_a_save_whose_turn_was_followed_by_another_is_not_taken(h: Harness) -> None:
+    session, epoch = await _aligned(h)
+    await _complete(h, session, epoch, "one")
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_cut("team", session.workspace, 1)
+    await _complete(h, session, epoch, "two")
+    await h.control.enqueue(session.id, "three")
+    assert await _starts(h, session, epoch)  # Turn 3 writes now
+    await h.control.save_ready("team", session.workspace, 1)
+    assert await h.control.take_save("team", session.workspace, 2) is None
+
+
+async def test_an_execution_loss_waits_for_no_cut(h: Harness) -> None:
+    session, epoch = await _aligned(h)
+    await _complete(h, session, epoch, "one")
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.execution_lost(session.id, epoch)
+    hold = (await h.control.get_session(session.id)).hold
+    assert hold is not None
+    assert hold.reason == "recovery_gap"
+    await h.control.resume(session.id, hold.hold_id)
+    await h.control.enqueue(session.id, "two")
+    assert await _starts(h, session, await h.control.process_started(session.id))
+
+
+# The save policy ----------------------------------------------------------------------------
+
+
+async def test_at_most_one_save_per_interval_and_the_turns_between_run_without_waiting(
+    h: Harness,
+) -> None:
+    """``saveIntervalSeconds``: a Turn ending within the interval after the last save
+    taken is not cut (nothing waits); the first ending after it is, and its save
+    covers the ones between."""
+    session = await h.session()
+    await h.control.align_saves("team", session.workspace, True, timedelta(seconds=60))
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "one")  # no save taken yet: due
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_ready("team", session.workspace, 1)
+    await _complete(h, session, epoch, "two")
+    await h.control.enqueue(session.id, "three")
+    assert await _starts(h, session, epoch)  # Turn 2's save is not due: no wait
+    assert await h.control.take_save("team", session.workspace, 2) is None
+    h.clock.advance(timedelta(seconds=61))
+    await h.control.enqueue(session.id, "four")
+    # Turn 3 is running: its save is requested at its end, now due, and waited for.
+    three = (await h.control.get_session(session.id)).active_turn_id
+    assert three is not None
+    await h.control.complete(session.id, epoch, three, None)
+    assert not await _starts(h, session, epoch)
+    covered = await h.control.take_save("team", session.workspace, 3)
+    assert [save.version for save in covered or []] == [2]
+
+
+async def test_a_session_suspended_or_closed_is_saved_whatever_the_interval(
+    h: Harness,
+) -> None:
+    session = await h.session()
+    await h.control.align_saves("team", session.workspace, True, timedelta(hours=1))
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "one")
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_ready("team", session.workspace, 1)
+    await _complete(h, session, epoch, "two")
+    assert await h.control.take_save("team", session.workspace, 2) is None  # not due
+    await h.control.process_exited(session.id, epoch, 0)  # suspended idle
+    assert await h.control.take_save("team", session.workspace, 2) == []
+
+
+async def test_pruning_never_deletes_the_save_the_current_disk_is_restored_from(
+    h: Harness,
+) -> None:
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "t1")
+    await h.control.save_ready("team", session.workspace, 1)
+    await h.control.execution_lost(session.id, epoch)  # the next disk: from save 1
+    hold = (await h.control.get_session(session.id)).hold
+    if hold is not None:
+        await h.control.resume(session.id, hold.hold_id)
+    epoch = await h.control.process_started(session.id)
+    for n in (2, 3):
+        await _complete(h, session, epoch, f"t{n}")
+        await h.control.save_ready("team", session.workspace, n)
+    doomed = await h.control.saves_to_prune("team", session.workspace, 1)
+    assert [s.version for s in doomed] == [2]
+
+
+# Recovery points ----------------------------------------------------------------------------
+
+
+async def test_the_recovery_point_lags_since_the_oldest_turn_a_pending_save_holds(
+    h: Harness,
+) -> None:
+    """Covered saves count: their Turns are unsaved until the save covering them is ready."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    assert (await h.control.recovery_points()).oldest_unsaved_age == timedelta()
+    await _complete(h, session, epoch, "one")
+    h.clock.advance(timedelta(seconds=30))
+    await _complete(h, session, epoch, "two")
+    await h.control.take_save("team", session.workspace, 2)  # covers save 1
+    h.clock.advance(timedelta(seconds=10))
+    points = await h.control.recovery_points()
+    assert (points.oldest_unsaved_age, points.saves_in_flight) == (timedelta(seconds=40), 1)
+    await h.control.save_ready("team", session.workspace, 2)
+    points = await h.control.recovery_points()
+    assert (points.oldest_unsaved_age, points.saves_in_flight) == (timedelta(), 0)

@@ -197,3 +197,23 @@ async def test_a_computer_full_past_stop_at_stops_the_running_turn(helmr_dev: St
     held = await session.until(lambda s: s.hold is not None)
     assert held.hold is not None
     assert held.hold.reason == "storage_pressure"
+
+
+async def test_a_fork_starts_on_a_copy_of_the_save_of_its_turn(
+    helmr_dev: StartPlane, files_actor: str
+) -> None:
+    """Fork on the dev plane: the fork's directory is restored from the save of the
+    Turn forked at, never started empty."""
+    plane = await helmr_dev(files_actor)
+    session = await plane.session()
+    first = await session.run({"write": {"notes.txt": "turn 1"}})
+    await session.saved()
+    await session.run({"write": {"later.txt": "turn 2"}})
+    view = await session.retrieve()
+    forked = await plane.dev.control.fork_session(
+        source_id=view.id, at_turn=first.id, name="forked", workspace="forked"
+    )
+    await plane.dev.disks.prepare(forked, plane.dev.source.actor)
+    disk = await plane.dev.disks.computer(forked)
+    assert sorted(p.name for p in disk.iterdir()) == ["notes.txt"]
+    await plane.dev.control.cancel(forked.id)

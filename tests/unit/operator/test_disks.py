@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from helmr.control import ControlConfig
 from helmr.control.control import Control
-from helmr.errors import Conflict
+from helmr.errors import Conflict, ReceiveTimeout
 from helmr.kube.client import HELD_POLICY
 from helmr.kube.errors import KubeError, translated
 from helmr.operator.at_once import AT_ONCE
@@ -40,6 +40,7 @@ class DiskKube(StubKube):
         self.claims: dict[str, dict[str, Any]] = {}
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.created_snapshots: list[str] = []
+        self.cut_at_once = True
 
     async def get_resource(self, kind: type[R], namespace: str, name: str) -> R | None:
         obj = self.resources.get((kind.KIND, name))
@@ -73,7 +74,9 @@ class DiskKube(StubKube):
 
     async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
         self.created_snapshots.append(body["metadata"]["name"])
-        self.snapshots[body["metadata"]["name"]] = body
+        # Cut at once, as by a constant-time driver; ready when a test says so.
+        cut = {"creationTime": "2030-01-01T00:00:00Z"} if self.cut_at_once else {}
+        self.snapshots[body["metadata"]["name"]] = {**body, "status": cut}
 
     async def delete_snapshot(self, namespace: str, name: str) -> None:
         # As with the snapshot controller's finalizers: gone only once it lets go.
@@ -130,8 +133,10 @@ def kube() -> DiskKube:
 
 
 @pytest.fixture
-def disks(h: Harness, kube: DiskKube) -> Disks:
-    return Disks(h.control, kube, OperatorMetrics())
+async def disks(h: Harness, kube: DiskKube) -> AsyncIterator[Disks]:
+    disks = Disks(h.control, kube, OperatorMetrics())
+    yield disks
+    await disks.close()
 
 
 async def _session_with_a_completed_turn(control: Control, disks: Disks, kube: DiskKube) -> str:
@@ -233,9 +238,34 @@ async def test_a_save_in_a_namespace_being_deleted_fails_its_attempts_and_is_giv
 async def _complete_another(control: Control, session_id: str) -> None:
     session = await control.get_session(session_id)
     await control.enqueue(session_id, "write more")
-    turn = await control.receive(session_id, session.process_epoch, timeout=0)
+    # Once the save of the Turn before is cut (Disks follows its snapshot).
+    turn = await control.receive(session_id, session.process_epoch, timeout=5)
     assert turn is not None
     await control.complete(session_id, session.process_epoch, turn.id)
+
+
+async def test_the_next_turn_runs_once_the_snapshot_of_its_predecessors_save_is_cut(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """Not before its creationTime is set (the cut), and not later: the snapshot
+    is followed closely, not at the passes' pace, and need not be ready."""
+    kube.cut_at_once = False
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    assert kube.created_snapshots == ["ws-save-1"]
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    await h.control.enqueue(session_id, "next")
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session_id, epoch, timeout=0.2)
+
+    kube.snapshots["ws-save-1"]["status"] = {"creationTime": "2030-01-01T00:00:00Z"}
+    turn = await h.control.receive(session_id, epoch, timeout=5)  # no pass in between
+    assert turn is not None
+    assert turn.status == "running"
+    [metric] = disks.metrics.save_cut.collect()
+    [cut] = [m for m in metric.samples if m.name.endswith("_count")]
+    assert cut.value == 1
+    assert [s.status for s in await h.control.pending_saves()] == ["pending"]  # not ready
 
 
 async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_the_rest(
@@ -275,6 +305,24 @@ async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_
     ]
     assert all(s.ready_at is not None for s in ended)
     assert kube.created_snapshots == ["ws-save-1", "ws-save-4"]
+
+
+async def test_no_turn_waits_out_the_backoff_after_a_failed_attempt(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    kube.snapshots["ws-save-1"]["status"] = {"error": {"message": "no space"}}
+    await disks.reconcile()  # failed: the Workspace backs off
+    del kube.snapshots["ws-save-1"]
+    await _complete_another(h.control, session_id)  # its save is to be cut
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    await h.control.enqueue(session_id, "next")
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session_id, epoch, timeout=0)
+    await disks.reconcile()  # still backing off: the save is not cut now
+    assert await h.control.receive(session_id, epoch, timeout=0) is not None
+    assert kube.created_snapshots == ["ws-save-1"]
 
 
 async def test_a_failed_attempt_is_retried_as_the_newest_save_covering_it(
@@ -492,3 +540,29 @@ async def test_a_deletion_refused_for_a_new_holder_names_it(
 
     taken = (await h.control.get_workspace(NS, "ws")).held_by
     assert refused.value.details == {"workspace": "ws", "session_id": taken, "held_by": "t"}
+
+
+async def test_a_forked_workspaces_first_disk_is_restored_from_the_save_it_was_forked_from(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    source_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    [save] = await h.control.pending_saves()
+    done = save.turn_id
+    await disks.reconcile()
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True, "creationTime": "t"}
+    await disks.reconcile()
+    source = await h.control.get_session(source_id)
+    forked = await h.control.fork_session(
+        source_id=source.id, at_turn=done, name="f", workspace="fws"
+    )
+    claim = (await disks.prepare(forked, await _actor(kube))).claim
+    assert claim == "fws-disk-1"
+    assert kube.claims["fws-disk-1"]["spec"]["dataSource"]["name"] == "ws-save-1"
+    await disks.sync_status(NS, "fws")
+    status = kube.resources[("Workspace", "fws")]["status"]
+    assert status["forkedFrom"] == {
+        "session": source.id,
+        "workspace": "ws",
+        "save": "ws-save-1",
+        "turn": done,
+    }

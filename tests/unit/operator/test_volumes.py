@@ -16,6 +16,7 @@ from helmr.operator.disks.manifests import (
 from helmr.operator.runners import pods
 from helmr.protocol import contract
 from helmr.resources import Actor, ComputerSpec, WorkspaceSpec
+from helmr.resources.workspace import save_name
 from helmr.runner.disk_usage import DiskUsage
 
 WORKSPACE = WorkspaceRef(namespace="team", name="repo", uid="uid-1")
@@ -37,7 +38,9 @@ def test_a_fresh_disk_is_an_empty_claim_owned_by_its_workspace() -> None:
 
 
 def test_a_restored_disk_names_its_save_as_the_data_source() -> None:
-    claim = build_claim_spec(DiskSpec(WORKSPACE, 3, ComputerSpec(), restore_from=7))
+    claim = build_claim_spec(
+        DiskSpec(WORKSPACE, 3, ComputerSpec(), restore_from=save_name(WORKSPACE.name, 7))
+    )
 
     assert claim["metadata"]["name"] == "repo-disk-3"
     assert claim["spec"]["dataSource"] == {

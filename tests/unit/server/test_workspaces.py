@@ -27,6 +27,7 @@ async def test_a_workspace_reads_its_disk_and_its_holder(api: Api) -> None:
         "restored_from": None,
         "pending_saves": 0,
         "held_by": None,
+        "forked_from": None,
     }
     sid = await api.start()
     session = await api.call("GET", f"/v1/sessions/{sid}")

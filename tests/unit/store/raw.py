@@ -72,6 +72,25 @@ class Plain:
         sql = self.execute(f"SELECT sql FROM sqlite_master WHERE name = '{table}'")[0][0]
         return " ".join(str(sql).replace('"', "").split())
 
+    def drop_version_9(self, *, saves: bool = True) -> None:
+        """Drops the columns version 9 added (turn-aligned saves), making the database
+        one of an older version as far as they go; ``saves``: those of ``saves`` too."""
+        columns = [
+            ("workspaces", "taking"),
+            ("workspaces", "aligned"),
+            ("workspaces", "save_interval_s"),
+            ("workspaces", "last_taken_at"),
+            ("workspaces", "fork_snapshot"),
+            ("workspaces", "fork_session"),
+            ("workspaces", "fork_workspace"),
+            ("workspaces", "fork_turn"),
+            ("sessions", "awaiting_cut"),
+        ]
+        if saves:
+            columns += [("saves", "taken_at"), ("saves", "cut_at")]
+        for table, column in columns:
+            self.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+
     @property
     def version(self) -> int:
         if self._dialect is SQLITE:

@@ -15,7 +15,7 @@ async def test_save_versions_count_per_workspace_and_name_its_current_disk(
         session = await new_session(store, "w1")
 
         def save(tx: Tx, workspace: str) -> tuple[int, int, str]:
-            row = disks.request_save(tx, "team", workspace, session, f"turn-{workspace}")
+            row, _ = disks.request_save(tx, "team", workspace, session, f"turn-{workspace}")
             return row.version, row.disk, row.status
 
         # The first save of a Workspace that has no row yet makes it, as version 1.

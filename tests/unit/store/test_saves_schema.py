@@ -35,6 +35,7 @@ async def test_a_version_7_database_keeps_its_saves_and_can_cover_them(
     with plain(store_location) as db:
         for statement in _VERSION_7_SAVES:
             db.execute(statement)
+        db.drop_version_9(saves=False)  # the saves table above has none of its columns
         db.version = 7
 
     async with await Store.open(store_location) as store:

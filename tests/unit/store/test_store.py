@@ -203,6 +203,7 @@ LIMITS_COLUMNS = (
 
 
 def _rewind_to_version_1(db: Plain) -> None:
+    db.execute("ALTER TABLE sessions DROP COLUMN awaiting_cut")
     db.execute("DROP TABLE leader_term")
     db.execute("ALTER TABLE sessions DROP COLUMN mirrored_event_seq")
     db.execute("DROP TABLE storage")
@@ -222,7 +223,7 @@ async def test_a_version_1_database_is_migrated_and_keeps_its_rows(
         session = await new_session(store)
     # Version 1 had no sessions.stop_deadline_at (2), no workspaces nor saves (3),
     # no resolved limits nor preparation columns (4), no storage table (5), no
-    # status mirror cursors (6), no leader term (7).
+    # status mirror cursors (6), no leader term (7), no turn-aligned saves (9).
     with plain(store_location) as db:
         _rewind_to_version_1(db)
     async with await Store.open(store_location) as store:

@@ -17,12 +17,15 @@ import (
 // driver serves the CSI identity, controller and node services over one data
 // directory: volumes/<id>/ is a volume's content; snapshots/<id>/ a
 // snapshot's, complete once snapshots/<id>.source (the source volume's id)
-// exists. Every call is idempotent, as CSI requires: the sidecars retry.
+// exists. On btrfs (cow) each is a subvolume and a cut is a snapshot of one
+// (cow.go); elsewhere a copy. Every call is idempotent, as CSI requires: the
+// sidecars retry.
 type driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedControllerServer
 	csi.UnimplementedNodeServer
 	name, nodeID, dataDir string
+	cow                   bool
 	busy                  inFlight
 }
 
@@ -110,8 +113,8 @@ func checkCapabilities(caps []*csi.VolumeCapability) error {
 	return nil
 }
 
-// CreateVolume makes volumes/<name>, empty or as a copy of the requested
-// snapshot or volume. The volume id is the name the provisioner chose (the
+// CreateVolume makes volumes/<name>, empty or from the requested snapshot or
+// volume (a writable snapshot of it on btrfs, else a copy). The volume id is the name the provisioner chose (the
 // PV's name), so a retried call finds the volume it made.
 func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
@@ -141,7 +144,7 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 				return nil, status.Errorf(codes.NotFound, "source volume %s", src.GetVolume().GetVolumeId())
 			}
 		}
-		if err := copyAtomically(from, dst); err != nil {
+		if err := d.cut(from, dst, false); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -172,7 +175,7 @@ func (d *driver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (
 		return nil, err
 	}
 	defer d.busy.done(p)
-	if err := os.RemoveAll(p); err != nil {
+	if err := remove(p); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.DeleteVolumeResponse{}, nil
@@ -193,8 +196,10 @@ func (d *driver) ValidateVolumeCapabilities(_ context.Context, req *csi.Validate
 		VolumeCapabilities: req.GetVolumeCapabilities()}}, nil
 }
 
-// CreateSnapshot copies volumes/<source> to snapshots/<name> and then writes
-// snapshots/<name>.source: the copy is complete (readyToUse) when it returns.
+// CreateSnapshot cuts volumes/<source> to snapshots/<name> (a read-only
+// snapshot on btrfs: constant time, whatever the volume holds; else a copy)
+// and then writes snapshots/<name>.source, whose time is the creationTime:
+// the cut is complete, and readyToUse, when it returns.
 func (d *driver) CreateSnapshot(_ context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	dst, err := path(d.snapshotsDir(), req.GetName())
 	if err != nil {
@@ -216,7 +221,7 @@ func (d *driver) CreateSnapshot(_ context.Context, req *csi.CreateSnapshotReques
 		if !exists(from) {
 			return nil, status.Errorf(codes.NotFound, "volume %s", req.GetSourceVolumeId())
 		}
-		if err := copyAtomically(from, dst); err != nil {
+		if err := d.cut(from, dst, true); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		if err := os.WriteFile(dst+".source", []byte(req.GetSourceVolumeId()), 0o600); err != nil {
@@ -249,7 +254,7 @@ func (d *driver) DeleteSnapshot(_ context.Context, req *csi.DeleteSnapshotReques
 	if err := os.Remove(p + ".source"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	if err := os.RemoveAll(p); err != nil {
+	if err := remove(p); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.DeleteSnapshotResponse{}, nil

@@ -1,7 +1,8 @@
 // Command csi-hostpath is the local cluster's CSI driver: volumes are
-// directories under a data directory on the node, snapshots are copies of
-// them, and a volume restored from a snapshot or cloned from a volume is a
-// copy again. Single node only: the controller and node services run in one
+// directories under a data directory on the node; on btrfs (hack/storage.sh
+// mounts one) each is a subvolume, a snapshot is a read-only snapshot of it
+// and a volume restored or cloned is a writable snapshot, in constant time
+// (cow.go); on another filesystem they are copies. Single node only: the controller and node services run in one
 // process, beside the external-provisioner and csi-snapshotter sidecars.
 //
 // Why not upstream csi-driver-host-path: the Go module proxy this project
@@ -47,6 +48,8 @@ func main() {
 			klog.Fatal(err)
 		}
 	}
+	d.cow = onBtrfs(d.dataDir)
+	klog.Infof("data directory %s: btrfs subvolumes and snapshots: %v (else copies)", d.dataDir, d.cow)
 
 	csiServer := grpc.NewServer(grpc.UnaryInterceptor(logErrors))
 	csi.RegisterIdentityServer(csiServer, &d)

@@ -42,8 +42,8 @@ class DiskSpec:
     workspace: WorkspaceRef
     disk: int
     computer: ComputerSpec
-    restore_from: int | None
-    """The save version to restore from; None: an empty disk."""
+    restore_from: str | None
+    """The save (VolumeSnapshot) to restore from; None: an empty disk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,7 @@ def build_claim_spec(spec: DiskSpec) -> dict[str, Any]:
         claim["dataSource"] = {
             "apiGroup": SNAPSHOT_GROUP,
             "kind": "VolumeSnapshot",
-            "name": save_name(spec.workspace.name, spec.restore_from),
+            "name": spec.restore_from,
         }
     return {
         "apiVersion": "v1",

@@ -2,6 +2,10 @@
 next runner mounts (restored from a save after an execution loss), the
 VolumeSnapshots of its saves, pruning, and the Workspace's status.
 
+A save is taken at its Turn's end, its Session's next Turn waiting until its
+point in time is cut (``helmr.control.disks``): each snapshot taken is followed
+closely (:meth:`Disks._follow_cut`) until its ``creationTime`` is set.
+
 One save of a Workspace is taken at a time. While its snapshot is not ready,
 the Turns completed meanwhile each request a save; when it ends, the newest of
 those is taken and covers the others (``helmr.control.disks``): a snapshot
@@ -18,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
 from helmr.control import SessionView
+from helmr.control.disks import restore_point
 from helmr.control.operator_api import OperatorControl
 from helmr.errors import Conflict
 from helmr.kube.client import Kube, namespace_terminating, refused_as_held
@@ -44,7 +49,7 @@ from helmr.operator.disks.save_support import SaveSupport
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
-from helmr.resources.workspace import claim_name, save_name
+from helmr.resources.workspace import ForkedFrom, claim_name, save_name
 from helmr.store.rows import SaveRow
 
 log = logging.getLogger(__name__)
@@ -53,6 +58,17 @@ DELETE_ATTEMPTS = 3
 """Deletions of a Workspace the admission policy refuses as held while the store
 holds it for no Session, each after writing its status again, before the API
 answers Conflict."""
+
+
+CUT_POLL_FIRST = 0.005
+CUT_POLL_MOST = 0.25
+"""Seconds between reads of a snapshot just asked for, growing from the first to
+the most: its Session's next Turn waits for its cut, which a constant-time
+driver makes within tens of milliseconds, a cloud's within seconds."""
+CUT_FOLLOW_SECONDS = 60.0
+RETAKE_AFTER = 2.0
+"""Seconds before a save whose take was refused (not at its Turn's end, or not due
+under the save policy) is asked again, unless a newer save comes first."""
 
 
 def _nobody_listens(save: SaveRow) -> None:
@@ -77,6 +93,11 @@ class Disks:
         # Why each Workspace's disk cannot be saved (None: it can, or may), as last
         # resolved: when a runner's disk is prepared and when a save is taken.
         self._unsaved: dict[tuple[str, str], str | None] = {}
+        # The snapshots being followed until cut, by Workspace.
+        self._cutting: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # The newest save each Workspace's take refused lately, and until when it is
+        # not asked again (in memory: a restart asks sooner).
+        self._not_now: dict[tuple[str, str], tuple[int, float]] = {}
 
     async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The claim the Session's next runner mounts, created if missing (from
@@ -89,11 +110,12 @@ class Disks:
         disk = await self.control.current_disk(namespace, name)
         claim = claim_name(name, disk.disk)
         if await self.kube.get_claim(namespace, claim) is None:
-            if disk.restored_from is not None:
-                await self._require_ready(namespace, save_name(name, disk.restored_from))
-            spec = DiskSpec(_ref(workspace), disk.disk, computer, disk.restored_from)
+            restore = restore_point(name, disk)
+            if restore is not None:
+                await self._require_ready(namespace, restore)
+            spec = DiskSpec(_ref(workspace), disk.disk, computer, restore)
             await self.kube.create_claim(namespace, build_claim_spec(spec))
-            source = "empty" if disk.restored_from is None else "restored"
+            source = "empty" if restore is None else "restored"
             self.metrics.disks_created.labels(source).inc()
             log.info("workspace %s/%s: disk %s created", namespace, name, claim)
         selector = f"{LABEL_WORKSPACE}={name},{LABEL_DISK}!={disk.disk}"
@@ -102,7 +124,9 @@ class Disks:
         await self._prune(namespace, name, computer.keep_saves)
         usage = disk_usage_spec(computer)
         await self.control.set_storage_limits(session.id, usage.limits)
-        await self._resolve_unsaved((namespace, name), computer)
+        why = await self._resolve_unsaved((namespace, name), computer)
+        interval = timedelta(seconds=computer.save_interval_seconds)
+        await self.control.align_saves(namespace, name, why is None, interval)
         return PreparedDisk(claim, usage)
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
@@ -127,6 +151,7 @@ class Disks:
                 continue
             self._statuses.forget((namespace, name))
             self._unsaved.pop((namespace, name), None)
+            self._not_now.pop((namespace, name), None)
             return
         workspace = await self.kube.get_resource(Workspace, namespace, name)
         status = None if workspace is None else workspace.status
@@ -166,12 +191,18 @@ class Disks:
         even when this process wrote that status last if ``again``."""
         view = await self.control.get_workspace(namespace, name)
         holder = None if view.held_by is None else await self.control.get_session(view.held_by)
+        fork = view.forked_from
         status = WorkspaceStatus(
             claim_name=view.claim_name,
             computer_version=view.computer_version,
             restored_from=view.restored_from,
             pending_saves=view.pending_saves,
             held_by=None if holder is None else holder.name,
+            forked_from=None
+            if fork is None
+            else ForkedFrom(
+                session=fork.session_id, workspace=fork.workspace, save=fork.save, turn=fork.turn_id
+            ),
         )
         await self._statuses.write(
             (namespace, name),
@@ -183,20 +214,70 @@ class Disks:
     async def _advance(self, namespace: str, name: str, saves: list[SaveRow]) -> None:
         """One Workspace's pending saves, oldest first: the one with a snapshot is
         being taken (the oldest: newer ones were requested after it was taken)."""
+        key = (namespace, name)
+        newest = saves[-1]
         for save in saves:
+            if save.taken_at is None and save is not newest:
+                continue  # never taken: no snapshot to look for
             snapshot = await self.kube.get_snapshot(namespace, save_name(name, save.version))
             if snapshot is not None:
                 await self._follow(save, snapshot)
                 return
-        key = (namespace, name)
-        if asyncio.get_running_loop().time() < self._retry_at.get(key, 0.0):
+        now = asyncio.get_running_loop().time()
+        if now < self._retry_at.get(key, 0.0):
+            # Backing off after a failed attempt: no Turn waits out the backoff.
+            await self.control.not_cut_now(namespace, name, newest.version)
             return
         self._retry_at.pop(key, None)
-        newest = saves[-1]
+        refused = self._not_now.get(key)
+        if refused is not None and refused[0] == newest.version and now < refused[1]:
+            return  # refused lately, and no newer save since
         covered = await self.control.take_save(namespace, name, newest.version)
+        if covered is None:
+            # A Turn ran since its own ended (the next Turn's save covers it), or the
+            # save policy's interval has not passed: asked again after a while.
+            self._not_now[key] = (newest.version, now + RETAKE_AFTER)
+            return
+        self._not_now.pop(key, None)
         if covered:
             self.metrics.saves.labels("covered").inc(len(covered))
-        await self._take(newest)
+        if await self._take(newest):
+            task = asyncio.create_task(self._follow_cut(newest))
+            self._cutting[key] = task
+            task.add_done_callback(lambda _: self._cutting.pop(key, None))
+
+    async def _follow_cut(self, save: SaveRow) -> None:
+        """Reads the snapshot just asked for, at short and growing intervals, until
+        its point in time is cut (its Session's next Turn waits for that) or it is
+        gone or failed; its readiness and failure are the passes' to follow. Given up
+        after ``CUT_FOLLOW_SECONDS``: the passes see the cut from there."""
+        namespace, name = save.namespace, save.workspace
+        loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + CUT_FOLLOW_SECONDS, CUT_POLL_FIRST
+        try:
+            while loop.time() < give_up:
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, CUT_POLL_MOST)
+                snapshot = await self.kube.get_snapshot(namespace, save_name(name, save.version))
+                status = {} if snapshot is None else snapshot.get("status") or {}
+                if status.get("creationTime"):
+                    await self._cut(save)
+                if snapshot is None or status.get("creationTime") or status.get("error"):
+                    return
+        except Exception:
+            log.exception("workspace %s/%s: following save %d", namespace, name, save.version)
+
+    async def _cut(self, save: SaveRow) -> None:
+        """The save's snapshot has its ``creationTime``: recorded once, whoever saw it."""
+        cut = await self.control.save_cut(save.namespace, save.workspace, save.version)
+        if cut is not None and cut.cut_at is not None:
+            self.metrics.save_cut.observe((cut.cut_at - cut.requested_at).total_seconds())
+
+    async def close(self) -> None:
+        """Stops following snapshots (the passes follow them, in this process or the next)."""
+        for task in list(self._cutting.values()):
+            task.cancel()
+        await asyncio.gather(*self._cutting.values(), return_exceptions=True)
 
     async def _follow(self, save: SaveRow, snapshot: dict[str, Any]) -> None:
         """The save being taken: ready, failed (deleted, to be taken again), or still going."""
@@ -204,9 +285,15 @@ class Disks:
         if (snapshot.get("metadata") or {}).get("deletionTimestamp"):
             return  # a failed attempt going away; the next one starts once it is gone
         status = snapshot.get("status") or {}
+        if status.get("creationTime") and save.cut_at is None:
+            await self._cut(save)
         if status.get("readyToUse"):
-            self.save_ended(await self.control.save_ready(namespace, name, version))
-            await self._covered_ended(save)
+            ready = await self.control.save_ready(namespace, name, version)
+            self.save_ended(ready)
+            covered = await self._covered_ended(save)
+            if ready.ready_at is not None:
+                oldest = min(s.requested_at for s in [*covered, ready])
+                self.metrics.recovery_point_lag.observe((ready.ready_at - oldest).total_seconds())
             self.metrics.saves.labels("ready").inc()
             waited = datetime.now(UTC) - save.requested_at
             self.metrics.save_duration.observe(waited.total_seconds())
@@ -252,6 +339,7 @@ class Disks:
             final=True,
         )
         self.metrics.saves.labels("unavailable").inc()
+        await self.control.align_saves(save.namespace, save.workspace, False)
         await self._given_up(given_up)
 
     async def _given_up(self, save: SaveRow) -> None:
@@ -259,12 +347,12 @@ class Disks:
         self.save_ended(save)
         await self._covered_ended(save)
 
-    async def _covered_ended(self, save: SaveRow) -> None:
-        """The saves ``save`` covered ended with it (committed if it is ready)."""
-        for covered in await self.control.covered_saves(
-            save.namespace, save.workspace, save.version
-        ):
-            self.save_ended(covered)
+    async def _covered_ended(self, save: SaveRow) -> list[SaveRow]:
+        """The saves ``save`` covered ended with it (committed if it is ready); returns them."""
+        covered = await self.control.covered_saves(save.namespace, save.workspace, save.version)
+        for each in covered:
+            self.save_ended(each)
+        return covered
 
     async def _resolved(self, save: SaveRow) -> tuple[Workspace, ComputerSpec] | None:
         """The save's Workspace and the disk settings in force (its overrides, else
@@ -298,7 +386,8 @@ class Disks:
         self._unsaved[key] = why
         return why
 
-    async def _take(self, save: SaveRow) -> None:
+    async def _take(self, save: SaveRow) -> bool:
+        """Asks for the save's snapshot; False if none was asked for."""
         resolved = await self._resolved(save)
         if resolved is None:
             await self.control.save_failed(
@@ -307,12 +396,12 @@ class Disks:
                 save.version,
                 "the Workspace or the session's Actor is gone: cannot take the save",
             )
-            return
+            return False
         workspace, computer = resolved
         why = await self._resolve_unsaved((save.namespace, save.workspace), computer)
         if why is not None:
             await self._unavailable(save, why)
-            return
+            return False
         spec = SaveSpec(
             workspace=_ref(workspace),
             version=save.version,
@@ -335,6 +424,8 @@ class Disks:
             # Its namespace is going, and the Workspace with it: an attempt that
             # failed (given up after the last), not a step to retry at every pass.
             await self._attempt_failed(save, "its namespace is being deleted")
+            return False
+        return True
 
     async def _prune(self, namespace: str, name: str, keep: int) -> None:
         for save in await self.control.saves_to_prune(namespace, name, keep):

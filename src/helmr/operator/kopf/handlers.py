@@ -22,6 +22,7 @@ from helmr.kube.labels import (
 )
 from helmr.operator.control_plane import ControlPlane
 from helmr.operator.kopf import settings as kopf_settings
+from helmr.operator.kopf.forks import fork_declared
 from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 from helmr.operator.kopf.namespaces import install as read_listed_namespaces
 from helmr.operator.kopf.session_controls import NotYet, apply_spec
@@ -108,14 +109,17 @@ async def session_admit(
             return  # the label names no Session of the store's placed here
         asked = ("spec.state", "spec.resume")
         spec = session.spec
-        view = await plane.control.open_session(
-            namespace=_namespaced(namespace),
-            name=name,
-            actor=spec.actor_ref.name,
-            workspace=spec.workspace,
-            key=spec.key,
-            idempotency_key=f"k8s:{uid}",
-        )
+        if spec.fork_from is not None:
+            view = await fork_declared(plane.control, plane.kube, session, f"k8s:{uid}")
+        else:
+            view = await plane.control.open_session(
+                namespace=_namespaced(namespace),
+                name=name,
+                actor=spec.actor_ref.name,
+                workspace=spec.workspace,
+                key=spec.key,
+                idempotency_key=f"k8s:{uid}",
+            )
         # Its limits (its own overrides among them: runners.limits) are read with its
         # Actor by the supervisor's next pass: now.
         plane.supervisor.wake()

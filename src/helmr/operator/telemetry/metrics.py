@@ -12,6 +12,7 @@ from __future__ import annotations
 from prometheus_client.registry import Collector
 
 from helmr.control import SessionCounts
+from helmr.control.disks import RecoveryPoints
 from helmr.operator.telemetry.collectors import counter, gauge, histogram
 from helmr.operator.telemetry.storage_pressure import StoragePressureMetrics
 from helmr.operator.telemetry.timeline_metrics import TimelineMetrics
@@ -65,6 +66,27 @@ class OperatorMetrics:
             "From a completed Turn's save request to its snapshot being ready.",
             (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800),
         )
+        self.save_cut = histogram(
+            "helmr_computer_save_cut_seconds",
+            "From a completed Turn's save request to its point in time being cut (the"
+            " snapshot's creationTime seen): what the Session's next Turn waits for.",
+            (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.recovery_point_age = gauge(
+            "helmr_computer_recovery_point_age_seconds",
+            "The age of the oldest completed Turn whose save is not committed yet, over all"
+            " Sessions (0: none): how much completed work an execution loss would lose now.",
+        )
+        self.recovery_point_lag = histogram(
+            "helmr_computer_recovery_point_lag_seconds",
+            "Per save that became ready: how long the oldest completed Turn it committed"
+            " (its own, or one it covered) had been unsaved.",
+            (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
+        )
+        self.saves_in_flight = gauge(
+            "helmr_computer_saves_in_flight",
+            "Workspaces with a save being taken (its VolumeSnapshot asked for, not yet ready).",
+        )
         self.disks_created = counter(
             "helmr_computer_disks_created",
             "Computer disks (claims) created, by source (empty, or restored from a save).",
@@ -91,6 +113,11 @@ class OperatorMetrics:
         for reason in values(HoldReason):
             self.sessions_held.labels(reason).set(counts.held.get(reason, 0))
 
+    def recovery_points(self, points: RecoveryPoints) -> None:
+        """Sets the recovery point gauges from the store's view."""
+        self.recovery_point_age.set(points.oldest_unsaved_age.total_seconds())
+        self.saves_in_flight.set(points.saves_in_flight)
+
     @property
     def collectors(self) -> list[Collector]:
         return [
@@ -102,6 +129,10 @@ class OperatorMetrics:
             self.sessions_waiting,
             self.saves,
             self.save_duration,
+            self.save_cut,
+            self.recovery_point_age,
+            self.recovery_point_lag,
+            self.saves_in_flight,
             self.disks_created,
             *self.timeline.collectors,
             *self.storage_pressure.collectors,
