@@ -68,7 +68,13 @@ class ProcessRunners:
         self.tokens = tokens
         self.python_path = tuple(python_path)
         self.log_dir = log_dir
-        self.environ = dict(os.environ if environ is None else environ)
+        # Helmr's own variables reach a runner from its contract alone, as a pod's do:
+        # none leaks in from the shell that started ``helmr dev``.
+        self.environ = {
+            name: value
+            for name, value in (os.environ if environ is None else environ).items()
+            if not name.startswith("HELMR_")
+        }
         self.report: Report = _nobody_listens
         """Told of each process's start and end: ``Supervisor.pod_reported``."""
         self.code_version = 0
