@@ -126,15 +126,21 @@ async def test_a_stopped_command_takes_its_children_with_it(tmp_path: Path) -> N
     command = (
         "sh -c 'trap \"\" TERM; echo $$ > child.pid; sleep 60' & sleep 0.2; echo started; wait"
     )
+    before = open_fds()
     status = await run_command(command, tmp_path, on_line, stop.wait())
     assert status is None
     assert lines == ["started"]
+    assert open_fds() == before, "the command's output pipe is left open"
     child = int((tmp_path / "child.pid").read_text())
     for _ in range(100):
         if gone(child):
             break
         await asyncio.sleep(0.05)
     assert gone(child)
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
 
 
 def gone(pid: int) -> bool:

@@ -113,7 +113,8 @@ async def run_command(
     async def relay() -> int:
         assert process.stdout is not None
         async for line in process.stdout:
-            on_line(line.decode(errors="replace").rstrip("\n"))
+            if not stopped.done():  # what it prints while being stopped is not relayed
+                on_line(line.decode(errors="replace").rstrip("\n"))
         return await process.wait()
 
     finished = asyncio.ensure_future(relay())
@@ -127,9 +128,12 @@ async def run_command(
         stopped.cancel()
         if not finished.done():
             await _stop_group(process)
-            finished.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await finished
+            # Read the output to its end rather than cancel the reader: a pipe
+            # left unread is never closed (asyncio warns of the open transport).
+            # The group is gone, so the end comes at once unless something left
+            # the group holding the pipe; that one is abandoned after the grace.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished, STOP_GRACE)
 
 
 async def _stop_group(process: asyncio.subprocess.Process) -> None:
