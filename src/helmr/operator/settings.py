@@ -74,6 +74,15 @@ class Settings(BaseSettings):
     runner_metadata_addresses: Annotated[tuple[str, ...], NoDecode] = METADATA_ADDRESSES
     """Comma-separated IP addresses kept closed inside every CIDR an Actor's
     ``spec.network.egress`` allows, unless an entry names one exactly."""
+    egress_proxy_url: str = ""
+    """The chart's egress proxy (``http://<host>:<port>``), which runner pods of Actors
+    naming ``spec.network.egressHosts`` are given as ``HTTPS_PROXY`` and ``HTTP_PROXY``
+    and may connect to. Empty: no proxy; such Actors' hosts stay unreachable."""
+    egress_proxy_peers: tuple[dict[str, Any], ...] = ()
+    """JSON: NetworkPolicy peers that are the egress proxy's pods (the chart: by
+    namespace and labels). Unset: the proxy URL's host when it is an IP address."""
+    egress_proxy_port: int = 3128
+    """The port the proxy's pods listen on (behind any Service's translation)."""
     watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
     """Comma-separated. Empty: every namespace. Otherwise pods are listed per
     namespace (namespaced RBAC)."""

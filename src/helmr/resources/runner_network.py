@@ -6,6 +6,9 @@ writes: ``helmr.operator.runners.network_policies``). An Actor opens more,
 explicitly, by CIDR and port. The cloud metadata addresses stay closed inside
 any CIDR that contains them unless an entry names one exactly (a /32 or /128):
 the operator writes them as the ipBlock's ``except``.
+
+By hostname (``egressHosts``), through the chart's egress proxy (``helmr.egress``):
+a NetworkPolicy names addresses, and those behind a name change.
 """
 
 from __future__ import annotations
@@ -88,3 +91,48 @@ class RunnerNetwork(WireModel):
             " control plane's runner API (always allowed). Unset: nothing else."
         ),
     )
+    egress_hosts: list[EgressHost] | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "Hostnames runner pods may reach through the chart's egress proxy (HTTP"
+            " CONNECT and plain HTTP; its `egressProxy` values): their pods get"
+            " `HTTPS_PROXY` and `HTTP_PROXY`, and may connect to the proxy, which lets"
+            " each request through only to these hosts. The proxy refuses a name that"
+            " resolves to a private, loopback or link-local address (the metadata"
+            " addresses among them) unless an `egress` CIDR contains it. Unset: none."
+        ),
+    )
+
+
+HTTPS_PORT = 443
+"""The port of an ``egressHosts`` entry that names none."""
+HOST_MAX = 253
+HOST_PATTERN = r"^(\*\.)?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+"""A fully qualified DNS name in lower case, optionally behind ``*.``; its last label
+starts with a letter, so that an IP address is never a host (addresses are ``egress``'s)."""
+
+
+class EgressHost(WireModel):
+    """A hostname runner pods may reach through the egress proxy, on some ports."""
+
+    host: str = Field(
+        min_length=1,
+        max_length=HOST_MAX,
+        pattern=HOST_PATTERN,
+        description=(
+            "A fully qualified DNS name in lower case (`api.openai.com`), or `*.` and a"
+            " name (`*.example.com`: every name below example.com, not example.com"
+            " itself). Not an IP address: allow addresses by `egress`."
+        ),
+    )
+    ports: list[Annotated[int, Field(ge=1, le=65535, description="A TCP port.")]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16,
+        description="TCP ports on that host, 1 to 65535. Unset: 443 alone.",
+    )
+
+    @property
+    def allowed_ports(self) -> tuple[int, ...]:
+        return tuple(self.ports) if self.ports else (HTTPS_PORT,)

@@ -5,6 +5,7 @@ and when the operator writes them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -42,7 +43,7 @@ def actor_of(network: dict[str, Any] | None = None, *, generation: int = 1) -> A
 
 def egress_of(*rules: dict[str, Any]) -> list[dict[str, Any]]:
     actor = actor_of({"egress": list(rules)})
-    return list(policies.build_actor_policy_spec(actor, METADATA_ADDRESSES)["spec"]["egress"])
+    return list(policies.build_actor_policy_spec(actor, CONTAINMENT)["spec"]["egress"])
 
 
 def test_the_namespaces_policy_lets_runners_reach_dns_and_the_runner_api_alone() -> None:
@@ -73,7 +74,7 @@ def test_dns_is_kube_system_dns_pods_on_53_or_their_named_ports() -> None:
 
 
 def test_an_actor_without_network_settings_opens_nothing_more() -> None:
-    policy = policies.build_actor_policy_spec(actor_of(), METADATA_ADDRESSES)
+    policy = policies.build_actor_policy_spec(actor_of(), CONTAINMENT)
 
     assert policy["metadata"]["name"] == "helmr-runners-echo"
     assert policy["metadata"]["labels"]["helmr.dev/actor"] == "echo"
@@ -87,7 +88,9 @@ def test_an_actor_without_network_settings_opens_nothing_more() -> None:
 
 
 def test_an_actors_policy_is_owned_by_it() -> None:
-    [owner] = policies.build_actor_policy_spec(actor_of(), ())["metadata"]["ownerReferences"]
+    [owner] = policies.build_actor_policy_spec(actor_of(), CONTAINMENT)["metadata"][
+        "ownerReferences"
+    ]
     assert owner == {
         "apiVersion": "helmr.dev/v1alpha1",
         "kind": "Actor",
@@ -101,7 +104,7 @@ def test_both_policies_select_the_actors_runner_pods() -> None:
     labels = pods.build_runner_pod_spec(runner_spec())["metadata"]["labels"]
     assert labels["helmr.dev/actor"] == "echo"
     baseline = policies.build_baseline_policy_spec("team", CONTAINMENT)
-    own = policies.build_actor_policy_spec(actor_of(), ())
+    own = policies.build_actor_policy_spec(actor_of(), CONTAINMENT)
     for policy in (baseline, own):
         assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
 
@@ -183,6 +186,40 @@ def test_a_control_plane_by_name_is_the_default_releases_pods_unless_told() -> N
     assert told.control_plane == (chart,)
 
 
+# --- the egress proxy: runner pods of Actors naming hostnames reach it
+
+PROXY = {"podSelector": {"matchLabels": {"app.kubernetes.io/component": "egress-proxy"}}}
+HOSTS = {"egressHosts": [{"host": "api.example.com"}]}
+
+
+def test_an_actor_naming_hosts_may_reach_the_egress_proxy_alone() -> None:
+    proxied = replace(CONTAINMENT, egress_proxy=(PROXY,), egress_proxy_port=3128)
+    egress = policies.build_actor_policy_spec(actor_of(HOSTS), proxied)["spec"]["egress"]
+    assert egress == [{"to": [PROXY], "ports": [{"port": 3128, "protocol": "TCP"}]}]
+    # Without hostnames, not even the proxy; without a proxy, nothing.
+    assert policies.build_actor_policy_spec(actor_of(), proxied)["spec"]["egress"] == []
+    assert policies.build_actor_policy_spec(actor_of(HOSTS), CONTAINMENT)["spec"]["egress"] == []
+
+
+def test_the_egress_proxy_is_its_peers_or_the_address_of_its_url() -> None:
+    told = policies.containment(
+        Settings(egress_proxy_url="http://proxy.helmr-system.svc:3128", egress_proxy_peers=(PROXY,))
+    )
+    assert told is not None
+    assert (told.egress_proxy, told.egress_proxy_port) == ((PROXY,), 3128)
+    at = policies.containment(
+        Settings(egress_proxy_url="http://192.0.2.9:3129", egress_proxy_port=3129)
+    )
+    assert at is not None
+    assert (at.egress_proxy, at.egress_proxy_port) == (
+        ({"ipBlock": {"cidr": "192.0.2.9/32"}},),
+        3129,
+    )
+    none = policies.containment(Settings())
+    assert none is not None
+    assert none.egress_proxy == ()
+
+
 def test_no_policies_when_turned_off() -> None:
     assert policies.containment(Settings(runner_network_policy=False)) is None
 
@@ -235,3 +272,16 @@ async def test_nothing_is_written_when_turned_off() -> None:
     runner_policies, kube = writer(None)
     await runner_policies.ensure(actor_of())
     assert kube.applied == []
+
+
+def test_a_runner_of_an_actor_naming_hosts_is_told_the_proxy() -> None:
+    proxy = "http://helmr-egress-proxy.helmr-system.svc:3128"
+    spec = runner_spec({"network": HOSTS}, egress_proxy_url=proxy)
+    [container] = pods.build_runner_pod_spec(spec)["spec"]["containers"]
+    env = {var["name"]: var.get("value") for var in container["env"]}
+    assert env["HTTPS_PROXY"] == env["HTTP_PROXY"] == env["https_proxy"] == proxy
+    # The runner API (spec.runner_url's host) stays direct.
+    assert env["NO_PROXY"] == env["no_proxy"] == "helmr"
+    for unproxied in (runner_spec({"network": HOSTS}), runner_spec(egress_proxy_url=proxy)):
+        [container] = pods.build_runner_pod_spec(unproxied)["spec"]["containers"]
+        assert not {"HTTPS_PROXY", "NO_PROXY"} & {var["name"] for var in container["env"]}

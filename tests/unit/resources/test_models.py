@@ -277,3 +277,25 @@ def test_network_settings_read_back_as_written() -> None:
         "egress": egress
     }
     assert EgressPort(port=80).protocol == "TCP"
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["203.0.113.7", "API.example.com", "localhost", "*.com", "a.*.example.com", "-a.example.com"],
+)
+def test_an_egress_host_is_a_lower_case_fully_qualified_name(host: str) -> None:
+    with pytest.raises(ValidationError, match="host"):
+        ActorSpec.model_validate(
+            {"image": "r:dev", "entrypoint": "p:a", "network": {"egressHosts": [{"host": host}]}}
+        )
+
+
+def test_egress_hosts_read_back_as_written_and_default_to_https() -> None:
+    hosts = [{"host": "*.example.com"}, {"host": "api.openai.com", "ports": [443, 8443]}]
+    spec = ActorSpec.model_validate(
+        {"image": "r:dev", "entrypoint": "p:a", "network": {"egressHosts": hosts}}
+    )
+    assert spec.network is not None
+    assert spec.network.egress_hosts is not None
+    assert spec.to_wire()["network"] == {"egressHosts": hosts}
+    assert [h.allowed_ports for h in spec.network.egress_hosts] == [(443,), (443, 8443)]

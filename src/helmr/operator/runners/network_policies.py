@@ -12,7 +12,9 @@ the control plane. Two kinds of policy say so, both written by the operator
 - ``helmr-runners-<actor>``, one per Actor, owned by it (garbage-collected with
   it), selecting that Actor's runner pods by ``helmr.dev/actor``: the egress its
   ``spec.network.egress`` allows, with the cloud metadata addresses excepted
-  from every CIDR that contains them unless the entry names one exactly.
+  from every CIDR that contains them unless the entry names one exactly; and the
+  egress proxy's port if it names ``spec.network.egressHosts`` (the proxy alone
+  checks the hostname: ``helmr.egress``).
 
 NetworkPolicies add up: a pod selected by both may do what either allows. The
 operator, not the chart, writes them because it serves namespaces created after
@@ -55,6 +57,10 @@ class Containment:
     metadata_addresses: tuple[str, ...]
     """Cloud metadata addresses excepted from every CIDR an Actor allows, unless
     named exactly."""
+    egress_proxy: tuple[Peer, ...] = ()
+    """The egress proxy's pods (or address), which runner pods of Actors naming
+    hostnames may reach at ``egress_proxy_port``; empty: no proxy."""
+    egress_proxy_port: int = 0
 
 
 def actor_policy_name(actor_name: str) -> str:
@@ -90,11 +96,18 @@ def containment(settings: Settings) -> Containment | None:
     if not settings.runner_network_policy:
         return None
     peers = settings.control_plane_peers or (address_peer(settings.runner_url) or DEFAULT_RELEASE,)
+    proxy: tuple[Peer, ...] = ()
+    if settings.egress_proxy_url:
+        proxy = settings.egress_proxy_peers or tuple(
+            peer for peer in (address_peer(settings.egress_proxy_url),) if peer is not None
+        )
     return Containment(
         control_plane=peers,
         runner_port=settings.runner_port,
         dns=settings.runner_dns,
         metadata_addresses=settings.runner_metadata_addresses,
+        egress_proxy=proxy,
+        egress_proxy_port=settings.egress_proxy_port,
     )
 
 
@@ -145,12 +158,23 @@ def _egress_rule(rule: EgressRule, metadata_addresses: Sequence[str]) -> dict[st
     return out
 
 
-def build_actor_policy_spec(actor: Actor, metadata_addresses: Sequence[str]) -> dict[str, Any]:
+def _proxy_rule(containment: Containment) -> dict[str, Any]:
+    return {
+        "to": list(containment.egress_proxy),
+        "ports": [{"port": containment.egress_proxy_port, "protocol": "TCP"}],
+    }
+
+
+def build_actor_policy_spec(actor: Actor, containment: Containment) -> dict[str, Any]:
     """The Actor's ``helmr-runners-<actor>``: the egress its ``spec.network`` allows
-    its runner pods (none: a policy that adds nothing to the namespace's)."""
+    its runner pods (none: a policy that adds nothing to the namespace's), and the
+    egress proxy if it names hostnames and there is one."""
     name = actor.metadata.name or ""
     network = actor.spec.network
     rules = network.egress if network is not None and network.egress else []
+    egress = [_egress_rule(rule, containment.metadata_addresses) for rule in rules]
+    if network is not None and network.egress_hosts and containment.egress_proxy:
+        egress.append(_proxy_rule(containment))
     owner = actor.owner_reference().model_dump(mode="json", by_alias=True, exclude_none=True)
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -165,7 +189,7 @@ def build_actor_policy_spec(actor: Actor, metadata_addresses: Sequence[str]) -> 
         "spec": {
             "podSelector": {"matchLabels": {LABEL_COMPONENT: RUNNER, LABEL_ACTOR: name}},
             "policyTypes": ["Egress"],
-            "egress": [_egress_rule(rule, metadata_addresses) for rule in rules],
+            "egress": egress,
         },
     }
 
@@ -199,6 +223,6 @@ class RunnerPolicies:
         await self.kube.apply_network_policy(
             build_baseline_policy_spec(namespace, self.containment)
         )
-        body = build_actor_policy_spec(actor, self.containment.metadata_addresses)
+        body = build_actor_policy_spec(actor, self.containment)
         await self.kube.apply_network_policy(body)
         self._written[(namespace, name)] = version

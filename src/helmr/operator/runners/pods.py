@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from helmr.kube.labels import (
     LABEL_ACTOR,
@@ -69,6 +70,9 @@ class RunnerSpec:
     session_env: SessionEnv = NO_ENV
     """The Session's own settings (``spec.env``, ``spec.envFrom``): Secret keys stay
     references the kubelet resolves, never values in the pod's manifest."""
+    egress_proxy_url: str = ""
+    """The egress proxy (``HELMR_EGRESS_PROXY_URL``) a runner of an Actor naming
+    ``spec.network.egressHosts`` is given; empty: none."""
 
 
 def pod_name(session_name: str, epoch: int) -> str:
@@ -218,13 +222,31 @@ def _metadata(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, Any]:
     }
 
 
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+"""Both spellings: curl and others read only the lower-case ``http_proxy``."""
+
+
+def proxy_env(spec: RunnerSpec) -> list[dict[str, str]]:
+    """The egress proxy's variables when the Actor names hostnames to reach through it;
+    ``NO_PROXY`` keeps the runner API direct (policy lets runners reach it, not the
+    proxy's clients). First in the container: an Actor's or Session's own win."""
+    network = spec.actor.spec.network
+    if not spec.egress_proxy_url or network is None or not network.egress_hosts:
+        return []
+    direct = urlsplit(spec.runner_url).hostname or ""
+    return [{"name": name, "value": spec.egress_proxy_url} for name in PROXY_VARIABLES] + [
+        {"name": name, "value": direct} for name in ("NO_PROXY", "no_proxy")
+    ]
+
+
 def _runner_container(spec: RunnerSpec) -> dict[str, Any]:
     actor = spec.actor.spec
     return {
         "name": RUNNER,
         "image": actor.image,
         "imagePullPolicy": actor.image_pull_policy,
-        "env": runner_env(
+        "env": proxy_env(spec)
+        + runner_env(
             spec, token_file=f"{TOKEN_DIR}/{TOKEN_PATH}", computer_dir=contract.COMPUTER_DIR
         )
         + _secret_keys(spec.session_env),

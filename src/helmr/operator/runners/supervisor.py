@@ -390,4 +390,5 @@ class Supervisor:
             node_selector=self.settings.runner_node_selector,
             tolerations=self.settings.runner_tolerations,
             session_env=SessionEnv.of(owner.spec.env, owner.spec.env_from),
+            egress_proxy_url=self.settings.egress_proxy_url,
         )
