@@ -4,6 +4,7 @@
 #   python  Debian bookworm minbase + python3 (debootstrap from Debian's mirror)
 #   runner  python + helmr (runner side, no kopf) + examples/ and the test actors, user 65532
 #   operator python + helmr[operator] (the control plane), user 65532
+#   egress-proxy python + helmr[egress] (the egress proxy: proxy.py), user 65532
 #   coredns cluster DNS (hack/go/coredns)
 #   csi     the storage stack (hack/go/csi): hostpath CSI driver, its sidecars,
 #           the snapshot controller; each pod names its command
@@ -22,6 +23,7 @@ declare -A REF=(
   [python]="helmr.local/python:3.11"
   [runner]="helmr.local/runner:dev"
   [operator]="helmr.local/operator:dev"
+  [egress-proxy]="helmr.local/egress-proxy:dev"
   [coredns]="helmr.local/coredns:$COREDNS_VERSION"
   [csi]="helmr.local/csi:$EXTERNAL_SNAPSHOTTER_VERSION-$EXTERNAL_PROVISIONER_VERSION"
 )
@@ -181,6 +183,7 @@ bundle_image csi csi-hostpath csi-provisioner csi-snapshotter snapshot-controlle
 build_python
 helmr_image runner helmr '["python3", "-m", "helmr.runner"]'
 helmr_image operator "helmr[operator,tracing,postgres]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator", "--standalone"]'
+helmr_image egress-proxy "helmr[egress]" '["python3", "-m", "helmr.egress"]'
 if [[ "${1:-}" == --import ]]; then
   for name in "${!REF[@]}"; do import_image "$name"; done
 fi

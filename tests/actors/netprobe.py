@@ -7,7 +7,13 @@ Its entrypoint is ``netprobe:netprobe``. A Turn's input may hold:
 - ``{"connect": {"label": ["host", port], ...}}``: TCP connections to each, tried
   ``attempts`` times (default 6) half a second apart, each a success if the
   connection is established (a policy's REJECT refuses it, a DROP times it out);
-- ``{"resolve": ["name", ...]}``: DNS lookups, each a success if it answers.
+- ``{"resolve": ["name", ...]}``: DNS lookups, each a success if it answers;
+- ``{"tunnel": {"label": ["host", port], ...}}``: an HTTP CONNECT to each through
+  the proxy ``HTTPS_PROXY`` names and, once the tunnel is up, a GET through it: the
+  proxy's status line, then the server's (or the proxy's refusal, its body);
+- ``{"get": {"label": "http://host:port/path", ...}}``: plain HTTP GETs as urllib
+  makes them (through ``HTTP_PROXY`` when set): the status and body;
+- ``{"env": ["NAME", ...]}``: those variables of the runner's environment.
 
 Its result maps each label and name to the list of outcomes, in order: the
 cluster tests read whether a destination is open, and whether a policy's closing
@@ -18,9 +24,13 @@ the Turn completes at all shows the runner reached the runner API.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from pydantic import JsonValue
 
@@ -51,6 +61,13 @@ async def run(session: Session) -> None:
         result: dict[str, JsonValue] = {
             label: list(o) for label, o in zip(probes, outcomes, strict=True)
         }
+        for kind, fetch in (("tunnel", _tunnel), ("get", _get)):
+            asked_for = asked.get(kind)
+            for label, target in asked_for.items() if isinstance(asked_for, dict) else []:
+                result[str(label)] = await asyncio.to_thread(fetch, target)
+        wanted = asked.get("env")
+        for name in wanted if isinstance(wanted, list) else []:
+            result[str(name)] = os.environ.get(str(name))
         await turn.complete(result)
 
 
@@ -76,6 +93,33 @@ def _connect(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _tunnel(target: object) -> str:
+    host, port = (str(part) for part in target) if isinstance(target, list) else ("", "")
+    proxy = urlsplit(os.environ.get("HTTPS_PROXY", ""))
+    try:
+        with socket.create_connection((proxy.hostname or "", proxy.port or 0), timeout=10) as c:
+            c.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            answer = c.recv(4096)
+            if answer.startswith(b"HTTP/1.1 200"):
+                c.sendall(f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            # To the end: the server's answer through the tunnel, or the proxy's refusal.
+            while chunk := c.recv(4096):
+                answer += chunk
+            return answer.decode(errors="replace")
+    except OSError as exc:
+        return f"error: {exc}"
+
+
+def _get(url: object) -> str:
+    try:
+        with urllib.request.urlopen(str(url), timeout=10) as response:
+            return f"{response.status} {response.read().decode(errors='replace')}"
+    except urllib.error.HTTPError as exc:
+        return f"{exc.code} {exc.read().decode(errors='replace')}"
+    except OSError as exc:
+        return f"error: {exc}"
 
 
 def _resolve(name: str) -> bool:

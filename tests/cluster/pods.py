@@ -160,3 +160,23 @@ class PodHistory:
                 ]
             )
         )
+
+
+def serve(
+    core: client.CoreV1Api, namespace: str, name: str, code: str, port: int
+) -> tuple[str, str]:
+    """A pod running ``code`` (labelled ``role: <name>``) and a Service of it at
+    ``port``, both ``name``, once ready: the pod's address and the Service's."""
+    core.create_namespaced_pod(namespace, python_pod(name, code, labels={"role": name}))
+    core.create_namespaced_service(
+        namespace,
+        client.V1Service(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1ServiceSpec(
+                selector={"role": name}, ports=[client.V1ServicePort(port=port)]
+            ),
+        ),
+    )
+    pod = wait_pod(core, namespace, name, lambda p: bool(p.status.pod_ip) and ready(p))
+    service = core.read_namespaced_service(name, namespace)
+    return str(pod.status.pod_ip), str(service.spec.cluster_ip)

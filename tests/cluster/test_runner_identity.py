@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -30,41 +29,16 @@ from kubernetes import client
 from helmr.client import Client
 from helmr.operator.runners import pods
 from helmr.protocol import EPOCH_HEADER, routes
-from tests.unit.helm import find_helm
 
-from .conftest import REPO, Operator, create_namespace, delete_namespace, kubectl
+from .chart import render_chart
+from .conftest import Operator, create_namespace, delete_namespace, kubectl
 from .sessions import eventually, runner_token, two_sessions
-
-CHART = REPO / "charts" / "helmr"
-RELEASE = "helmr"
 
 
 def _chart_rbac(namespace: str, *values: str) -> list[dict[str, object]]:
     """The chart's ServiceAccount and RBAC objects for a release in ``namespace``
     (``values``: ``--set`` arguments)."""
-    helm = find_helm()
-    if helm is None:
-        pytest.skip("no helm binary (hack/build.sh builds it)")
-    rendered = subprocess.run(
-        [
-            helm,
-            "template",
-            RELEASE,
-            str(CHART),
-            "--namespace",
-            namespace,
-            "--show-only",
-            "templates/rbac.yaml",
-            "--show-only",
-            "templates/serviceaccount.yaml",
-            *(arg for value in values for arg in ("--set", value)),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+    return render_chart(namespace, ["rbac.yaml", "serviceaccount.yaml"], *values)
 
 
 @pytest.fixture

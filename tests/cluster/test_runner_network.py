@@ -30,7 +30,7 @@ from helmr.client import Client, SessionRef
 from helmr.kube.labels import LABEL_SESSION_ID
 
 from .conftest import OWN_PREFIX, Operator, create_namespace, delete_namespace
-from .pods import python_pod, ready, wait_pod
+from .pods import serve
 from .sessions import create_actor, eventually, operator_watches
 from .test_network_policy import PORT, SERVER
 
@@ -106,19 +106,7 @@ def served(core: client.CoreV1Api) -> Iterator[str]:
 def elsewhere(core: client.CoreV1Api) -> Iterator[tuple[str, str]]:
     """A listening pod in a namespace of its own, and a Service of it: their addresses."""
     namespace = create_namespace(core, prefix=OWN_PREFIX)
-    core.create_namespaced_pod(namespace, python_pod("server", SERVER, labels={"role": "server"}))
-    core.create_namespaced_service(
-        namespace,
-        client.V1Service(
-            metadata=client.V1ObjectMeta(name="server"),
-            spec=client.V1ServiceSpec(
-                selector={"role": "server"}, ports=[client.V1ServicePort(port=PORT)]
-            ),
-        ),
-    )
-    pod = wait_pod(core, namespace, "server", lambda p: bool(p.status.pod_ip) and ready(p))
-    service = core.read_namespaced_service("server", namespace)
-    yield str(pod.status.pod_ip), str(service.spec.cluster_ip)
+    yield serve(core, namespace, "server", SERVER, PORT)
     delete_namespace(core, namespace)
 
 
@@ -128,10 +116,12 @@ def netprobe(
     create_actor(api_client, namespace, image, name, entrypoint="netprobe:netprobe", **spec)
 
 
-async def probe(session: SessionRef, **asked: Any) -> dict[str, list[bool]]:
+async def probe(session: SessionRef, **asked: Any) -> dict[str, Any]:
+    """``netprobe``'s result for a Turn asking ``asked``: each connect's outcomes
+    (``list[bool]``), and what else it was asked."""
     outcome = await (await session.enqueue(asked)).wait(timeout=180)
     assert outcome.status == "completed", outcome
-    result: dict[str, list[bool]] = outcome.result  # type: ignore[assignment]
+    result: dict[str, Any] = outcome.result  # type: ignore[assignment]
     return result
 
 

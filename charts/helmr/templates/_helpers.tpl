@@ -84,3 +84,51 @@ release's control-plane pods, unless runner.networkPolicy.controlPlane says.
 {{- list (dict "namespaceSelector" $namespace "podSelector" $pods) | toJson -}}
 {{- end -}}
 {{- end }}
+
+{{/* The egress proxy (egressProxy): its objects' name, selector labels and labels. */}}
+{{- define "helmr.egressProxy.name" -}}
+{{- printf "%s-egress-proxy" (include "helmr.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "helmr.egressProxy.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "helmr.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: egress-proxy
+{{- end }}
+
+{{- define "helmr.egressProxy.labels" -}}
+helm.sh/chart: {{ include "helmr.chart" . }}
+{{ include "helmr.egressProxy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: helmr
+{{- end }}
+
+{{/* Where runner pods reach the egress proxy (HTTPS_PROXY). */}}
+{{- define "helmr.egressProxy.url" -}}
+{{- printf "http://%s.%s.svc:%d" (include "helmr.egressProxy.name" .) .Release.Namespace (int .Values.egressProxy.port) }}
+{{- end }}
+
+{{/* The egress proxy's pods as NetworkPolicyPeers (JSON), which runner pods may reach. */}}
+{{- define "helmr.egressProxy.peers" -}}
+{{- $pods := dict "matchLabels" (include "helmr.egressProxy.selectorLabels" . | fromYaml) -}}
+{{- $namespace := dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace) -}}
+{{- list (dict "namespaceSelector" $namespace "podSelector" $pods) | toJson -}}
+{{- end }}
+
+{{/* The runner pods of the namespaces this release serves, as a NetworkPolicy's `from`. */}}
+{{- define "helmr.runnerPeers" -}}
+- podSelector:
+    matchLabels:
+      helmr.dev/component: runner
+  {{- if .Values.watchNamespaces }}
+  namespaceSelector:
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: In
+        values:
+          {{- toYaml .Values.watchNamespaces | nindent 10 }}
+  {{- else }}
+  namespaceSelector: {}
+  {{- end }}
+{{- end }}
