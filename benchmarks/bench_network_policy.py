@@ -15,12 +15,20 @@ called the runner API through the policy by then). The ratios contained /
 open in one run are the figures: timings on a shared machine are noisy, a
 ratio in one run is less so.
 
+With ``--compare proxy``, both control planes write the policies, and the
+first is told an egress proxy (``HELMR_EGRESS_PROXY_URL``) and serves an echo
+Actor naming a host (``spec.network.egressHosts``): its runner pods get the
+proxy's variables and its policy the proxy's port; the second's Actor names
+none. The echo actor never calls out, so the proxy is not contacted (none runs):
+this is what the proxy's configuration costs a cold start.
+
 Every timestamp is this host's wall clock (the control planes and the node run
 here). Figures are printed, never asserted; only the policies' presence (and
 absence) in each namespace is checked.
 
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
-        .venv/bin/python benchmarks/bench_network_policy.py [--cold 10] [--no-build]
+        .venv/bin/python benchmarks/bench_network_policy.py [--cold 10] [--no-build] \\
+        [--compare policies|proxy]
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -53,8 +62,28 @@ from tests.cluster.sessions import all_events, create_actor
 from helmr.client import Client
 from helmr.operator.runners.pods import pod_name
 
-PLANES = {"contained": {}, "open": {"HELMR_RUNNER_NETWORK_POLICY": "false"}}
-"""Each control plane: its settings beyond the defaults."""
+Plane = tuple[dict[str, str], dict[str, Any]]
+"""A control plane's settings beyond the defaults, and its echo Actor's spec beyond
+the defaults."""
+OWN_POLICIES = ["helmr-runners", "helmr-runners-echo"]
+COMPARISONS: dict[str, tuple[dict[str, Plane], dict[str, list[str]]]] = {
+    # Each: the two planes (the first measured against the second), and the
+    # NetworkPolicies each one's namespace is to hold.
+    "policies": (
+        {"contained": ({}, {}), "open": ({"HELMR_RUNNER_NETWORK_POLICY": "false"}, {})},
+        {"contained": OWN_POLICIES, "open": []},
+    ),
+    "proxy": (
+        {
+            "proxied": (
+                {"HELMR_EGRESS_PROXY_URL": "http://10.96.0.99:3128"},
+                {"network": {"egressHosts": [{"host": "api.example.com"}]}},
+            ),
+            "direct": ({}, {}),
+        },
+        {"proxied": OWN_POLICIES, "direct": OWN_POLICIES},
+    ),
+}
 STEPS = ("pod_running", "turn_running", "turn_completed")
 
 
@@ -93,16 +122,17 @@ async def bench(args: argparse.Namespace) -> None:
     prepare(kubeconfig, args.build)
     api = new_api_client(kubeconfig)
     core = client.CoreV1Api(api)
-    times: dict[str, dict[str, list[float]]] = {kind: {s: [] for s in STEPS} for kind in PLANES}
+    kinds, expected = COMPARISONS[args.compare]
+    times: dict[str, dict[str, list[float]]] = {kind: {s: [] for s in STEPS} for kind in kinds}
     with ExitStack() as stack:
-        namespaces = {kind: stack.enter_context(bench_namespace(core)) for kind in PLANES}
+        namespaces = {kind: stack.enter_context(bench_namespace(core)) for kind in kinds}
         planes = {
             kind: stack.enter_context(control_plane(kubeconfig, namespaces[kind], **settings))
-            for kind, settings in PLANES.items()
+            for kind, (settings, _) in kinds.items()
         }
         pods = {}
         for kind, namespace in namespaces.items():
-            create_actor(api, namespace, conftest.RUNNER_IMAGE)
+            create_actor(api, namespace, conftest.RUNNER_IMAGE, **kinds[kind][1])
             pods[kind] = PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
             pods[kind].start()
             stack.callback(pods[kind].done.set)
@@ -110,7 +140,7 @@ async def bench(args: argparse.Namespace) -> None:
         try:
             print(f"cold: {args.cold} sessions of each kind ...", flush=True)
             for i in range(args.cold):
-                for kind in list(PLANES) if i % 2 == 0 else reversed(PLANES):
+                for kind in list(kinds) if i % 2 == 0 else reversed(kinds):
                     sample = await cold_start(helmrs[kind], core, pods[kind], namespaces[kind], i)
                     for step, seconds in sample.items():
                         times[kind][step].append(seconds)
@@ -119,15 +149,16 @@ async def bench(args: argparse.Namespace) -> None:
                 await helmr.aclose()
         seen = {kind: policies(api, namespace) for kind, namespace in namespaces.items()}
     print(f"NetworkPolicies: {seen}")
-    assert seen == {"contained": ["helmr-runners", "helmr-runners-echo"], "open": []}, seen
+    assert seen == expected, seen
 
     table = Table()
     table.section("cold start: session start -> each step")
+    measured, against = kinds
     for step in STEPS:
         label = step.replace("_", " ")
-        contained = table.latency(f"contained: {label}", times["contained"][step])
-        open_ = table.latency(f"open (no policies): {label}", times["open"][step])
-        table.ratio(f"ratio contained / open, {label}", contained, open_)
+        one = table.latency(f"{measured}: {label}", times[measured][step])
+        other = table.latency(f"{against}: {label}", times[against][step])
+        table.ratio(f"ratio {measured} / {against}, {label}", one, other)
     print()
     table.print()
 
@@ -135,6 +166,12 @@ async def bench(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cold", type=int, default=10, help="cold starts of each kind")
+    parser.add_argument(
+        "--compare",
+        choices=sorted(COMPARISONS),
+        default="policies",
+        help="policies: contained against open; proxy: with the egress proxy settings or not",
+    )
     parser.add_argument(
         "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
     )

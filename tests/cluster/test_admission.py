@@ -264,7 +264,8 @@ FULL_NETWORK = {
         {"cidr": "203.0.113.0/24", "ports": [{"port": 443, "protocol": "TCP"}]},
         {"cidr": "2001:db8::/32", "ports": [{"port": 53, "protocol": "UDP"}]},
         {"cidr": "169.254.169.254/32"},
-    ]
+    ],
+    "egressHosts": [{"host": "api.openai.com"}, {"host": "*.example.com", "ports": [443, 8443]}],
 }
 """Every network setting an Actor may hold."""
 
@@ -475,6 +476,21 @@ INVALID: list[tuple[str, Manifest, str]] = [
             }
         ),
         "spec.pod.topologySpreadConstraints[0].minDomains",
+    ),
+    (
+        "actor-egress-host-an-address",
+        actor(network={"egressHosts": [{"host": "api.openai.com"}, {"host": "203.0.113.7"}]}),
+        "spec.network.egressHosts[1].host",
+    ),
+    (
+        "actor-egress-host-upper-case",
+        actor(network={"egressHosts": [{"host": "API.openai.com"}]}),
+        "spec.network.egressHosts[0].host",
+    ),
+    (
+        "actor-egress-host-port-zero",
+        actor(network={"egressHosts": [{"host": "api.openai.com", "ports": [0]}]}),
+        "spec.network.egressHosts[0].ports[0]",
     ),
     (
         "actor-network-not-a-cidr",
