@@ -1,7 +1,7 @@
 """``bench_scale.py writes``: apiserver writes per API-enqueued Turn in steady state,
 counted by the apiserver itself.
 
-A real control plane (``kopf run -m helmr.operator`` on this host) and real runner
+A real control plane (``kopf run -m helmr.operator.kopf`` on this host) and real runner
 pods of the echo actor: N sessions are started and warmed (one Turn each), then
 ``apiserver_request_total`` is read from the apiserver's ``/metrics``, each
 session runs ``--turns`` Turns one after another through the public client,

@@ -1,6 +1,6 @@
 """``bench_scale.py kwok``: many open Sessions on a real cluster, without containers.
 
-The real control plane (``kopf run -m helmr.operator`` on this host: supervisor,
+The real control plane (``kopf run -m helmr.operator.kopf`` on this host: supervisor,
 status mirror, TokenReview of runner tokens) starts N Sessions through its API; their
 runner pods are pinned (``HELMR_RUNNER_NODE_SELECTOR``, ``HELMR_RUNNER_TOLERATIONS``)
 to a fake node that kwok keeps Ready and whose pods it marks Running (``_kwok.py``).

@@ -1,7 +1,7 @@
 """Computer disk costs against a real cluster with real storage: saves, restores
 after an execution loss, and what a fresh PVC adds to a cold start.
 
-Starts a real control plane (``kopf run -m helmr.operator``, as the cluster tests
+Starts a real control plane (``kopf run -m helmr.operator.kopf``, as the cluster tests
 and bench_session_loop do) with its default settings, and runs sessions of the
 ``files`` test actor (tests/actors/files.py), each on a fresh Workspace, so each
 starts on a new, empty PVC. Measured, in one run:

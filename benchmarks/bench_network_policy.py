@@ -1,7 +1,7 @@
 """What the runner network policies cost a cold start, against a real cluster
 whose NetworkPolicy engine enforces them (the local cluster's kube-router).
 
-Two control planes run side by side (``kopf run -m helmr.operator``, as the
+Two control planes run side by side (``kopf run -m helmr.operator.kopf``, as the
 cluster tests start one), each serving a namespace of its own: one with its
 default settings, so runner pods are contained (``helmr-runners`` and
 ``helmr-runners-<actor>``: default-deny but DNS and the runner API), one with

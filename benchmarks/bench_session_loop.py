@@ -1,6 +1,6 @@
 """Session-loop latency against a real cluster, beside what Kubernetes itself costs.
 
-Starts a real control plane (``kopf run -m helmr.operator``, as the cluster
+Starts a real control plane (``kopf run -m helmr.operator.kopf``, as the cluster
 tests do) on this host and measures, in one run:
 
 warm (the session's runner pod is up and idle, long-polling ``receive``):

@@ -1,7 +1,7 @@
 """Warm starts against a real cluster: a suspended Session woken by new work, against
 the floor of a bare pod on a claim that is already bound.
 
-Starts a real control plane (``kopf run -m helmr.operator``, as bench_computer does)
+Starts a real control plane (``kopf run -m helmr.operator.kopf``, as bench_computer does)
 and runs Sessions of the ``files`` test actor (tests/actors/files.py) under an Actor
 whose ``idleTimeoutSeconds`` is 1, so a runner with nothing to do ends at once and
 its Session is suspended (open, no process, its Workspace's claim kept). Measured, in

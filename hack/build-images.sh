@@ -182,7 +182,7 @@ static_image coredns coredns --user 65532
 bundle_image csi csi-hostpath csi-provisioner csi-snapshotter snapshot-controller
 build_python
 helmr_image runner helmr '["python3", "-m", "helmr.runner"]'
-helmr_image operator "helmr[operator,tracing,postgres]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator", "--standalone"]'
+helmr_image operator "helmr[operator,tracing,postgres]" '["python3", "-m", "kopf", "run", "-m", "helmr.operator.kopf", "--standalone"]'
 helmr_image egress-proxy "helmr[egress]" '["python3", "-m", "helmr.egress"]'
 if [[ "${1:-}" == --import ]]; then
   for name in "${!REF[@]}"; do import_image "$name"; done

@@ -187,7 +187,7 @@ def _free_port() -> int:
 
 @dataclass
 class Operator:
-    """The control plane under test: ``kopf run -m helmr.operator``, a real process."""
+    """The control plane under test: ``kopf run -m helmr.operator.kopf``, a real process."""
 
     url: str
     token: str
@@ -196,7 +196,7 @@ class Operator:
     runner_url: str
     """Where runner pods reach its runner API."""
     process: subprocess.Popen[bytes] | None = None
-    modules: tuple[str, ...] = ("helmr.operator",)
+    modules: tuple[str, ...] = ("helmr.operator.kopf",)
     """The modules ``kopf run`` loads (a benchmark adds a probe of its own)."""
 
     @classmethod

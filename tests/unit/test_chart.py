@@ -185,7 +185,7 @@ def test_packaged_chart_holds_byte_identical_crds(tmp_path: Path) -> None:
 
 def test_deployment_runs_kopf_standalone_all_namespaces(default: list[Manifest]) -> None:
     command = " ".join(argv(default))
-    assert "kopf run -m helmr.operator" in command
+    assert "kopf run -m helmr.operator.kopf" in command
     assert "--standalone" in argv(default)
     assert "--all-namespaces" in argv(default)
     assert not [a for a in argv(default) if a.startswith("--namespace")]

@@ -4,9 +4,8 @@
 APIs and ``Supervisor`` with runner processes as local subprocesses and Computer
 disks as directories (docs/dev.md). None of its modules imports kopf, the
 Kubernetes client or ``helmr.kube`` (import-linter holds it); the operator's
-modules it reuses import ``helmr.kube``, and ``helmr.operator``'s ``__init__``
-(``kopf run -m helmr.operator`` registers its handlers so) loads the kopf library,
-though nothing runs it.
+modules it reuses import ``helmr.kube``, never kopf (its handlers are
+``helmr.operator.kopf``'s, which ``kopf run -m helmr.operator.kopf`` imports).
 """
 
 from helmr.dev.plane import DevOptions, DevPlane

@@ -9,28 +9,13 @@ plane. Asserted on what gets imported, not on time, so it cannot flake.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.unit.imports import imported_by, within
 
 HEAVY = ("pydantic", "pydantic_core", "aiohttp", "kopf", "kubernetes", "yarl", "multidict")
 CONTROL_PLANE = ("helmr.control", "helmr.operator", "helmr.server", "helmr.store")
 AVOIDABLE_STDLIB = ("uuid", "platform", "pathlib")
 """Standard modules the runner does without: uuid imports platform (random keys are
 ``os.urandom``), pathlib imports ntpath and fnmatch (the token file is a str path)."""
-
-
-def imported_by(statement: str) -> set[str]:
-    """The modules a fresh interpreter holds after ``statement``."""
-    code = f"{statement}; import json, sys; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    return set(json.loads(out.stdout.splitlines()[-1]))
-
-
-def within(modules: set[str], packages: tuple[str, ...]) -> list[str]:
-    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
 
 
 def test_the_runner_entrypoint_imports_no_pydantic_aiohttp_or_control_plane() -> None:
