@@ -12,15 +12,17 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
-
-from kubernetes import client, config
-from kubernetes.client import ApiClient as ApiClient
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from helmr.kube import threads as kube_threads
 from helmr.kube.errors import Conflict, Forbidden, NotFound
 from helmr.kube.snapshots import SNAPSHOT_CLASSES, SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
+
+if TYPE_CHECKING:
+    # Imported where called: the client costs a cold start about 0.5 s of imports,
+    # which ``helmr dev`` (these modules, never a cluster) does not pay.
+    from kubernetes.client import ApiClient as ApiClient
 
 R = TypeVar("R", bound=Resource[Any, Any])
 S = TypeVar("S", bound=Status)
@@ -51,11 +53,13 @@ def refused_as_held(error: BaseException) -> bool:
 
 def load_config() -> ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig."""
+    from kubernetes import client, config
+
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return ApiClient(kube_threads.api_configuration())
+    return client.ApiClient(kube_threads.api_configuration())
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +116,9 @@ def _marked(annotations: dict[str, str] | None, keys: tuple[str, ...]) -> bool:
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: ApiClient) -> None:
+        from kubernetes import client
+
         self._api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -206,6 +212,8 @@ class Kube:
     # --- storage and snapshot classes: whether the Computer disk can be saved
 
     async def list_storage_classes(self) -> tuple[ClassRef, ...]:
+        from kubernetes import client
+
         listing = await kube_threads.call(self.storage.list_storage_class)
         return tuple(
             ClassRef(
@@ -319,6 +327,8 @@ class Kube:
     ) -> None:
         """A Kubernetes Event about the resource ``kind`` ``namespace/name``; `kubectl
         describe` shows only the Events that name the object's ``uid``."""
+        from kubernetes import client
+
         now = datetime.now(UTC)
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace),
@@ -352,6 +362,8 @@ class Kube:
         )
 
     async def list_claims(self, namespace: str, selector: str) -> list[str]:
+        from kubernetes import client
+
         claims = await kube_threads.call(
             self.core.list_namespaced_persistent_volume_claim, namespace, label_selector=selector
         )

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from kubernetes.client.exceptions import ApiException
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -129,6 +130,9 @@ def translated(error: ApiException) -> KubeError:
 
 def translating(fn: Callable[P, T]) -> Callable[P, T]:
     """``fn``, raising :class:`KubeError` where the client raises ``ApiException``."""
+
+    # Here, not at the top: the client is imported by what calls it (helmr.kube.client).
+    from kubernetes.client.exceptions import ApiException
 
     def call(*args: P.args, **kwargs: P.kwargs) -> T:
         try:

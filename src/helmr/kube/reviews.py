@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kubernetes import client as k8s
+if TYPE_CHECKING:
+    # Imported where called: ``helmr dev`` imports this module and never calls it.
+    from kubernetes import client as k8s
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +31,16 @@ class Reviews:
     apiserver's own)."""
 
     def __init__(self, api_client: k8s.ApiClient, audiences: Sequence[str] = ()) -> None:
+        from kubernetes import client as k8s
+
         self._authn = k8s.AuthenticationV1Api(api_client)
         self._authz = k8s.AuthorizationV1Api(api_client)
         self._audiences = list(audiences) or None
 
     def token(self, token: str) -> Reviewed | None:
         """Who holds ``token``; None when the apiserver does not know it."""
+        from kubernetes import client as k8s
+
         review = self._authn.create_token_review(
             k8s.V1TokenReview(
                 api_version="authentication.k8s.io/v1",
@@ -54,6 +61,8 @@ class Reviews:
 
     def access(self, who: Reviewed, group: str, resource: str, namespace: str, verb: str) -> bool:
         """Whether ``who`` may ``verb`` the ``resource`` of API ``group`` in ``namespace``."""
+        from kubernetes import client as k8s
+
         review = self._authz.create_subject_access_review(
             k8s.V1SubjectAccessReview(
                 api_version="authorization.k8s.io/v1",

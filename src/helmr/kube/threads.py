@@ -20,11 +20,12 @@ import contextvars
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
-
-from kubernetes import client
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from helmr.kube.errors import translating
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -66,6 +67,8 @@ RUNNER_REVIEWS = Lane(RUNNER_REVIEW_THREADS, "helmr-runner-review")
 def api_configuration() -> client.Configuration:
     """The client's configuration as loaded (kubeconfig or in-cluster), with a
     connection per thread kept in its pool (its default: 5 per CPU of the node)."""
+    from kubernetes import client
+
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = THREADS + RUNNER_REVIEW_THREADS + LEASE_CONNECTIONS
     return configuration

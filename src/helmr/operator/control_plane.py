@@ -10,14 +10,14 @@ import os
 import signal
 from collections.abc import Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from helmr.control import ControlConfig, SessionView
 from helmr.control.control import ApiControl
 from helmr.control.operator_api import OperatorControl
-from helmr.kube.client import ApiClient, Kube, load_config
+from helmr.kube.client import Kube, load_config
 from helmr.operator.at_once import AT_ONCE
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.heap_trim import trim_heap_periodically
@@ -37,6 +37,9 @@ from helmr.server import SessionNames, build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
+
+if TYPE_CHECKING:
+    from helmr.kube.client import ApiClient
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,14 @@ import hashlib
 import json
 import time
 from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
 
 from helmr.kube import threads as kube_threads
-from helmr.kube.client import ApiClient
 from helmr.kube.reviews import Reviewed, Reviews
 from helmr.server.auth import SESSIONS, User, Verb
+
+if TYPE_CHECKING:
+    from helmr.kube.client import ApiClient
 
 GROUP = "helmr.dev"
 

@@ -27,17 +27,20 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from prometheus_client import Gauge
 
 from helmr.control.transaction import Fence
-from helmr.kube.client import ApiClient
 from helmr.kube.lease import KubeLease
 from helmr.operator.leadership.lease import LeaderElector, LeaseTiming
 from helmr.operator.settings import Settings
 from helmr.store import Store, Tx
 from helmr.store import leadership as terms
 from helmr.store.leadership import Deposed, Term
+
+if TYPE_CHECKING:
+    from helmr.kube.client import ApiClient
 
 log = logging.getLogger(__name__)
 

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from helmr.control import SessionName
 from helmr.errors import NotFound, Unauthenticated
 from helmr.kube import threads as kube_threads
-from helmr.kube.client import ApiClient
 from helmr.operator.runners import pods
 from helmr.server.auth import User
 from helmr.server.kube_auth import KubeAuthenticator
+
+if TYPE_CHECKING:
+    from helmr.kube.client import ApiClient
 
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
