@@ -38,7 +38,11 @@ The rules of the conversation, which both sides rely on:
 - ``stops`` is the stop channel: the runner holds it open (a long poll) with
   the turns it holds, and it answers, as soon as there are any, the ones to
   stop: a stop of them was accepted (an interrupt, a cancel) or they ended
-  elsewhere (a deadline, a failed session). The runner sets their signal.
+  elsewhere (a deadline, a failed session). The runner sets their signal. A
+  listed turn the process settled itself is no answer while the process runs
+  another (its settlement's ``next`` started it), and a stop of the turn the
+  process runs now answers that turn's id, listed or not: a busy process holds
+  one poll for many turns.
 - Long polls (``receive``, ``messages/next``, ``stops``) wait at most the
   request's ``timeout`` seconds; the server may cut that shorter. ``receive``
   then answers 408 ``receive_timeout``, ``messages/next`` answers

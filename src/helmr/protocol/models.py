@@ -313,7 +313,8 @@ class StopsRequest(_Request):
 @dataclass(frozen=True)
 class StopsReply(_Reply):
     """``stops`` reply: the turns to stop now (a stop of them was accepted, or they
-    ended elsewhere); empty when the poll timed out."""
+    ended elsewhere; the turn the process runs now may be among them unlisted); empty
+    when the poll timed out."""
 
     turn_ids: list[str] = field(default_factory=list)
 

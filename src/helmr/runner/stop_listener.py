@@ -3,6 +3,10 @@ long poll open on ``stops`` for the turn it holds and sets that turn's signal
 the moment the control plane accepts a stop of it (an interrupt, a cancel) or
 ends it elsewhere (its deadline, a failed session).
 
+A busy process holds one poll for many turns: the control plane keeps it open
+while each settlement starts the process's next turn, and answers the turn it
+runs now once a stop of it is accepted (``helmr.control.stop_notices``).
+
 Without it a handler inside a long call (a provider request) would hear of
 the stop only at its next call for the turn, or at SIGTERM once the stop grace
 period has passed.
@@ -49,10 +53,13 @@ async def listen_for_stops(session: Session, transport: Transport) -> None:
             log.warning("stop channel: %r; polling again in %.0f s", e, ERROR_PAUSE)
             await asyncio.sleep(ERROR_PAUSE)
             continue
-        _signal(turn, StopsReply.from_json(reply))
+        # The poll may have outlived its turn: a settlement's ``next`` started the one
+        # this process holds now, and the answer names that one.
+        _signal(StopsReply.from_json(reply), turn, session._unsettled_turn())
 
 
-def _signal(turn: Turn, reply: StopsReply) -> None:
-    if turn.id in reply.turn_ids and not turn.settled:
-        log.info("stop requested for turn %s: setting its signal", turn.id)
-        turn.signal.abort(STOP_REQUESTED)
+def _signal(reply: StopsReply, *turns: Turn | None) -> None:
+    for turn in turns:
+        if turn is not None and turn.id in reply.turn_ids and not turn.settled:
+            log.info("stop requested for turn %s: setting its signal", turn.id)
+            turn.signal.abort(STOP_REQUESTED)

@@ -12,7 +12,9 @@ from datetime import timedelta
 
 import pytest
 
+from helmr.control import TurnView
 from helmr.errors import StaleEpoch
+from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
 
 
@@ -69,3 +71,53 @@ async def test_a_fenced_process_is_refused(h: Harness) -> None:
 
     with pytest.raises(StaleEpoch):
         await h.control.requested_stops(session.id, epoch + 1, [turn.id], timeout=0)
+
+
+async def _settled_into_the_next(h: Harness, outcome: str) -> tuple[str, int, str, str]:
+    """A process that settled its first Turn with a ``next`` that started the second:
+    (session id, epoch, first Turn's id, second's)."""
+    session = await h.session()
+    epoch, first = await h.running(session.id)
+    await h.control.enqueue(session.id, "next")
+    if outcome == "complete":
+        second = await h.control.complete_and_take_next(session.id, epoch, first.id, "done")
+    else:
+        error = ErrorInfo(code="actor_error", message="no")
+        second = await h.control.fail_and_take_next(session.id, epoch, first.id, error)
+    assert isinstance(second, TurnView)
+    return session.id, epoch, first.id, second.id
+
+
+@pytest.mark.parametrize("outcome", ["complete", "fail"])
+async def test_a_poll_outlives_the_turn_its_process_settled_into_the_next(
+    h: Harness, outcome: str
+) -> None:
+    """A busy process's one poll serves every Turn its settlements start (issue 31):
+    its own settlement is no answer while it runs the next Turn, and a stop of that
+    one answers that one's id, though the poll did not list it."""
+    sid, epoch, first, second = await _settled_into_the_next(h, outcome)
+    poll = asyncio.create_task(h.control.requested_stops(sid, epoch, [first], timeout=10))
+    await asyncio.sleep(0.05)
+    assert not poll.done()
+
+    await h.control.interrupt(sid, second)
+
+    assert await asyncio.wait_for(poll, 1) == [second]
+
+
+async def test_a_poll_for_a_settled_turn_is_answered_once_its_process_runs_none(
+    h: Harness,
+) -> None:
+    """The next Turn ended elsewhere (here its deadline) while the poll listed the one
+    settled before it: the poll ends, and the runner asks about the one it holds."""
+    session = await h.session(max_turn_duration=timedelta(seconds=5))
+    epoch, first = await h.running(session.id)
+    await h.control.enqueue(session.id, "next")
+    second = await h.control.complete_and_take_next(session.id, epoch, first.id, "done")
+    assert isinstance(second, TurnView)
+    assert await h.control.requested_stops(session.id, epoch, [first.id], timeout=0) == []
+
+    await h.control.expire_deadlines(h.clock.advance(timedelta(seconds=6)))
+
+    assert await h.control.requested_stops(session.id, epoch, [first.id], timeout=0) == [first.id]
+    assert await h.control.requested_stops(session.id, epoch, [second.id], timeout=0) == [second.id]

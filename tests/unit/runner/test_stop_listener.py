@@ -16,6 +16,7 @@ from helmr.runner.stop_listener import STOP_REQUESTED, listen_for_stops
 from helmr.runner.transport import Transport
 from helmr.runner.turn import Turn
 from tests.unit.api import Api
+from tests.unit.runner.against_app import runner_session
 
 # Generous for a shared CI machine; the benchmark measures the real figure.
 PROMPT = 0.5
@@ -74,3 +75,36 @@ async def test_a_turn_settled_by_its_handler_gets_no_signal(
     await asyncio.sleep(0.2)  # the listener's poll answers the settled Turn
 
     assert not turn.signal.aborted
+
+
+async def test_a_stop_of_a_turn_a_settlement_started_reaches_its_signal(api: Api) -> None:
+    """Runner protocol 3: the poll that listed the first turn is still open when the
+    second (started by the first's settlement) is interrupted; it answers the second."""
+    sid = await api.start()
+    for n in range(3):
+        await api.enqueue(sid, n)
+    sent: list[str] = []
+    async with runner_session(api, sid, sent=sent) as session:
+        listener = asyncio.create_task(listen_for_stops(session, session._transport))
+        try:
+            first = await session.receive(timeout=5)
+            assert first is not None
+            await first.complete()
+            second = await session.receive(timeout=5)
+            assert second is not None
+            await asyncio.sleep(0.1)  # the listener polls for the second turn
+            polls = sent.count("stops")
+            await second.complete()  # its settlement starts the third: the poll stays
+            third = await session.receive(timeout=5)
+            assert third is not None
+            await asyncio.sleep(0.1)  # the listener's poll is waiting
+
+            await api.control.interrupt(sid, third.id)
+
+            assert await asyncio.wait_for(third.signal.wait(), PROMPT) == STOP_REQUESTED
+            assert not second.signal.aborted
+            assert sent.count("stops") == polls  # the second turn's poll answered the third
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener

@@ -1,0 +1,92 @@
+"""A busy runner process, ``python -m helmr.runner`` as a runner pod runs it, against
+the real app: with turns queued it makes one request per turn, its stop channel
+included (issue 31). The stop channel's long poll stays open across the turn
+boundary: a turn its process settled itself is no answer while the process runs
+the next one, and a stop of that next one answers it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from helmr.protocol import contract
+from tests.unit.api import Api
+
+TURNS = 12
+
+ACTORS = """
+from helmr.runner import actor
+
+
+async def finish(session):
+    while (turn := await session.receive()) is not None:
+        await turn.complete({"done": turn.input})
+
+
+finishes = actor(id="finishes", run=finish)
+"""
+
+
+async def _runner_requests(api: Api) -> Counter[str]:
+    """The runner requests the app answered, by route (``receive``, ``stops``...)."""
+    async with api.http.get("/metrics") as response:
+        text = await response.text()
+    answered: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            route = sample.labels.get("route", "")
+            if sample.name == "helmr_api_requests_total" and route.startswith("/runner/"):
+                answered[route.rsplit("/", 1)[1]] += int(sample.value)
+    return answered
+
+
+async def _start_runner(api: Api, sid: str, tmp_path: Path) -> asyncio.subprocess.Process:
+    headers = await api.runner(sid)
+    (tmp_path / "busy_actors.py").write_text(ACTORS)
+    (tmp_path / "token").write_text(headers["Authorization"].removeprefix("Bearer "))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HELMR_")}
+    env.update(
+        {
+            contract.ENV_URL: api.url,
+            contract.ENV_SESSION_ID: sid,
+            contract.ENV_TOKEN_FILE: str(tmp_path / "token"),
+            contract.ENV_PROCESS_EPOCH: headers["Helmr-Process-Epoch"],
+            contract.ENV_ENTRYPOINT: "busy_actors:finishes",
+            contract.ENV_PROTOCOL: str(contract.PROTOCOL),
+            "PYTHONPATH": str(tmp_path),
+        }
+    )
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "helmr.runner", env=env, stderr=asyncio.subprocess.PIPE
+    )
+
+
+async def test_a_busy_runner_process_makes_one_request_per_turn(api: Api, tmp_path: Path) -> None:
+    sid = await api.start()
+    for n in range(TURNS):
+        await api.enqueue(sid, n)
+    runner = await _start_runner(api, sid, tmp_path)
+    try:
+        # Bounded only so a hung runner cannot hang the suite; no outcome depends on it.
+        async with asyncio.timeout(60):
+            # The counts are the app's metrics, read over HTTP: nothing to wait on.
+            while (answered := await _runner_requests(api))["complete"] < TURNS:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+    finally:
+        runner.terminate()
+        _, stderr = await runner.communicate()
+        print(stderr.decode())  # shown by pytest when the test fails
+    # The first turn's receive, its settlement (which asks for no next turn: the actor
+    # has not yet asked for one after settling), the second turn's receive; then each
+    # settlement starts the next turn. The stop channel: the first turn's poll, and the
+    # second's, held open through every turn the settlements started, answered once
+    # the process held none. The receive after the last turn is still waiting.
+    assert answered["complete"] == TURNS
+    assert answered["receive"] <= 2
+    assert answered["stops"] <= 2
+    assert sum(answered.values()) <= TURNS + 4
