@@ -1,10 +1,12 @@
 """The actor ``helmr dev`` runs: a directory holding an Actor manifest, or ``MODULE:ATTR``.
 
 A directory (``examples/echo``) holds ``actor.yaml``, the Actor manifest a cluster
-would be given; its ``entrypoint`` is imported with the directory and its parent on
-``PYTHONPATH``, the parent first and the working directory (so ``echo.echo:echo``
-resolves as in the runner image, whose ``/app`` holds ``examples/``, and
-``echo:echo`` too). ``MODULE:ATTR`` is imported from the
+would be given; its ``entrypoint`` is imported from the directory's parent, the
+working directory, as in the runner image (whose ``/app`` holds ``examples/``, and
+an actor's ``helmr actor build`` puts it at ``/app/<its name>``): so
+``echo.echo:echo`` resolves, with an ``__init__.py`` or without. An entrypoint that
+does not start with the directory's name (``echo:echo``) is imported from the
+directory itself too. ``MODULE:ATTR`` is imported from the
 current directory, as an Actor named after ``ATTR`` with the CRD's defaults.
 What the actor's own ``actor(...)`` declares applies where the manifest is silent,
 as on a cluster (the runner reports it with its first ``receive``).
@@ -57,7 +59,7 @@ def load_actor(
         if not manifest_path.is_file():
             raise InvalidInput(f"{where}: a directory to run holds its Actor manifest, {MANIFEST}")
         manifest = yaml.safe_load(manifest_path.read_text())
-        roots: tuple[Path, ...] = (path.resolve().parent, path.resolve())
+        roots = _directory_roots(path.resolve(), manifest)
         watched = path.resolve()
     elif re.fullmatch(r"[\w.]+:[\w.]+", where):
         module, _, attr = where.partition(":")
@@ -76,6 +78,20 @@ def load_actor(
     manifest["metadata"] = {**(manifest.get("metadata") or {}), "namespace": namespace}
     manifest["spec"] = {**(manifest.get("spec") or {}), **(spec or {})}
     return ActorSource(Actor.from_manifest(manifest), roots, watched)
+
+
+def _directory_roots(directory: Path, manifest: object) -> tuple[Path, ...]:
+    """Where a directory's code is imported from. An entrypoint that names the
+    directory as its package (``plain.plain:plain``) is imported from its parent
+    alone, as the image lays it out (``/app/plain``, ``/app`` on the path): the
+    directory on the path too would make ``plain`` its module ``plain.py`` rather
+    than the package, without an ``__init__.py``. Any other (``plain:plain``) is
+    imported from the directory as well."""
+    spec = manifest.get("spec") if isinstance(manifest, dict) else None
+    entrypoint = spec.get("entrypoint") if isinstance(spec, dict) else None
+    if isinstance(entrypoint, str) and entrypoint.startswith(f"{directory.name}."):
+        return (directory.parent,)
+    return (directory.parent, directory)
 
 
 def _module_root(base: Path, module: str) -> Path:

@@ -12,7 +12,7 @@ from helmr.errors import InvalidInput
 ECHO = Path(__file__).parents[3] / "examples" / "echo"
 
 
-def test_a_directory_is_its_manifest_imported_from_its_parent_first() -> None:
+def test_a_directory_is_its_manifest_imported_from_its_parent() -> None:
     source = load_actor(str(ECHO), "team", spec={"maxTurnDurationSeconds": 5})
 
     assert source.name == "echo"
@@ -20,8 +20,26 @@ def test_a_directory_is_its_manifest_imported_from_its_parent_first() -> None:
     assert source.actor.spec.entrypoint == "echo.echo:echo"
     assert source.actor.spec.max_turn_duration_seconds == 5
     assert source.actor.spec.idle_timeout_seconds == 60  # the manifest's own
-    assert source.python_path == (ECHO.parent, ECHO)
+    assert source.python_path == (ECHO.parent,)
     assert source.watched == ECHO
+
+
+def test_a_directory_its_entrypoint_names_as_a_package_is_imported_from_its_parent_alone(
+    tmp_path: Path,
+) -> None:
+    """``plain.plain:plain`` for ``plain/plain.py`` without ``__init__.py``: the
+    image's layout (``/app/plain``, only ``/app`` on the path). The directory on
+    the path too would make ``plain`` the module, not the package."""
+    path = tmp_path / "plain"
+    path.mkdir()
+    (path / "actor.yaml").write_text(
+        "apiVersion: helmr.dev/v1alpha1\nkind: Actor\nmetadata: {name: plain}\n"
+        "spec: {image: local/dev, entrypoint: 'plain.plain:plain'}\n"
+    )
+
+    source = load_actor(str(path), "default")
+
+    assert source.python_path == (tmp_path,)
 
 
 def test_module_attr_is_an_actor_named_after_attr_imported_from_here(tmp_path: Path) -> None:

@@ -141,6 +141,23 @@ async def test_a_changed_actor_replaces_its_runner_at_the_next_turn_boundary(
     assert stopped.data == {"processEpoch": 1, "reason": "code_changed"}
 
 
+async def test_a_plain_directory_of_modules_runs_named_as_in_its_image(
+    helmr_dev: StartPlane, tmp_path: Path
+) -> None:
+    """No ``__init__.py``, the module named after its directory, the entrypoint
+    ``<directory>.<module>:<attr>`` as ``helmr actor build`` lays it out."""
+    path = actor_dir(tmp_path, "plain", "plain.plain:environment")
+    (path / "plain.py").write_text(ENVIRONMENT_ACTOR)
+    plane = await helmr_dev(str(path))
+    session = await plane.session()
+
+    turn = await session.run("hello")
+
+    assert turn.status == "completed"
+    assert isinstance(turn.result, dict)
+    assert turn.result["version"] == 1
+
+
 FAILING_ACTOR = """
 from helmr.runner import actor
 
