@@ -37,9 +37,10 @@ from helmr.dev.processes import ProcessRunners
 from helmr.dev.resources import DevResources
 from helmr.dev.tokens import RunnerTokens
 from helmr.dev.watch import FileWatch
+from helmr.operator.history_expiry import EXPIRY_INTERVAL, expire_history_periodically
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.supervisor import Supervisor
-from helmr.operator.settings import Settings
+from helmr.operator.settings import HISTORY_RETENTION, Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.server import build_app, listen
 from helmr.server.auth import Grant, StaticAuthenticator, User
@@ -79,6 +80,11 @@ class DevOptions:
     reload: bool = True
     """Replace runners when the actor's files change."""
     watch_interval: float = 0.5
+    history_retention: timedelta | None = HISTORY_RETENTION
+    """Payloads and events older than this expire (None: never), as the operator's
+    ``HELMR_HISTORY_RETENTION_SECONDS``."""
+    expiry_interval: float = EXPIRY_INTERVAL
+    """Seconds between expiry passes."""
 
 
 class DevPlane:
@@ -121,7 +127,9 @@ class DevPlane:
     async def _start(self) -> None:
         options = self.options
         self.root.mkdir(parents=True, exist_ok=True)
-        self._store = store = await Store.open(self.root / "helmr.db")
+        self._store = store = await Store.open(
+            self.root / "helmr.db", retention=options.history_retention
+        )
         config = ControlConfig(
             max_execution_losses=options.max_execution_losses, stop_grace=options.stop_grace
         )
@@ -162,6 +170,7 @@ class DevPlane:
         self.runners.report = self.supervisor.pod_reported
         self._spawn(self.supervisor.run())
         self._spawn(self._wake_on_changes())
+        self._spawn(expire_history_periodically(self.control, options.expiry_interval))
         if options.reload:
             watch = FileWatch(self.source.watched, ignored=(self.root,))
             self._spawn(self._replace_on_change(watch))

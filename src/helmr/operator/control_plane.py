@@ -21,6 +21,7 @@ from helmr.kube.client import Kube, load_config
 from helmr.operator.at_once import AT_ONCE
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.heap_trim import trim_heap_periodically
+from helmr.operator.history_expiry import expire_history_periodically
 from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
@@ -171,7 +172,7 @@ class ControlPlane:
         async with asyncio.TaskGroup() as work:
             work.create_task(self.supervisor.run())
             work.create_task(self.status_sync.run())
-            work.create_task(self._expire_history())
+            work.create_task(expire_history_periodically(self.control))
             work.create_task(self.actor_recheck.run())
 
     async def stop(self) -> None:
@@ -200,11 +201,3 @@ class ControlPlane:
 
     async def _sync_workspace(self, session: SessionView) -> None:
         await self.disks.sync_status(session.namespace, session.workspace)
-
-    async def _expire_history(self) -> None:
-        while True:
-            await asyncio.sleep(60)
-            try:
-                await self.control.expire_history(datetime.now(UTC))
-            except Exception:
-                log.exception("history expiry failed; retrying")

@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from helmr.logs import LogFormat
 
 _API_PORT = 8080
+HISTORY_RETENTION = timedelta(days=30)
+"""The Environment's history retention unless configured (``helmr dev``'s too)."""
 KUBE_DNS: dict[str, Any] = {
     "to": [
         {
@@ -87,7 +89,7 @@ class Settings(BaseSettings):
     """Comma-separated. Empty: every namespace. Otherwise pods are listed per
     namespace (namespaced RBAC)."""
     history_retention: timedelta = Field(
-        default=timedelta(days=30), validation_alias="HELMR_HISTORY_RETENTION_SECONDS"
+        default=HISTORY_RETENTION, validation_alias="HELMR_HISTORY_RETENTION_SECONDS"
     )
     """The Environment's history retention: payloads and events older than this expire."""
     max_execution_losses: int = 3

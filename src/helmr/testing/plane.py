@@ -38,6 +38,7 @@ class StartPlane(Protocol):
         spec: Mapping[str, Any] | None = None,
         stop_grace: timedelta | None = None,
         max_execution_losses: int = 3,
+        history_retention: timedelta | None = None,
     ) -> Awaitable[Plane]: ...
 
 
@@ -49,11 +50,13 @@ async def start_plane(
     spec: Mapping[str, Any] | None = None,
     stop_grace: timedelta | None = None,
     max_execution_losses: int = 3,
+    history_retention: timedelta | None = None,
 ) -> AsyncIterator[Plane]:
     """A dev plane running ``actor`` (a directory with ``actor.yaml``, or
     ``MODULE:ATTR``) with its store and Workspaces under ``root``, stopped on exit.
     ``spec`` overrides the Actor manifest's spec (camelCase); the runners' output
-    goes to ``root/logs``."""
+    goes to ``root/logs``. ``history_retention`` shortens the Environment's (its
+    expiry then runs every ``POLL`` seconds)."""
     options = DevOptions(
         root=root,
         spec=spec,
@@ -64,6 +67,8 @@ async def start_plane(
     )
     if stop_grace is not None:
         options = replace(options, stop_grace=stop_grace)
+    if history_retention is not None:
+        options = replace(options, history_retention=history_retention, expiry_interval=POLL)
     async with DevPlane(actor, options) as dev, Client(dev.url, dev.token) as client:
         yield Plane(dev, client)
 
@@ -129,6 +134,16 @@ class PlaneSession:
     async def running(self, turn: TurnRef, *, timeout: float = WAIT) -> Turn:  # noqa: ASYNC109
         """The Turn once a runner holds it (its status ``running``)."""
         return await _until(turn.retrieve, lambda t: t.status == "running", timeout, "running")
+
+    async def turn_until(
+        self,
+        turn: TurnRef,
+        condition: Callable[[Turn], bool],
+        *,
+        timeout: float = WAIT,  # noqa: ASYNC109
+    ) -> Turn:
+        """The Turn once ``condition`` holds of it (``lambda t: t.payload_expired``)."""
+        return await _until(turn.retrieve, condition, timeout, "the condition")
 
     async def send(self, data: JsonValue) -> Sent:
         """To the active Turn (enqueued as a new one when the Session is idle)."""

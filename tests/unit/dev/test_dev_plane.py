@@ -5,6 +5,7 @@ runners replaced at a Turn boundary when the actor's files change."""
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,19 @@ async def test_a_plain_directory_of_modules_runs_named_as_in_its_image(
     assert turn.status == "completed"
     assert isinstance(turn.result, dict)
     assert turn.result["version"] == 1
+
+
+async def test_history_past_its_retention_expires_as_the_operator_expires_it(
+    helmr_dev: StartPlane, environment_actor: Path
+) -> None:
+    plane = await helmr_dev(str(environment_actor), history_retention=timedelta(seconds=1))
+    session = await plane.session()
+    old = await session.enqueue("old")
+    assert (await session.ended(old)).payload_expired is False
+
+    view = await session.turn_until(old, lambda t: t.payload_expired)
+
+    assert (view.status, view.input, view.result) == ("completed", None, None)
 
 
 FAILING_ACTOR = """
