@@ -176,8 +176,13 @@ class DevPlane:
             self._spawn(self._replace_on_change(watch))
 
     async def stop(self) -> None:
+        # Each ends at its cancellation: their waits are asyncio.timeout, never a
+        # wait_for that loses one (tests/unit/operator/test_cancelled_loops.py).
         for task in self._tasks:
-            await _cancelled(task)
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         self._tasks.clear()
         if self._runner is not None:
             await self.runners.close()
@@ -222,17 +227,6 @@ class DevPlane:
             stop = await self.control.replace_between_turns(ref.session_id, ref.epoch)
             if stop is not None:
                 self.supervisor.wake()
-
-
-async def _cancelled(task: asyncio.Task[None]) -> None:
-    """``task`` cancelled and ended. Cancelled again while it runs: on Python 3.11,
-    ``asyncio.wait_for`` loses a cancellation that comes as the awaited wait ends
-    (the change feed's, woken by the runners' calls), and the loop goes on."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait([task], timeout=0.1)
-    with contextlib.suppress(asyncio.CancelledError):
-        task.result()
 
 
 def _kept_token(root: Path) -> str:

@@ -50,8 +50,11 @@ class Signals:
         """The Sessions touched since the previous call, waiting up to ``timeout``
         seconds for the first; empty when none was."""
         if not self._changed:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
+            # cancellation that comes as a change does (its consumer never stops).
             try:
-                await asyncio.wait_for(self._any.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._any.wait()
             except TimeoutError:
                 return set()
         changed, self._changed = self._changed, set()

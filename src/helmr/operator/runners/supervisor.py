@@ -100,8 +100,11 @@ class Supervisor:
             except Exception:
                 # One bad pass (apiserver hiccup) must not end supervision.
                 log.exception("supervisor pass failed; retrying")
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation
+            # that comes as the wake-up does, and stopping would wait for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.reconcile_interval)
+                async with asyncio.timeout(self.settings.reconcile_interval):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def recover(self) -> None:
