@@ -11,7 +11,16 @@ Figures are printed, never asserted; compare them with ``bench_session_loop.py``
 "session start → first turn.running" on the local cluster, measured at the same
 load.
 
-    .venv/bin/python benchmarks/bench_dev_cold_start.py [--runs 10]
+``--before SRC`` compares another version of Helmr in the same run: ``SRC`` is its
+``src`` directory (``git worktree add /tmp/before REV``: ``/tmp/before/src``), put
+first on ``helmr dev``'s ``PYTHONPATH`` (its runners inherit it). Runs alternate
+between the two, so both see the same load, and the table gives each step's p50
+for both and their ratio. Each version runs once before the timed runs, and
+``PYTHONDONTWRITEBYTECODE`` is dropped, so that both start from compiled
+bytecode, as an installed package does (without it, compiling Helmr's own
+modules costs each start about 0.25 s of CPU).
+
+    .venv/bin/python benchmarks/bench_dev_cold_start.py [--runs 10] [--before SRC]
 """
 
 from __future__ import annotations
@@ -32,8 +41,12 @@ ROOT = Path(__file__).resolve().parents[1]
 ECHO = ROOT / "examples" / "echo"
 
 
-async def one_run() -> dict[str, float]:
+async def one_run(src: Path | None = None) -> dict[str, float]:
+    """One cold start of ``helmr dev``: this checkout's, or the one whose ``src`` is given."""
     helmr = Path(sys.executable).parent / "helmr"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as state:
         started = time.monotonic()
         process = await asyncio.create_subprocess_exec(
@@ -47,6 +60,7 @@ async def one_run() -> dict[str, float]:
             "--no-reload",
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
+            env=env,
         )
         assert process.stdout is not None
         url = token = ""
@@ -89,19 +103,35 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def main(runs: int) -> None:
-    results = [await one_run() for _ in range(runs)]
-    print(f"helmr dev, {runs} runs, load average {os.getloadavg()[0]:.1f}")
-    print("| step | p50 | min | max |\n|---|---|---|---|")
-    for step in results[0]:
-        values = [r[step] * 1000 for r in results]
-        print(
-            f"| {step} | {statistics.median(values):.0f} ms"
-            f" | {min(values):.0f} ms | {max(values):.0f} ms |"
-        )
+async def main(runs: int, before: Path | None) -> None:
+    versions: dict[str, Path | None] = {"this checkout": None}
+    if before is not None:
+        versions = {f"before ({before})": before, **versions}
+    for src in versions.values():
+        await one_run(src)  # its bytecode written, as an installed package's is
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
+    for _ in range(runs):
+        for name, src in versions.items():
+            results[name].append(await one_run(src))
+    print(f"helmr dev, {runs} runs each, load average {os.getloadavg()[0]:.1f} at the end")
+    names = list(results)
+    header = " | ".join(f"{name} p50 | min | max" for name in names)
+    ratio = " | after / before" if len(names) == 2 else ""
+    print(f"| step | {header}{ratio} |")
+    print("|---" * (1 + 3 * len(names) + (1 if ratio else 0)) + "|")
+    for step in results[names[-1]][0]:
+        cells, medians = [], []
+        for name in names:
+            values = [r[step] * 1000 for r in results[name]]
+            medians.append(statistics.median(values))
+            cells.append(f"{medians[-1]:.0f} ms | {min(values):.0f} ms | {max(values):.0f} ms")
+        ratio_cell = f" | {medians[1] / medians[0]:.2f}x" if ratio else ""
+        print(f"| {step} | {' | '.join(cells)}{ratio_cell} |")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument("--before", type=Path, help="the src directory of a version to compare")
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.before))
