@@ -10,7 +10,7 @@ import sys
 
 def imported_by(statement: str) -> set[str]:
     """The modules a fresh interpreter holds after ``statement``."""
-    code = f"{statement}; import json, sys; print(json.dumps(sorted(sys.modules)))"
+    code = f"{statement}\nimport json, sys; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
