@@ -25,6 +25,7 @@ from helmr.resources import (
     Actor,
     ActorRef,
     ActorSpec,
+    ActorStatus,
     ObjectMeta,
     Session,
     SessionRef,
@@ -33,6 +34,7 @@ from helmr.resources import (
     TurnError,
     TurnSpec,
     TurnStatus,
+    WarmPoolStatus,
 )
 from helmr.states import ErrorInfo
 
@@ -298,6 +300,7 @@ def test_full_manifests_are_admitted_verbatim(objects: Objects) -> None:
         env=[{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY", "value": ""}],
         pod=FULL_POD,
         network=FULL_NETWORK,
+        warmPool={"size": 3},
     )
     assert objects.create(full_actor)["spec"] == full_actor["spec"]
 
@@ -363,6 +366,12 @@ INVALID: list[tuple[str, Manifest, str]] = [
         "spec.maxTurnDurationSeconds must not exceed spec.maxDurationSeconds",
     ),
     ("actor-name-with-dot", renamed(actor(), "reviewer.v2"), "metadata.name"),
+    ("actor-warm-pool-negative", actor(warmPool={"size": -1}), "spec.warmPool.size"),
+    (
+        "actor-warm-pool-too-large",
+        actor(warmPool={"size": 51}),
+        "spec.warmPool.size must be at most 50",
+    ),
     (
         "actor-pod-system-priority",
         actor(pod={"priorityClassName": "system-cluster-critical"}),
@@ -720,6 +729,13 @@ def test_status_patch_from_the_model_is_admitted(objects: Objects) -> None:
     )
     stored = objects.patch_status(a_turn, status.status_patch())
     assert Turn.from_manifest(stored).status == status
+
+
+def test_actor_warm_pool_status_is_admitted(objects: Objects) -> None:
+    an_actor = objects.create(actor(warmPool={"size": 2}))
+    status = ActorStatus(warm_pool=WarmPoolStatus(size=2, ready=1, adopted=3))
+    stored = objects.patch_status(an_actor, status.status_patch())
+    assert Actor.from_manifest(stored).status == status
 
 
 def test_a_long_failure_is_mirrored_bounded(objects: Objects) -> None:

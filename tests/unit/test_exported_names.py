@@ -114,6 +114,8 @@ EXPECTED = {
         "TurnPhase",
         "TurnSpec",
         "TurnStatus",
+        "WarmPoolSpec",
+        "WarmPoolStatus",
         "WireModel",
         "Workspace",
         "WorkspaceSpec",

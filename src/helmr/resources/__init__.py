@@ -21,6 +21,8 @@ from helmr.resources.actor import (
     ResourceAmounts,
     ResourceRequirements,
     RetrySpec,
+    WarmPoolSpec,
+    WarmPoolStatus,
 )
 from helmr.resources.base import (
     API_VERSION,
@@ -107,6 +109,8 @@ __all__ = [
     "TurnPhase",
     "TurnSpec",
     "TurnStatus",
+    "WarmPoolSpec",
+    "WarmPoolStatus",
     "WireModel",
     "Workspace",
     "WorkspaceSpec",

@@ -211,6 +211,37 @@ class EnvVar(WireModel):
     value: str = Field(default="", max_length=32_768, description="Variable value.")
 
 
+MAX_WARM_POOL = 50
+"""The most pooled runner pods one Actor may keep (each holds a pod and a claim)."""
+
+
+class WarmPoolSpec(WireModel):
+    """Runner pods kept Running ahead of the Actor's new Sessions, each with a fresh
+    Computer disk mounted and its actor imported: a new Session adopts one instead of
+    waiting for a claim to bind and a pod to start."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            cel(
+                f"self.size <= {MAX_WARM_POOL}",
+                f"spec.warmPool.size must be at most {MAX_WARM_POOL}",
+                field_path=".size",
+            )
+        )
+    )
+
+    size: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "How many pooled runner pods to keep ready (0: none, every Session starts cold)."
+            " Each counts against the namespace's quotas like any pod, and holds a claim of"
+            " `computer.size`. A Session whose Workspace already has a disk (a reopened"
+            " Workspace, a restore, a wake) never takes one."
+        ),
+    )
+
+
 class ActorSpec(WireModel):
     """How to run the actor and the limits of its Sessions."""
 
@@ -324,6 +355,23 @@ class ActorSpec(WireModel):
             " control plane's runner API, which are all they reach by default."
         ),
     )
+    warm_pool: WarmPoolSpec | None = Field(
+        default=None,
+        description=(
+            "Runner pods kept ready for this Actor's new Sessions (docs/install.md, sizing:"
+            " about the start rate times a pod's start time). A pooled pod learns its Session"
+            " and the Session's settings when it is adopted; an Actor change replaces the"
+            " pooled pods that no longer match it, never adopted ones."
+        ),
+    )
+
+
+class WarmPoolStatus(WireModel):
+    """The Actor's warm pool as the operator last counted it."""
+
+    size: int = Field(description="Pooled runner pods wanted (`spec.warmPool.size`).")
+    ready: int = Field(description="Pooled runner pods Running and waiting to be adopted.")
+    adopted: int = Field(description="Runner pods taken from the pool that still run.")
 
 
 class ActorStatus(Status):
@@ -331,6 +379,9 @@ class ActorStatus(Status):
 
     conditions: Conditions = None
     observed_generation: ObservedGeneration = None
+    warm_pool: WarmPoolStatus | None = Field(
+        default=None, description="The warm pool, when `spec.warmPool` asks for one."
+    )
 
 
 class Actor(Resource[ActorSpec, ActorStatus]):
@@ -350,6 +401,12 @@ class Actor(Resource[ActorSpec, ActorStatus]):
             description="Whether the cluster can save its Sessions' Computer disks.",
         ),
         column("Max Turn", ".spec.maxTurnDurationSeconds", type="integer", priority=1),
+        column(
+            "Warm",
+            ".status.warmPool.ready",
+            type="integer",
+            description="Pooled runner pods ready to be adopted by a new Session.",
+        ),
         AGE,
     )
     # Sessions and runner pods carry the Actor's name as a label value.
