@@ -31,7 +31,7 @@ from datetime import timedelta
 from helmr.control.config import ControlConfig
 from helmr.errors import Conflict
 from helmr.protocol.api import ForkView, WorkspaceView, workspace_id
-from helmr.resources.workspace import claim_name, save_name
+from helmr.resources.workspace import claim_name, disk_claim, save_name
 from helmr.store import ReadTx, SessionRow, TurnRow, Tx, disks, sessions, turns
 from helmr.store.rows import DiskRow, ForkRow, SaveRow
 
@@ -79,7 +79,7 @@ def lose_disk(tx: Tx, session: SessionRow) -> Restore:
     if session.awaiting_cut is not None:  # that save is lost: nothing to wait for
         sessions.await_cut(tx, session.id, None)
     return Restore(
-        computer_id=claim_name(session.workspace, disk.disk),
+        computer_id=disk_claim(session.workspace, disk.disk, disk.first_claim),
         restore_point=_restore_point(session.workspace, restored_from, disk),
         gap=tuple(save.turn_id for save in reversed(lost) if save.session_id == session.id),
     )
@@ -326,7 +326,9 @@ def workspace_view(rt: ReadTx, namespace: str, workspace: str) -> WorkspaceView:
         id=workspace_id(namespace, workspace),
         namespace=namespace,
         name=workspace,
-        claim_name=claim_name(workspace, 1 if disk is None else disk.disk),
+        claim_name=claim_name(workspace, 1)
+        if disk is None
+        else disk_claim(workspace, disk.disk, disk.first_claim),
         computer_version=save_name(workspace, ready[0].version) if ready else None,
         restored_from=None if disk is None else _restore_point(workspace, disk.restored_from, disk),
         pending_saves=len(disks.saves(rt, namespace, workspace, "pending")),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from helmr.control import (
+    adoptions,
     disks,
     limits,
     mirror_reads,
@@ -52,6 +53,12 @@ class OperatorControl(SessionControls):
     expire_idle = writes(limits.expire_idle)
     next_idle_expiry = reads(limits.next_idle_expiry)
     record_event = writes(record.reported)
+
+    # Warm pools ---------------------------------------------------------------------------------
+
+    adopt = writes_configured(adoptions.adopt)
+    adopted_pod = reads(adoptions.of_process)
+    adoptions_of_pods = reads(adoptions.of_pods)
 
     # The Computer disk ------------------------------------------------------------------------
 

@@ -12,11 +12,20 @@ from functools import partial
 
 from pydantic import JsonValue
 
-from helmr.control import limits, messages, sessions, stop_notices, storage_pressure, turns
+from helmr.control import (
+    adoptions,
+    limits,
+    messages,
+    sessions,
+    stop_notices,
+    storage_pressure,
+    turns,
+)
 from helmr.control.surface import Surface
-from helmr.control.transaction import writes
+from helmr.control.transaction import reads, writes
 from helmr.errors import ReceiveTimeout
 from helmr.protocol.api import MessageView, TurnView
+from helmr.store.rows import AdoptionRow
 
 
 class RunnerControl(Surface):
@@ -65,6 +74,22 @@ class RunnerControl(Surface):
         if answer is not turns.Unanswered.TAKE_NEXT:
             return answer
         return await take_next()
+
+    adoption_of_pod = reads(adoptions.of_pod)
+
+    async def adoption(
+        self,
+        pod_uid: str,
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+    ) -> AdoptionRow | None:
+        """The adoption of the pooled pod ``pod_uid`` as soon as there is one; None
+        when ``timeout`` ends first."""
+        return await self._wait_for(
+            adoptions.adoption_signal(pod_uid),
+            timeout,
+            partial(self._store.read, partial(adoptions.of_pod, pod_uid=pod_uid)),
+            lambda found: found is not None,
+        )
 
     cancel_own = writes(sessions.cancel_own)
     take_code_settings = writes(limits.take_code_settings)

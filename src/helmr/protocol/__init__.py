@@ -73,6 +73,11 @@ The rules of the conversation, which both sides rely on:
   turn goes back to the head of the queue, untouched (``turn.queued`` again).
 - Output written in one burst may go as one ``output/batch`` (revision 3),
   appended in order in one transaction.
+- ``adoption`` (revision 4) is a pooled runner's only call before it has a Session:
+  authenticated by its pod's token alone, it long-polls until a Session adopts the
+  pod, then answers that Session, its epoch and settings (``AdoptionReply``); a
+  timeout answers 408 ``receive_timeout``. The token is the Session's runner token
+  from then on, and no Session's before.
 - The protocol has revisions (``contract.ENV_PROTOCOL``): the control plane
   accepts every older revision's requests as they were, and tells its runner
   pods the revision it speaks; a runner sends nothing that revision lacks.
@@ -83,6 +88,8 @@ from helmr.protocol.contract import EPOCH_HEADER, ExitCode
 from helmr.protocol.models import (
     Ack,
     ActorSettings,
+    AdoptionReply,
+    AdoptionRequest,
     CompleteRequest,
     FailRequest,
     Message,
@@ -110,6 +117,8 @@ __all__ = [
     "EPOCH_HEADER",
     "Ack",
     "ActorSettings",
+    "AdoptionReply",
+    "AdoptionRequest",
     "CompleteRequest",
     "ErrorInfo",
     "ExitCode",

@@ -15,7 +15,14 @@ ENV_URL = "HELMR_URL"
 """Base URL of the control plane's runner API, e.g. ``http://helmr.helmr-system:8080``."""
 
 ENV_SESSION_ID = "HELMR_SESSION_ID"
-"""The session this process runs (``ses_...``)."""
+"""The session this process runs (``ses_...``); unset in a pooled runner (``ENV_POOL``)."""
+
+ENV_POOL = "HELMR_POOL"
+"""Set (to its Actor's name) in a runner of a warm pool (protocol revision 4): it has no
+Session yet, imports its actor, then long-polls ``adoption`` for its Session, process
+epoch, warm wait and the Session's settings (``spec.env``, ``spec.envFrom``), which it
+puts in its environment before ``run`` starts. ``ENV_SESSION_ID`` and
+``ENV_PROCESS_EPOCH`` are then unset."""
 
 ENV_NAMESPACE = "HELMR_NAMESPACE"
 """The Session's namespace (for the process's log lines)."""
@@ -43,9 +50,10 @@ with an older control plane, and an older image with a newer one.
 3. ``complete``'s and ``fail``'s ``next`` (start the next turn in the same
    request), ``release`` (give back a turn so started that the actor never got),
    and the ``output/batch`` routes (a burst of writes in one request).
+4. ``adoption`` (a pooled runner learns its Session, epoch and settings: ``ENV_POOL``).
 """
 
-PROTOCOL = 3
+PROTOCOL = 4
 """The revision this Helmr speaks (``ENV_PROTOCOL`` in the pods it starts)."""
 
 ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"

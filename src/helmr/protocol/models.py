@@ -343,3 +343,38 @@ class Ack(_Reply):
     """The reply of every runner call that has nothing else to say."""
 
     ok: Literal[True] = True
+
+
+@dataclass(frozen=True)
+class AdoptionRequest(_Request):
+    """``POST adoption`` (revision 4): a pooled runner long-polls for the Session that
+    adopts it. Its token is its pod's; no process epoch is fenced yet (send 0)."""
+
+    timeout: Annotated[
+        float, Constraint(gt=0, description="How long this request may wait for an adoption.")
+    ]
+
+
+@dataclass(frozen=True)
+class AdoptionReply(_Reply):
+    """``adoption`` reply: the Session this runner now runs, as a cold runner's
+    environment would have said (``HELMR_SESSION_ID``, ``HELMR_PROCESS_EPOCH``,
+    ``HELMR_IDLE_TIMEOUT``), and the Session's own settings (``spec.env`` and
+    ``spec.envFrom``, Secret keys resolved), which the runner puts in its environment."""
+
+    session_id: str
+    namespace: str
+    epoch: int
+    idle_timeout: float | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AdoptionReply:
+        idle = data.get("idle_timeout")
+        return cls(
+            session_id=str(data["session_id"]),
+            namespace=str(data["namespace"]),
+            epoch=int(data["epoch"]),
+            idle_timeout=None if idle is None else float(idle),
+            env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+        )

@@ -10,6 +10,9 @@ from helmr.protocol.api_routes import fill, session_path, turn_path
 from helmr.states import MessageOutcome
 
 PREFIX = "/runner/v1/sessions/{session_id}"
+ADOPTION = "/runner/v1/adoption"
+"""A pooled runner's long poll for its Session (revision 4); the one runner route
+without a Session."""
 _TURN = PREFIX + "/turns/{turn_id}"
 
 RECEIVE = PREFIX + "/receive"

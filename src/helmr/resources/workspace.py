@@ -133,6 +133,14 @@ def claim_name(workspace: str, disk: int) -> str:
     return f"{workspace}-disk-{disk}"
 
 
+def disk_claim(workspace: str, disk: int, first_claim: str | None) -> str:
+    """The PVC of the Workspace's disk generation ``disk``: ``first_claim`` for the first
+    one when it was adopted from a warm pool (a pooled pod's claim), else :func:`claim_name`."""
+    if disk == 1 and first_claim is not None:
+        return first_claim
+    return claim_name(workspace, disk)
+
+
 def save_name(workspace: str, version: int) -> str:
     """The VolumeSnapshot of save ``version``: also the Computer version it commits."""
     return f"{workspace}-save-{version}"

@@ -23,11 +23,12 @@ import math
 import os
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from helmr import logs
-from helmr.protocol import ExitCode, contract
+from helmr.errors import HelmrError, ReceiveTimeout
+from helmr.protocol import AdoptionReply, AdoptionRequest, ExitCode, contract, routes
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT, Actor
 from helmr.runner.disk_usage import DiskUsage, report_disk_usage
 from helmr.runner.session import Session
@@ -36,6 +37,9 @@ from helmr.runner.transport import Transport
 from helmr.runner.turn import HANDLER_RAISED, TURN_CONTRACT_BROKEN
 
 log = logging.getLogger("helmr.runner")
+
+ADOPTION_POLL = 60.0
+"""Seconds one adoption long poll may wait (a pooled runner polls again and again)."""
 
 FAIL_GRACE = 30.0
 """Seconds the runner spends failing its held turn after ``run`` raised, before exiting."""
@@ -59,6 +63,9 @@ class Config:
     """The runner protocol revision the control plane speaks (``HELMR_PROTOCOL``)."""
     disk_usage: DiskUsage | None = None
     """The Computer disk to measure and report, if the operator gave its capacity."""
+    pool: str | None = None
+    """The Actor whose warm pool this runner is in (``HELMR_POOL``): it has no Session
+    until adopted (``session_id`` empty, ``epoch`` 0 until then)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Config:
@@ -75,7 +82,8 @@ class Config:
             raise InitError(f"{contract.ENV_TOKEN_FILE}={token_file} cannot be read: {e}") from e
         if not token:
             raise InitError(f"{contract.ENV_TOKEN_FILE}={token_file} is empty")
-        epoch = need(contract.ENV_PROCESS_EPOCH)
+        pool = environ.get(contract.ENV_POOL, "").strip() or None
+        epoch = "0" if pool else need(contract.ENV_PROCESS_EPOCH)
         if not epoch.isdigit():
             raise InitError(f"{contract.ENV_PROCESS_EPOCH}={epoch!r} is not an integer")
         idle = environ.get(contract.ENV_IDLE_TIMEOUT, "").strip()
@@ -88,13 +96,21 @@ class Config:
             raise InitError(str(e)) from e
         return cls(
             url=need(contract.ENV_URL),
-            session_id=need(contract.ENV_SESSION_ID),
+            session_id="" if pool else need(contract.ENV_SESSION_ID),
             token_file=token_file,
             epoch=int(epoch),
             entrypoint=need(contract.ENV_ENTRYPOINT),
             idle_timeout=_seconds(contract.ENV_IDLE_TIMEOUT, idle) if idle else None,
             protocol=int(protocol),
             disk_usage=disk_usage,
+            pool=pool,
+        )
+
+    def adopted(self, adoption: AdoptionReply) -> Config:
+        """This pooled runner's configuration once its Session adopted it."""
+        idle = self.idle_timeout if adoption.idle_timeout is None else adoption.idle_timeout
+        return replace(
+            self, session_id=adoption.session_id, epoch=adoption.epoch, idle_timeout=idle
         )
 
 
@@ -145,7 +161,9 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     logs.bind(namespace=environ.get(contract.ENV_NAMESPACE) or None)
     try:
         config = Config.from_environ(environ)
-        logs.bind(session=config.session_id, epoch=config.epoch)
+        if config.pool is None:
+            logs.bind(session=config.session_id, epoch=config.epoch)
+        # Imported before adoption in a pooled runner: that is what makes it warm.
         actor = load_actor(config.entrypoint)
     except InitError as e:
         log.error("cannot start: %s", e)
@@ -153,7 +171,40 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     except Exception:
         log.exception("importing the actor failed")
         return ExitCode.INIT_FAILED
-    return asyncio.run(_serve(actor, config))
+    return asyncio.run(_adopted_then_serve(actor, config))
+
+
+async def _adopted_then_serve(actor: Actor, config: Config) -> int:
+    """A pooled runner waits to be adopted first (:func:`wait_for_adoption`)."""
+    if config.pool is not None:
+        try:
+            adoption = await wait_for_adoption(config)
+        except HelmrError as e:  # its Session's settings cannot be had
+            log.error("cannot start: adoption refused: %s", e)
+            return ExitCode.INIT_FAILED
+        config = config.adopted(adoption)
+        logs.bind(session=config.session_id, epoch=config.epoch)
+        log.info("adopted by session %s as process %d", config.session_id, config.epoch)
+    return await _serve(actor, config)
+
+
+async def wait_for_adoption(config: Config) -> AdoptionReply:
+    """Long-polls ``adoption`` until a Session adopts this pod, then puts the Session's
+    settings in the environment (``os.environ``): an actor reads them in ``run``."""
+    transport = Transport(
+        config.url, "", partial(read_token, config.token_file), 0, on_fenced=_exit_fenced
+    )
+    async with transport:
+        while True:
+            try:
+                reply = await transport.call(
+                    routes.ADOPTION, AdoptionRequest(timeout=ADOPTION_POLL), wait=ADOPTION_POLL
+                )
+            except ReceiveTimeout:
+                continue
+            adoption = AdoptionReply.from_json(reply)
+            os.environ.update(adoption.env)
+            return adoption
 
 
 def idle_timeout(config: Config, actor: Actor) -> float:

@@ -19,7 +19,7 @@ from helmr.server.metrics import Metrics, nothing_to_refresh
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
-from helmr.server.runner_api import RunnerApi, RunnerConnected, ignore_connection
+from helmr.server.runner_api import Adoptions, RunnerApi, RunnerConnected, ignore_connection
 from helmr.server.session_names import SessionNames
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
@@ -53,6 +53,7 @@ def build_app(
     leading: Callable[[], bool] = _always_leading,
     traces: TurnTraceFacts | None = None,
     session_names: SessionNames | None = None,
+    adoptions: Adoptions | None = None,
 ) -> web.Application:
     """The Helmr API over ``control``.
 
@@ -67,7 +68,8 @@ def build_app(
     this replica leads) and ``traces`` hears of
     admissions and settlements (the Turns' traces, when tracing is on).
     ``session_names`` are where the Sessions are, kept (shared with a runner
-    token verifier that needs them; made here if not given).
+    token verifier that needs them; made here if not given). ``adoptions`` answers
+    pooled runners' adoption polls (the operator's warm pools).
     """
     metrics = Metrics(tuple(collectors), refresh_metrics)
     streams = Streams()
@@ -75,7 +77,7 @@ def build_app(
     ops = operations(
         public,
         WorkspaceApi(control, workspaces),
-        RunnerApi(control, runner_connected, traces=traces),
+        RunnerApi(control, runner_connected, traces=traces, adoptions=adoptions),
         SystemApi(metrics, ready, leading),
     )
     app = web.Application(

@@ -11,15 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
+from aiohttp import web
 from pydantic import JsonValue, RootModel
 
 from helmr.control import NO_RESULT
 from helmr.control.runner_api import RunnerControl
 from helmr.control.turns import Drained
+from helmr.errors import NotFound
 from helmr.protocol import (
     Ack,
+    AdoptionReply,
+    AdoptionRequest,
     CompleteRequest,
     FailRequest,
     Message,
@@ -50,6 +54,7 @@ from helmr.protocol.api_requests import (
     SessionPath,
     TurnPath,
 )
+from helmr.server.auth import bearer_token
 from helmr.server.routing import route
 from helmr.server.traces import NoTraces, TurnTraceFacts
 
@@ -76,6 +81,14 @@ def ignore_connection(session_id: str, epoch: int) -> None:
     return None
 
 
+class Adoptions(Protocol):
+    """Answers pooled runners' adoption polls (the operator's warm pools)."""
+
+    async def answer(self, token: str, timeout: float) -> AdoptionReply:  # noqa: ASYNC109
+        """The adoption of the pod ``token`` is bound to, once there is one (401 for a
+        token that is no runner pod's; 408 ``receive_timeout`` after ``timeout``)."""
+
+
 class RunnerApi:
     def __init__(
         self,
@@ -83,12 +96,30 @@ class RunnerApi:
         connected: RunnerConnected = ignore_connection,
         *,
         traces: TurnTraceFacts | None = None,
+        adoptions: Adoptions | None = None,
     ) -> None:
         """``connected`` hears of every ``receive`` (the operator's metrics: a runner's
-        first one of its epoch ends its cold start); ``traces`` of each settlement asked."""
+        first one of its epoch ends its cold start); ``traces`` of each settlement asked;
+        ``adoptions`` answers pooled runners (None: this control plane keeps no pools)."""
         self._control = control
         self._connected = connected
         self._traces = traces or NoTraces()
+        self._adoptions = adoptions
+
+    @route(
+        "POST",
+        routes.ADOPTION,
+        access="none",
+        tag=TAG,
+        errors=(401, 404, 408),
+        summary="A pooled runner long-polls for the Session that adopts it (revision 4).",
+    )
+    async def adoption(self, request: web.Request, body: AdoptionRequest) -> AdoptionReply:
+        """Authenticated by the pod's runner token (checked here, not per Session: the
+        pod has none yet); answers its Session, epoch and settings once adopted."""
+        if self._adoptions is None:
+            raise NotFound("this control plane keeps no warm pools")
+        return await self._adoptions.answer(bearer_token(request), min(body.timeout, MAX_WAIT))
 
     @post(routes.RECEIVE, errors=(408,), summary="Long-poll for the turn this process runs next.")
     async def receive(

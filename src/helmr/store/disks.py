@@ -53,6 +53,7 @@ def _disk(namespace: str, workspace: str, row: sqlite3.Row) -> DiskRow:
             workspace=row["fork_workspace"],
             turn_id=row["fork_turn"],
         ),
+        first_claim=row["first_claim"],
     )
 
 

@@ -137,6 +137,22 @@ ALTER TABLE saves ADD COLUMN cut_at TEXT;
 ALTER TABLE sessions ADD COLUMN awaiting_cut INTEGER;
 """
 
+# Warm pools (version 10; helmr.control.adoptions): the runner pods adopted from a
+# pool, and the claim a Workspace's first disk was adopted with. The migration from 9.
+_ADOPTIONS_DDL = """
+ALTER TABLE workspaces ADD COLUMN first_claim TEXT;
+CREATE TABLE adoptions (
+    pod_uid    TEXT PRIMARY KEY,
+    namespace  TEXT NOT NULL,
+    pod_name   TEXT NOT NULL,
+    claim      TEXT NOT NULL,
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    epoch      INTEGER NOT NULL,
+    adopted_at TEXT NOT NULL,
+    UNIQUE (session_id, epoch)
+);
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 MIGRATIONS: dict[int, str] = {
@@ -160,4 +176,6 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     7: _COVERED_DDL,
     # 9: turn-aligned saves, the save policy, forks.
     8: _CUTS_DDL,
+    # 10: warm pools' adoptions.
+    9: _ADOPTIONS_DDL,
 }

@@ -243,6 +243,9 @@ class DiskRow:
 
     fork: ForkRow | None
     """The save of another Workspace its disks start from (a fork), or None."""
+    first_claim: str | None = None
+    """The claim of disk generation 1 when it was adopted from a warm pool (a pooled
+    runner pod's); None: that disk's claim has its Workspace's name."""
 
     def save_due(self, now: datetime) -> bool:
         """Whether its save policy lets a save be taken at ``now``."""
@@ -310,3 +313,15 @@ class StorageRow:
     @classmethod
     def load(cls, row: sqlite3.Row) -> StorageRow:
         return _load(cls, row, limits=_load(StorageLimits, row))
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptionRow:
+    """A runner pod taken from a warm pool by one Session's process."""
+
+    pod_uid: str
+    namespace: str
+    pod_name: str
+    claim: str
+    session_id: str
+    epoch: int

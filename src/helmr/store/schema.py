@@ -16,7 +16,7 @@ from typing import Literal
 
 from helmr.store.migrations import MIGRATIONS
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -170,6 +170,7 @@ CREATE TABLE workspaces (
     fork_session  TEXT,
     fork_workspace TEXT,
     fork_turn     TEXT,
+    first_claim   TEXT,
     PRIMARY KEY (namespace, name)
 ) WITHOUT ROWID;
 
@@ -192,6 +193,19 @@ CREATE TABLE saves (
     PRIMARY KEY (namespace, workspace, version)
 );
 CREATE INDEX saves_pending ON saves (requested_at) WHERE status = 'pending';
+
+-- Runner pods adopted from a warm pool: each pod by one Session's process epoch,
+-- once: its claim is that Session's Workspace's first disk (workspaces.first_claim).
+CREATE TABLE adoptions (
+    pod_uid    TEXT PRIMARY KEY,
+    namespace  TEXT NOT NULL,
+    pod_name   TEXT NOT NULL,
+    claim      TEXT NOT NULL,
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    epoch      INTEGER NOT NULL,
+    adopted_at TEXT NOT NULL,
+    UNIQUE (session_id, epoch)
+);
 
 -- Computer disk storage pressure per Session: the thresholds the disk of its
 -- runner is measured against, and the episode in progress (state null: none).

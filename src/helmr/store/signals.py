@@ -63,8 +63,11 @@ class Signals:
 
     def publish(self, session_ids: Iterable[str]) -> None:
         session_ids = list(session_ids)
-        if session_ids:
-            self._changed.update(session_ids)
+        # Keys with a ":" wake waiters on something else than a Session (a pooled pod's
+        # adoption): Session ids have none, and only Sessions go to the change feed.
+        changed = [key for key in session_ids if ":" not in key]
+        if changed:
+            self._changed.update(changed)
             self._any.set()
         for session_id in session_ids:
             watch = self._watches.pop(session_id, None)

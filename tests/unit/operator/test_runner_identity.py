@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from helmr.control.adoptions import PooledPod
 from helmr.errors import Unauthenticated
 from helmr.kube import threads as kube_threads
 from helmr.operator.runners import pods
@@ -235,3 +236,27 @@ async def test_the_runner_reviewer_asks_for_the_runner_audience_once_per_token_o
     assert [r["spec"] for r in apiserver.token_reviews] == 2 * [
         {"token": token, "audiences": [pods.RUNNER_AUDIENCE]}
     ]
+
+
+async def test_a_pooled_pods_token_is_no_sessions_until_adopted_then_its_adopters_only(
+    h: Harness, reviews: Reviews
+) -> None:
+    """A warm pool's pod carries no Session's pod name: before its adoption its token
+    is refused for every Session; after, it is the adopting Session's process only,
+    also for a control plane that did not adopt it (another replica, a restart)."""
+    a, b = await h.session(), await h.session()
+    reviews.bind("pooled", "reviewer-pool-1a2b", "uid-pooled")
+    reviews.bind("pooled-elsewhere", "reviewer-pool-1a2b", "uid-pooled", namespace="other")
+    check = RunnerPodVerifier(
+        reviews, RunnerPods(), SessionNames(h.control), adoption_of=h.control.adoption_of_pod
+    )
+    for session in (a, b):
+        assert not await check.verify(session.id, 1, "pooled")
+
+    pod = PooledPod(namespace="team", name="reviewer-pool-1a2b", uid="uid-pooled", claim="c")
+    assert await h.control.adopt(a.id, 1, pod)
+
+    assert not await check.verify(a.id, 1, "pooled-elsewhere")
+    assert await check.verify(a.id, 1, "pooled")
+    assert not await check.verify(b.id, 1, "pooled")
+    assert not await check.verify(a.id, 2, "pooled")

@@ -24,7 +24,7 @@ async def test_every_route_is_documented_and_every_documented_route_is_served(ap
     doc = await api.call("GET", "/openapi.json", token="")
     documented = {(method, path) for path, item in doc["paths"].items() for method in item}
     assert served == documented
-    assert len(served) == 36
+    assert len(served) == 37
 
 
 async def test_document_names_parameters_bodies_and_errors(api: Api) -> None:

@@ -72,9 +72,16 @@ class Plain:
         sql = self.execute(f"SELECT sql FROM sqlite_master WHERE name = '{table}'")[0][0]
         return " ".join(str(sql).replace('"', "").split())
 
+    def drop_version_10(self) -> None:
+        """Drops what version 10 added (warm pools' adoptions)."""
+        self.execute("DROP TABLE adoptions")
+        self.execute("ALTER TABLE workspaces DROP COLUMN first_claim")
+
     def drop_version_9(self, *, saves: bool = True) -> None:
-        """Drops the columns version 9 added (turn-aligned saves), making the database
-        one of an older version as far as they go; ``saves``: those of ``saves`` too."""
+        """Drops the columns version 9 added (turn-aligned saves), and what later ones
+        did, making the database one of an older version as far as they go; ``saves``:
+        those of ``saves`` too."""
+        self.drop_version_10()
         columns = [
             ("workspaces", "taking"),
             ("workspaces", "aligned"),

@@ -203,6 +203,7 @@ LIMITS_COLUMNS = (
 
 
 def _rewind_to_version_1(db: Plain) -> None:
+    db.drop_version_10()
     db.execute("ALTER TABLE sessions DROP COLUMN awaiting_cut")
     db.execute("DROP TABLE leader_term")
     db.execute("ALTER TABLE sessions DROP COLUMN mirrored_event_seq")

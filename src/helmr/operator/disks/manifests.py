@@ -44,6 +44,8 @@ class DiskSpec:
     computer: ComputerSpec
     restore_from: str | None
     """The save (VolumeSnapshot) to restore from; None: an empty disk."""
+    claim: str | None = None
+    """The claim's name; None: :func:`claim_name` of its Workspace and generation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,28 +81,31 @@ def build_workspace(namespace: str, name: str) -> Workspace:
     return Workspace(metadata=ObjectMeta(name=name, namespace=namespace), spec=WorkspaceSpec())
 
 
+def workspace_owner(workspace: WorkspaceRef) -> dict[str, Any]:
+    """The owner reference of a Workspace's claims and saves (garbage-collected with it)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": Workspace.KIND,
+        "name": workspace.name,
+        "uid": workspace.uid,
+        "controller": True,
+        # Not blockOwnerDeletion: a Workspace deleted in the foreground must
+        # not wait on claims whose protection waits on a terminating pod.
+    }
+
+
 def _metadata(workspace: WorkspaceRef, name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": workspace.namespace,
         "labels": {LABEL_WORKSPACE: workspace.name} | labels,
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": Workspace.KIND,
-                "name": workspace.name,
-                "uid": workspace.uid,
-                "controller": True,
-                # Not blockOwnerDeletion: a Workspace deleted in the foreground must
-                # not wait on claims whose protection waits on a terminating pod.
-            }
-        ],
+        "ownerReferences": [workspace_owner(workspace)],
     }
 
 
 def build_claim_spec(spec: DiskSpec) -> dict[str, Any]:
     """The PVC of one disk generation, restored from a save when ``restore_from`` is set."""
-    name = claim_name(spec.workspace.name, spec.disk)
+    name = spec.claim or claim_name(spec.workspace.name, spec.disk)
     metadata = _metadata(spec.workspace, name, {LABEL_DISK: str(spec.disk)})
     claim: dict[str, Any] = {
         "accessModes": [spec.computer.access_mode],
@@ -134,6 +139,8 @@ class SaveSpec:
     snapshot_class: str | None
     covered_turns: tuple[str, ...] = ()
     """The Turns of the saves it covers, oldest first: its snapshot holds their state too."""
+    claim: str | None = None
+    """The claim it snapshots; None: :func:`claim_name` of its Workspace and ``disk``."""
 
 
 def build_save_spec(spec: SaveSpec) -> dict[str, Any]:
@@ -151,7 +158,9 @@ def build_save_spec(spec: SaveSpec) -> dict[str, Any]:
     )
     metadata["annotations"] = {ANNOTATION_TURNS: ",".join((*spec.covered_turns, spec.turn_id))}
     body: dict[str, Any] = {
-        "source": {"persistentVolumeClaimName": claim_name(spec.workspace.name, spec.disk)}
+        "source": {
+            "persistentVolumeClaimName": spec.claim or claim_name(spec.workspace.name, spec.disk)
+        }
     }
     if spec.snapshot_class is not None:
         body["volumeSnapshotClassName"] = spec.snapshot_class

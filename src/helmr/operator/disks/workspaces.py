@@ -49,7 +49,7 @@ from helmr.operator.disks.save_support import SaveSupport
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
-from helmr.resources.workspace import ForkedFrom, claim_name, save_name
+from helmr.resources.workspace import ForkedFrom, disk_claim, save_name
 from helmr.store.rows import SaveRow
 
 log = logging.getLogger(__name__)
@@ -108,12 +108,12 @@ class Disks:
         workspace = await self._ensure_workspace(namespace, name)
         computer = workspace.spec.resolve(actor.spec.computer)
         disk = await self.control.current_disk(namespace, name)
-        claim = claim_name(name, disk.disk)
+        claim = disk_claim(name, disk.disk, disk.first_claim)
         if await self.kube.get_claim(namespace, claim) is None:
             restore = restore_point(name, disk)
             if restore is not None:
                 await self._require_ready(namespace, restore)
-            spec = DiskSpec(_ref(workspace), disk.disk, computer, restore)
+            spec = DiskSpec(_ref(workspace), disk.disk, computer, restore, claim)
             await self.kube.create_claim(namespace, build_claim_spec(spec))
             source = "empty" if restore is None else "restored"
             self.metrics.disks_created.labels(source).inc()
@@ -409,6 +409,9 @@ class Disks:
             session_id=save.session_id,
             turn_id=save.turn_id,
             snapshot_class=computer.volume_snapshot_class_name,
+            claim=(await self.control.get_workspace(save.namespace, save.workspace)).claim_name
+            if save.disk == 1
+            else None,
             covered_turns=tuple(
                 covered.turn_id
                 for covered in await self.control.covered_saves(
@@ -438,6 +441,15 @@ class Disks:
             raise RestoreFailed(f"save {snapshot_name} to restore from is gone")
         if not (snapshot.get("status") or {}).get("readyToUse"):
             raise RestoreFailed(f"save {snapshot_name} to restore from is not ready to use")
+
+    async def pool_workspace(self, namespace: str, name: str, actor: Actor) -> WorkspaceRef | None:
+        """The Workspace (made on first use) that may take a disk of ``actor``'s warm
+        pool: None when it overrides the Actor's disk settings (a pooled claim is
+        made with the Actor's)."""
+        workspace = await self._ensure_workspace(namespace, name)
+        if workspace.spec.resolve(actor.spec.computer) != actor.spec.computer:
+            return None
+        return _ref(workspace)
 
     async def _ensure_workspace(self, namespace: str, name: str) -> Workspace:
         """The Workspace, made on first use with the Actor's settings."""

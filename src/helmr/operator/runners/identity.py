@@ -11,7 +11,9 @@ pod, and maps the pod to the session and process epoch it was created for:
   by uid, of that session's epoch;
 - a pod it did not see created (by another replica, or before a restart, or
   an older epoch) must carry the name the control plane gives that session's
-  epoch, in the session's namespace, under the runner service account.
+  epoch, in the session's namespace, under the runner service account;
+- or be a warm pool's pod the store says that session's epoch adopted (by uid).
+  Until it is adopted, a pooled pod's token is no session's identity.
 
 So no Secret is needed, and a token is good for one session and one epoch:
 ``Control`` then fences a pod whose epoch is no longer the session's (409
@@ -32,6 +34,7 @@ from helmr.kube import threads as kube_threads
 from helmr.operator.runners import pods
 from helmr.server.auth import User
 from helmr.server.kube_auth import KubeAuthenticator
+from helmr.store.rows import AdoptionRow
 
 if TYPE_CHECKING:
     from helmr.kube.client import ApiClient
@@ -129,22 +132,32 @@ class RunnerPodVerifier:
         reviewer: TokenReviewer,
         runner_pods: RunnerPods,
         names: Callable[[str], Awaitable[SessionName]],
+        adoption_of: Callable[[str], Awaitable[AdoptionRow | None]] | None = None,
     ) -> None:
-        """``names``: where each Session is (``helmr.server.SessionNames``)."""
+        """``names``: where each Session is (``helmr.server.SessionNames``);
+        ``adoption_of``: the adoption of a pooled pod, by uid (None: no warm pools)."""
         self._reviewer = reviewer
         self._runner_pods = runner_pods
         self._names = names
+        self._adoption_of = adoption_of
 
-    async def verify(self, session_id: str, epoch: int, token: str) -> bool:
+    async def pod(self, token: str) -> BoundPod:
+        """The runner pod ``token`` is bound to (Unauthenticated if none is)."""
         user = await self._reviewer.authenticate(token)
         pod = None if user is None else BoundPod.of(user)
         if pod is None:
             raise Unauthenticated(
                 "not a runner pod's token (unknown or expired, or its pod is gone)"
             )
+        return pod
+
+    async def verify(self, session_id: str, epoch: int, token: str) -> bool:
+        pod = await self.pod(token)
         created = self._runner_pods.uid(session_id, epoch)
         if created is not None:
             return pod.uid == created
+        if await self._adopted(pod, session_id, epoch):
+            return True
         try:
             session = await self._names(session_id)
         except NotFound:
@@ -157,5 +170,18 @@ class RunnerPodVerifier:
         ):
             return False
         # Its pod is the one the session's epoch runs in: trust it by uid from now on.
+        self._runner_pods.created(session_id, epoch, pod.uid)
+        return True
+
+    async def _adopted(self, pod: BoundPod, session_id: str, epoch: int) -> bool:
+        """Whether ``pod`` is a pooled pod the Session's process ``epoch`` adopted (then
+        trusted by uid from now on)."""
+        if self._adoption_of is None:
+            return False
+        adoption = await self._adoption_of(pod.uid)
+        if adoption is None or (adoption.session_id, adoption.epoch) != (session_id, epoch):
+            return False
+        if adoption.namespace != pod.namespace:
+            return False
         self._runner_pods.created(session_id, epoch, pod.uid)
         return True

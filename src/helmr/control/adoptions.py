@@ -1,0 +1,82 @@
+"""Warm pools in the state machine: a new Session's process adopts a pooled runner pod.
+
+Adoption is one transaction: the Session's next process is registered (its epoch,
+as :func:`helmr.control.processes.started` does) and prepared at once (the pod
+runs already), the pod is recorded as that process's (a pod is adopted once, by
+uid), and the pod's claim becomes the Workspace's first disk. It is refused,
+changing nothing, unless the Workspace has no disk at all yet: a reopened
+Workspace, a restore, a fork, a wake keep the disk they have (DESIGN 8). The
+commit wakes the pod's adoption long poll (:func:`adoption_signal`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helmr.control import preparation, processes
+from helmr.control.config import ControlConfig
+from helmr.store import ReadTx, Tx, adoptions, disks, sessions
+from helmr.store.rows import AdoptionRow
+
+SIGNAL_PREFIX = "adoption:"
+
+
+def adoption_signal(pod_uid: str) -> str:
+    """The key a pooled pod's adoption poll watches (``Store.watching``): no Session's id."""
+    return SIGNAL_PREFIX + pod_uid
+
+
+@dataclass(frozen=True, slots=True)
+class PooledPod:
+    """A pooled runner pod, and the claim it has mounted."""
+
+    namespace: str
+    name: str
+    uid: str
+    claim: str
+
+
+def adopt(tx: Tx, config: ControlConfig, session_id: str, epoch: int, pod: PooledPod) -> bool:
+    """The Session's process ``epoch`` (its next) runs in ``pod``; False, and nothing
+    changes, when it cannot: the Session's Workspace has a disk, the pod was adopted
+    already, or ``epoch`` is not the Session's next (another start came first)."""
+    session = sessions.require(tx, session_id)
+    if (
+        session.process_epoch + 1 != epoch
+        or disks.get(tx, session.namespace, session.workspace) is not None
+        or adoptions.of_pod(tx, pod.uid) is not None
+    ):
+        return False
+    started = processes.started(tx, config, session_id)
+    assert started == epoch
+    preparation.prepared(tx, session_id, epoch)
+    adoptions.insert(
+        tx,
+        AdoptionRow(
+            pod_uid=pod.uid,
+            namespace=pod.namespace,
+            pod_name=pod.name,
+            claim=pod.claim,
+            session_id=session_id,
+            epoch=epoch,
+        ),
+    )
+    adoptions.set_first_claim(tx, session.namespace, session.workspace, pod.claim)
+    tx.touch(session_id)
+    tx.touch(adoption_signal(pod.uid))
+    return True
+
+
+def of_pod(rt: ReadTx, pod_uid: str) -> AdoptionRow | None:
+    """The adoption of the pod ``pod_uid``, if it was adopted."""
+    return adoptions.of_pod(rt, pod_uid)
+
+
+def of_process(rt: ReadTx, session_id: str, epoch: int) -> AdoptionRow | None:
+    """The pooled pod the Session's process ``epoch`` runs in, if it was adopted."""
+    return adoptions.of_process(rt, session_id, epoch)
+
+
+def of_pods(rt: ReadTx, pod_uids: list[str]) -> list[AdoptionRow]:
+    """The adoptions of those of the pods ``pod_uids`` that were adopted."""
+    return adoptions.of_pods(rt, pod_uids)
