@@ -8,14 +8,18 @@ moment for it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from helmr.egress.allowlist import NOTHING, Allowance, Refused
+from helmr.errors import InvalidInput
 from helmr.kube.labels import LABEL_ACTOR
 from helmr.resources import Actor
+
+log = logging.getLogger(__name__)
 
 ARRIVAL_SECONDS = 5.0
 """How long a request from an address no runner pod has yet waits for the watch."""
@@ -37,8 +41,15 @@ def _runner_pod(pod: dict[str, Any]) -> tuple[str, RunnerPod] | None:
 
 
 def _allowance(actor: dict[str, Any]) -> tuple[tuple[str, str], Allowance]:
-    parsed = Actor.from_manifest(actor)
-    key = (parsed.metadata.namespace or "", parsed.metadata.name or "")
+    meta = actor.get("metadata") or {}
+    key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+    try:
+        parsed = Actor.from_manifest(actor)
+    except InvalidInput:
+        # One Actor the model cannot read (written before a field's rules tightened,
+        # say) allows nothing, and stalls no other.
+        log.warning("Actor %s/%s unreadable: its runners may reach nothing", *key, exc_info=True)
+        return key, NOTHING
     return key, Allowance.of(parsed.spec.network)
 
 

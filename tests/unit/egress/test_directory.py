@@ -86,3 +86,14 @@ def test_a_request_from_a_pod_not_yet_seen_waits_for_the_watch() -> None:
     directory = listed()
     threading.Timer(0.2, directory.pod_changed, ("ADDED", pod("u1", "10.0.0.5"))).start()
     assert directory.allowance("10.0.0.5", wait=10)[0] == "team/a"
+
+
+def test_an_actor_the_model_cannot_read_allows_nothing_and_stalls_no_other() -> None:
+    unreadable = actor("b", ["api.example.com"])
+    unreadable["spec"]["network"]["egressHosts"][0]["host"] = "NOT A HOST"
+    directory = Directory(scopes=2)
+    directory.pods_listed(None, [pod("u1", "10.0.0.5"), pod("u2", "10.0.0.6", actor="b")])
+    directory.actors_listed(None, [unreadable, actor("a", ["api.example.com"])])
+    directory.allowance("10.0.0.5", wait=0)[1].check_host("api.example.com", 443)
+    with pytest.raises(Refused):
+        directory.allowance("10.0.0.6", wait=0)[1].check_host("api.example.com", 443)
