@@ -94,17 +94,14 @@ def proxy_release(
     [operator] = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in operator["env"] if e["name"].startswith("HELMR_EGRESS")}
     [proxy] = [o for o in objects if o["kind"] == "Deployment"]
-    selector = ",".join(f"{k}={v}" for k, v in proxy["spec"]["selector"]["matchLabels"].items())
     waited = kubectl(
         kubeconfig,
         "-n",
         namespace,
-        "wait",
-        "pod",
-        "-l",
-        selector,
-        "--for=condition=Ready",
-        "--timeout=120s",
+        "rollout",
+        "status",
+        f"deployment/{proxy['metadata']['name']}",
+        "--timeout=110s",
     )
     assert waited.returncode == 0, waited.stderr
     yield namespace, env
