@@ -98,8 +98,14 @@ def runner_token(core: client.CoreV1Api, namespace: str, session_name: str, epoc
     """A token of the runner pod of the session's ``epoch`` exactly as its kubelet
     mints one (TokenRequest: the runner service account's, for the Helmr audience,
     bound to that pod), without reading it out of the pod."""
-    name = pods.pod_name(session_name, epoch)
-    pod = core.read_namespaced_pod(name, namespace)
+    return pod_token(
+        core, namespace, core.read_namespaced_pod(pods.pod_name(session_name, epoch), namespace)
+    )
+
+
+def pod_token(core: client.CoreV1Api, namespace: str, pod: client.V1Pod) -> str:
+    """A token of runner ``pod`` as its kubelet mints one (TokenRequest: the runner
+    service account's, for the Helmr audience, bound to that pod)."""
     return service_account_token(
         core,
         namespace,
@@ -107,7 +113,7 @@ def runner_token(core: client.CoreV1Api, namespace: str, session_name: str, epoc
         seconds=pods.TOKEN_SECONDS,
         audiences=[pods.RUNNER_AUDIENCE],
         bound_to=client.V1BoundObjectReference(
-            api_version="v1", kind="Pod", name=name, uid=pod.metadata.uid
+            api_version="v1", kind="Pod", name=pod.metadata.name, uid=pod.metadata.uid
         ),
     )
 

@@ -569,12 +569,12 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("helmr.dev", "sessions/status"): {"get", "patch", "update"},
     ("helmr.dev", "turns/status"): {"get", "patch", "update"},
     ("helmr.dev", "workspaces/status"): {"get", "patch", "update"},
-    ("", "pods"): {"get", "list", "watch", "create", "delete"},
+    ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
     # The runner pods' service account (no RBAC): created once per namespace.
     ("", "serviceaccounts"): {"create"},
     # Runner pods' NetworkPolicies, by server-side apply: never read or deleted.
     ("networking.k8s.io", "networkpolicies"): {"create", "patch"},
-    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
     ("snapshot.storage.k8s.io", "volumesnapshots"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
@@ -648,7 +648,9 @@ def test_rbac_watched_namespaces_get_roles_and_the_cluster_role_shrinks() -> Non
     bindings = {b["metadata"]["namespace"]: b for b in of_kind(manifests, "RoleBinding")}
     assert set(roles) == set(bindings) == {"team-a", "team-b"}
     for ns, role in roles.items():
-        assert grants(role) == NAMESPACED_RULES
+        # A served namespace's Secrets are read (get: never listed or watched) for the
+        # settings a warm pool's pod gets at adoption; nowhere else.
+        assert grants(role) == NAMESPACED_RULES | {("", "secrets"): {"get"}}
         _bound_to_service_account(bindings[ns], role, NAMESPACE)
 
 

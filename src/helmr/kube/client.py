@@ -74,6 +74,9 @@ FIELD_MANAGER = "helmr"
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply's content type (JSON is YAML)."""
 
+MERGE_PATCH = "application/merge-patch+json"
+"""A JSON merge patch: a list given (``ownerReferences``) replaces the object's whole."""
+
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 """A list's ``Accept``: the apiserver answers with each object's metadata only."""
 
@@ -264,6 +267,20 @@ class Kube:
 
         return await kube_threads.call(listed)
 
+    async def list_whole_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """The pods, whole (status included): for the few a warm pool keeps."""
+        pods = await kube_threads.call(
+            self.core.list_namespaced_pod, namespace, label_selector=selector
+        )
+        wire = self._api.sanitize_for_serialization(pods)  # type: ignore[no-untyped-call]
+        return cast(list[dict[str, Any]], wire.get("items") or [])
+
+    async def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch of the pod (its labels and owners: a pooled pod adopted)."""
+        await kube_threads.call(
+            self.core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE_PATCH
+        )
+
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = await _absent_as_none(self.core.read_namespaced_pod, name, namespace)
         if pod is None:
@@ -360,6 +377,21 @@ class Kube:
         await _exists_as_ok(
             self.core.create_namespaced_persistent_volume_claim, namespace, cast(Any, body)
         )
+
+    async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch of the claim (its labels and owners: a pooled claim adopted)."""
+        await kube_threads.call(
+            self.core.patch_namespaced_persistent_volume_claim,
+            name,
+            namespace,
+            patch,
+            _content_type=MERGE_PATCH,
+        )
+
+    async def get_secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's data (base64, as stored), or None when there is no such Secret."""
+        secret = await _absent_as_none(self.core.read_namespaced_secret, name, namespace)
+        return None if secret is None else dict(secret.data or {})
 
     async def list_claims(self, namespace: str, selector: str) -> list[str]:
         from kubernetes import client

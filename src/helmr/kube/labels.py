@@ -15,6 +15,13 @@ LABEL_TURN_ID = "helmr.dev/turn-id"
 LABEL_EPOCH = "helmr.dev/process-epoch"
 """The runner process's epoch (runner pods)."""
 
+LABEL_POOL = "helmr.dev/pool"
+"""A pooled runner pod (and its claim) not adopted yet: the hash of the pod its Actor's
+spec makes (``helmr.operator.runners.pool_pods``); removed at adoption."""
+LABEL_POOLED = "helmr.dev/pooled"
+"""A runner pod (and its claim) made for an Actor's warm pool: that Actor's name, kept
+after adoption."""
+
 LABEL_WORKSPACE = "helmr.dev/workspace"
 """The Workspace a disk's claim or save belongs to."""
 LABEL_DISK = "helmr.dev/disk"

@@ -26,11 +26,14 @@ from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.mirror.status_sync import StatusSync
+from helmr.operator.runners.adoption_answers import AdoptionAnswers
 from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runner_reviewer
 from helmr.operator.runners.network_policies import RunnerPolicies, containment
 from helmr.operator.runners.pod_reports import PodReports
 from helmr.operator.runners.pod_runners import PodRunners
+from helmr.operator.runners.pool_pods import PoolSettings
 from helmr.operator.runners.supervisor import Supervisor
+from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry import tracing
 from helmr.operator.telemetry.metrics import OperatorMetrics
@@ -50,6 +53,17 @@ def _authenticator(settings: Settings, kube_api: ApiClient) -> Authenticator:
         token = settings.auth.removeprefix("static:")
         return StaticAuthenticator({token: Grant(user=User(name="static", groups=()))})
     return KubeAuthenticator(kube_api)
+
+
+def _pool_settings(settings: Settings) -> PoolSettings:
+    """What every pooled runner pod is built with, as a cold start's pod is."""
+    return PoolSettings(
+        runner_url=settings.runner_url,
+        log_format=settings.log_format,
+        node_selector=tuple(sorted(settings.runner_node_selector.items())),
+        tolerations=settings.runner_tolerations,
+        egress_proxy_url=settings.egress_proxy_url,
+    )
 
 
 def _end_process() -> None:
@@ -97,6 +111,18 @@ class ControlPlane:
             self.disks.save_ended = self.traces.save_ended
         # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_network_policies).
         self.runner_policies = RunnerPolicies(self.kube, containment(settings))
+        # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_seen).
+        self.warm_pools = WarmPools(
+            self.control,
+            self.kube,
+            self.disks,
+            self.runner_pods,
+            _pool_settings(settings),
+            self.metrics.warm_pools,
+            policies=self.runner_policies,
+            # With watchNamespaces, the chart's Role in each may read its Secrets.
+            read_secrets=bool(settings.watch_namespaces),
+        )
         self.supervisor = Supervisor(
             self.control,
             self.kube,
@@ -105,6 +131,7 @@ class ControlPlane:
             self.metrics,
             runners=PodRunners(self.kube, self.runner_policies),
             disks=self.disks,
+            pools=self.warm_pools,
         )
         # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
         self.actor_recheck = ActorRecheck(self.kube, self.disks.save_support)
@@ -127,15 +154,22 @@ class ControlPlane:
             turn_events=settings.turn_events,
             traces=self.traces,
             interval=settings.status_interval,
+            runner_pod=self.warm_pools.runner_pod,
         )
 
     def _api(self, api: ApiClient) -> web.Application:
         """The public and runner APIs every replica serves."""
+        # Runner pods' projected tokens, whatever authenticates the public API.
+        runner_tokens = RunnerPodVerifier(
+            runner_reviewer(api),
+            self.runner_pods,
+            self.session_names,
+            adoption_of=self.api_control.adoption_of_pod,
+        )
         return build_app(
             self.api_control,
             _authenticator(self.settings, api),
-            # Runner pods' projected tokens, whatever authenticates the public API.
-            RunnerPodVerifier(runner_reviewer(api), self.runner_pods, self.session_names),
+            runner_tokens,
             mirror=self.mirror,
             workspaces=self.disks,
             max_body=self.settings.max_request_bytes,
@@ -145,6 +179,7 @@ class ControlPlane:
             runner_connected=self._runner_connected,
             traces=self.traces,
             session_names=self.session_names,
+            adoptions=AdoptionAnswers(runner_tokens, self.api_control, self.kube),
         )
 
     @classmethod
@@ -174,6 +209,7 @@ class ControlPlane:
             work.create_task(self.status_sync.run())
             work.create_task(expire_history_periodically(self.control))
             work.create_task(self.actor_recheck.run())
+            work.create_task(self.warm_pools.run())
 
     async def stop(self) -> None:
         await self.pod_reports.stop()

@@ -295,12 +295,17 @@ async def actor_network_policies(body: kopf.Body, memo: Any, **_: Any) -> None:
 
 @kopf.on.event(GROUP, VERSION, ACTORS)
 async def actor_seen(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
-    """Keeps the Actors to check again periodically up to date: a watch event, not
-    a kopf timer, whose finalizer would block deleting Actors while no operator runs."""
-    _plane(memo).actor_recheck.seen(type, Actor.from_manifest(body))
+    """Keeps the Actors to check again periodically, and the warm pools to keep, up to
+    date: a watch event, not a kopf timer, whose finalizer would block deleting Actors
+    while no operator runs."""
+    actor = Actor.from_manifest(body)
+    _plane(memo).actor_recheck.seen(type, actor)
+    _plane(memo).warm_pools.seen(type, actor)
 
 
-@kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: RUNNER})
+# A pooled pod has no Session until adopted (then it is labelled with one): the warm
+# pools keep it till then (helmr.operator.runners.warm_pools).
+@kopf.on.event("", "v1", "pods", labels={LABEL_COMPONENT: RUNNER, LABEL_SESSION_ID: kopf.PRESENT})
 async def runner_pod_event(
     type: str | None, body: kopf.Body, namespace: str | None, memo: Any, **_: Any
 ) -> None:

@@ -55,6 +55,11 @@ _INVALID = (BadRequest, Invalid)
 SessionHook = Callable[[SessionView], Awaitable[None]]
 
 
+def default_runner_pod(session: SessionView) -> str:
+    """The pod a cold start gives the Session's live process."""
+    return pods.pod_name(session.name, session.process_epoch)
+
+
 class StatusSync:
     def __init__(
         self,
@@ -67,13 +72,16 @@ class StatusSync:
         turn_events: bool = True,
         traces: TurnTraces | None = None,
         interval: float = 0.0,
+        runner_pod: Callable[[SessionView], str] = default_runner_pod,
     ) -> None:
         """``metrics.timeline`` takes in every event followed; ``wake`` asks
         the supervisor for a pass; each of ``hooks`` mirrors
         something more of a changed Session, before its own status; ``turn_events`` off records no
         Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
         tracing is on, takes in every event too (helmr.operator.telemetry.turn_traces);
-        ``interval`` is the least time between two passes, in seconds."""
+        ``interval`` is the least time between two passes, in seconds; ``runner_pod``
+        names the pod of a Session's live process (a warm pool's adopted pod has its
+        pool's name: ``WarmPools.runner_pod``)."""
         self.control = control
         self.mirror = mirror
         self.metrics = metrics
@@ -82,6 +90,7 @@ class StatusSync:
         self._turn_events = turn_events
         self._traces = traces
         self._interval = interval
+        self._runner_pod = runner_pod
         self._since = datetime.now(UTC)
         # How far each Session's timeline was followed, and what of that is saved.
         self._cursors: dict[str, int] = {}
@@ -212,7 +221,7 @@ class StatusSync:
     async def _sync_session(self, session: SessionView, events: EventPage | None) -> bool:
         """Mirrors the Session's status and follows its timeline from ``events`` (its
         first page, read with it) on; False when some of it is left to retry."""
-        pod = pods.pod_name(session.name, session.process_epoch) if session.process_live else None
+        pod = self._runner_pod(session) if session.process_live else None
         # The hooks first: a kubectl user who sees the Session Closed deletes its
         # Workspace next, which the admission policy refuses while its status
         # still names the Session.

@@ -92,13 +92,13 @@ def runner_labels(session_name: str, session_id: str, actor_name: str) -> dict[s
     }
 
 
-def _owner(spec: RunnerSpec) -> dict[str, Any]:
-    # Owned by the Session: deleting the Session garbage-collects its pods.
+def session_owner(session_name: str, session_uid: str) -> dict[str, Any]:
+    """A runner pod's owner: deleting the Session garbage-collects its pods."""
     return {
         "apiVersion": API_VERSION,
         "kind": "Session",
-        "name": spec.session_name,
-        "uid": spec.session_uid,
+        "name": session_name,
+        "uid": session_uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }
@@ -218,7 +218,7 @@ def _metadata(spec: RunnerSpec, settings: RunnerPodSettings) -> dict[str, Any]:
         "namespace": spec.namespace,
         "labels": labels,
         **annotations,
-        "ownerReferences": [_owner(spec)],
+        "ownerReferences": [session_owner(spec.session_name, spec.session_uid)],
     }
 
 

@@ -40,6 +40,7 @@ from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.limits import effective_limits
 from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.runners.pod_runners import PodRunners
+from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
@@ -68,11 +69,14 @@ class Supervisor:
         runners: RunnerBackend | None = None,
         disks: DiskBackend | None = None,
         resources: ResourceReader | None = None,
+        pools: WarmPools | None = None,
     ) -> None:
         """``runners``: where runner processes run (a pod each unless given);
         ``disks``: where their Computer disks are kept (claims unless given);
         ``resources``: where Actors and Sessions are read (``kube`` unless given).
-        ``kube`` is None only with all three given: no cluster at all (``helmr dev``)."""
+        ``kube`` is None only with all three given: no cluster at all (``helmr dev``).
+        ``pools``: the Actors' warm pools, whose pods new Sessions adopt (none: every
+        start is cold)."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
@@ -81,6 +85,7 @@ class Supervisor:
         self.runners: RunnerBackend = runners or PodRunners(_cluster(kube))
         self.settings = settings
         self.disks: DiskBackend = disks or Disks(control, _cluster(kube), metrics)
+        self.pools = pools
         self._wake = asyncio.Event()
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
@@ -255,7 +260,7 @@ class Supervisor:
         """A process not running by its preparation deadline has failed to prepare,
         unless its pod says it has started (an event missed, say while the operator
         was down)."""
-        name = self.runners.name(session.name, session.process_epoch)
+        name = await self._runner_name(session.id, session.name, session.process_epoch)
         state = await self.runners.state(session.namespace, name)
         if state.started:
             await self.control.process_prepared(session.id, session.process_epoch)
@@ -273,7 +278,8 @@ class Supervisor:
             return
         log.warning("session %s process %d: preparation failed: %s", session.id, epoch, detail)
         self.metrics.processes_ended.labels(result.outcome).inc()
-        await self.runners.remove(session.namespace, self.runners.name(session.name, epoch))
+        name = await self._runner_name(session.id, session.name, epoch)
+        await self.runners.remove(session.namespace, name)
 
     async def pod_reported(self, report: PodReport) -> None:
         """A runner pod that ended tells Control how: exit code or execution loss.
@@ -322,7 +328,17 @@ class Supervisor:
     async def stop(self, stop: ProcessStop) -> None:
         session = await self.control.get_session(stop.session_id)
         log.info("session %s: stopping process %d (%s)", session.id, stop.epoch, stop.reason)
-        await self.runners.remove(session.namespace, self.runners.name(session.name, stop.epoch))
+        name = await self._runner_name(session.id, session.name, stop.epoch)
+        await self.runners.remove(session.namespace, name)
+
+    async def _runner_name(self, session_id: str, session_name: str, epoch: int) -> str:
+        """The name of the runner of the Session's process ``epoch``: the pooled pod it
+        adopted (only a first process adopts one), else the one the backend gives a
+        cold start."""
+        if self.pools is None or epoch != 1:
+            return self.runners.name(session_name, epoch)
+        adopted = await self.control.adopted_pod(session_id, epoch)
+        return self.runners.name(session_name, epoch) if adopted is None else adopted.pod_name
 
     async def start(self, session: SessionView) -> None:
         # The three reads go out together: on the cold start's path, each is an
@@ -350,6 +366,11 @@ class Supervisor:
             return  # its Actor is not read yet (resolve_limits)
         actor = await self._actor_found(session, actor, self.clock())
         if actor is None:
+            return
+        if self.pools is not None and await self.pools.adopt(session, owner, actor):
+            # Its disk is the pooled pod's claim: its usage limits and save policy now.
+            await self.disks.prepare(session, actor)
+            self.metrics.processes_started.inc()
             return
         try:
             disk = await self.disks.prepare(session, actor)

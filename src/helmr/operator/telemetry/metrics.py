@@ -16,6 +16,7 @@ from helmr.control.disks import RecoveryPoints
 from helmr.operator.telemetry.collectors import counter, gauge, histogram
 from helmr.operator.telemetry.storage_pressure import StoragePressureMetrics
 from helmr.operator.telemetry.timeline_metrics import TimelineMetrics
+from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.states import HoldReason, SessionStatus, values
 
 # Histogram buckets (seconds), each spanning what its quantity plausibly takes.
@@ -100,6 +101,7 @@ class OperatorMetrics:
         )
 
         self.timeline = TimelineMetrics()
+        self.warm_pools = WarmPoolMetrics()
 
     def store_transaction(self, kind: str, lane: str, seconds: float) -> None:
         """The store's observer (``Store.observe``)."""
@@ -137,4 +139,5 @@ class OperatorMetrics:
             *self.timeline.collectors,
             *self.storage_pressure.collectors,
             self.restores_failed,
+            *self.warm_pools.collectors,
         ]

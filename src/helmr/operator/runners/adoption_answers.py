@@ -1,0 +1,75 @@
+"""What a pooled runner's adoption poll is answered (``helmr.server.runner_api.Adoptions``).
+
+The poll is authenticated by the pod's projected token alone (its pod, by uid, is
+what the store's adoption names), waits on the store for the pod's adoption, and
+answers the Session, its process epoch and warm wait, and the Session's own settings
+(``spec.env`` values, and the values of the Secret keys it names, read in the
+Session's namespace only when answering: they are in no log, event, status or row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from helmr.control import SessionView
+from helmr.errors import Conflict, Forbidden, ReceiveTimeout
+from helmr.kube.client import Kube
+from helmr.operator.runners.identity import RunnerPodVerifier
+from helmr.operator.runners.pods import RUNNER_SERVICE_ACCOUNT
+from helmr.operator.runners.session_settings import SettingsUnavailable, settings_values
+from helmr.protocol import AdoptionReply
+from helmr.resources import Session
+from helmr.resources.session_env import SessionEnv
+from helmr.store.rows import AdoptionRow
+
+
+class AdoptionReads(Protocol):
+    """What an answer reads of the store (the API's Control)."""
+
+    async def adoption(self, pod_uid: str, timeout: float) -> AdoptionRow | None:  # noqa: ASYNC109
+        """The pod's adoption once there is one; None after ``timeout``."""
+
+    @property
+    def get_session(self) -> Callable[[str], Awaitable[SessionView]]:
+        """The Session of an id."""
+
+
+class AdoptionAnswers:
+    def __init__(self, verifier: RunnerPodVerifier, control: AdoptionReads, kube: Kube) -> None:
+        self._verifier = verifier
+        self._control = control
+        self._kube = kube
+
+    async def answer(self, token: str, timeout: float) -> AdoptionReply:  # noqa: ASYNC109
+        pod = await self._verifier.pod(token)
+        if pod.service_account != RUNNER_SERVICE_ACCOUNT:
+            raise Forbidden(f"pod {pod.name} is not a runner pod")
+        adoption = await self._control.adoption(pod.uid, timeout)
+        if adoption is None:
+            raise ReceiveTimeout(f"no Session adopted pod {pod.name} within {timeout:g}s")
+        if adoption.namespace != pod.namespace:
+            raise Forbidden(f"pod {pod.name} was adopted in another namespace")
+        session = await self._control.get_session(adoption.session_id)
+        owner = await self._kube.get_resource(Session, session.namespace, session.name)
+        try:
+            env = (
+                {}
+                if owner is None
+                else await settings_values(
+                    self._kube,
+                    session.namespace,
+                    SessionEnv.of(owner.spec.env, owner.spec.env_from),
+                )
+            )
+        except SettingsUnavailable as exc:  # deleted since the adoption checked it
+            raise Conflict(f"session {session.id}: {exc}") from exc
+        limits = session.limits
+        idle = None if limits is None else limits.idle_timeout_seconds
+        return AdoptionReply(
+            session_id=adoption.session_id,
+            namespace=adoption.namespace,
+            epoch=adoption.epoch,
+            idle_timeout=None if idle is None else float(idle),
+            env=env,
+        )
