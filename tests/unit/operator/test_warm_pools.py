@@ -13,7 +13,7 @@ from helmr.kube.labels import LABEL_POOL, LABEL_POOLED, LABEL_SESSION_ID
 from helmr.operator.disks.manifests import WorkspaceRef
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.pool_pods import PoolSettings
-from helmr.operator.runners.warm_pools import WarmPools
+from helmr.operator.runners.warm_pools import WarmPools, takes_pooled_pod
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.resources import (
     Actor,
@@ -26,6 +26,7 @@ from helmr.resources import (
     WarmPoolSpec,
 )
 from helmr.resources.session import ActorRef
+from helmr.resources.session_env import EnvSource, SecretKeyRef, SessionEnv, SessionEnvVar
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
 
@@ -231,3 +232,18 @@ async def test_an_actor_without_a_pool_costs_one_listing_at_most(h: Harness) -> 
     keeper.seen("MODIFIED", actor(size=0))
     await keeper.reconcile()
     assert len(listed) == 1
+
+
+async def test_a_session_naming_secrets_adopts_only_where_secrets_may_be_read(
+    h: Harness,
+) -> None:
+    session = await h.control.open_session(
+        namespace="team", name="s", actor="reviewer", workspace="ws-s"
+    )
+    ref = EnvSource(secret_key_ref=SecretKeyRef(name="llm", key="api-key"))
+    secrets = SessionEnv.of([SessionEnvVar(name="KEY", value_from=ref)], None)
+    plain = SessionEnv.of([SessionEnvVar(name="MODEL", value="small")], None)
+    assert takes_pooled_pod(actor(), session, plain, read_secrets=False)
+    assert not takes_pooled_pod(actor(), session, secrets, read_secrets=False)
+    assert takes_pooled_pod(actor(), session, secrets, read_secrets=True)
+    assert not takes_pooled_pod(actor(size=0), session, plain, read_secrets=True)
