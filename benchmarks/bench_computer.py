@@ -7,7 +7,9 @@ and bench_session_loop do) with its default settings, and runs sessions of the
 starts on a new, empty PVC. Measured, in one run:
 
 save and restore, for each size (default 100 MB and 1 GB: one turn writes that
-many random, incompressible bytes, ``{"fill": {"data.bin": size}}``):
+many random, incompressible bytes, ``{"fill": {"data.bin": size}}``, fsynced
+before it completes; with ``--unsynced`` also without the fsync, so the save's
+cut flushes what the turn left dirty):
   - save: the writing turn's ``turn.completed`` → the operator's VolumeSnapshot
     (``<workspace>-save-1``) created → bound to the VolumeSnapshotContent the
     snapshot controller makes (the CSI driver's snapshot starts) → its
@@ -16,6 +18,8 @@ many random, incompressible bytes, ``{"fill": {"data.bin": size}}``):
     ``readyToUse`` → the Workspace's ``status.computerVersion`` naming it (the
     committed Computer version; the operator polls pending saves once a
     supervisor pass, 1 s by default);
+  - every save settled (none pending: a loss leaves no recovery gap, which would
+    hold the Session for acknowledgement and its queued turn with it);
   - fork: a fork of the session at the writing turn (its save restored on a new
     Workspace), from the fork call to the fork's first ``turn.running``, beside
     the Helmr cold start (a fresh empty PVC);
@@ -47,7 +51,8 @@ Every timestamp is this host's wall clock (the control plane and the node run
 here). Figures are printed, never asserted; only the restored bytes are checked.
 
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
-        .venv/bin/python benchmarks/bench_computer.py [--sizes 100M,1G] [--samples 3] [--cold 5]
+        .venv/bin/python benchmarks/bench_computer.py [--sizes 100M,1G] [--samples 3] [--cold 5] \\
+        [--unsynced]
     ... benchmarks/bench_computer.py --quick   # 1 MB and 10 MB, one sample, 2 cold starts
 """
 
@@ -88,7 +93,7 @@ from kubernetes import client
 from tests.cluster import conftest
 from tests.cluster.sessions import all_events, create_actor, eventually
 
-from helmr.client import Client, SessionRef, TurnRef
+from helmr.client import Client, SessionRef, Turn, TurnRef
 from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.operator.runners.pods import pod_name
 from helmr.resources import GROUP, VERSION, WORKSPACES
@@ -205,14 +210,16 @@ async def save_and_restore(
     namespace: str,
     workspace: str,
     size: int,
+    sync: bool,
 ) -> dict[str, float]:
-    """One sample: a turn fills the disk, its save commits, the runner is lost,
-    and the next runner runs on the disk restored from that save."""
+    """One sample: a turn fills the disk (fsynced before it completes, or not:
+    ``sync``), its save commits, the runner is lost, and the next runner runs on
+    the disk restored from that save."""
     session, _ = await helmr.actors.start(FILES, namespace=namespace, workspace=workspace)
-    fill = await session.enqueue({"fill": {DATA: size}})
+    fill = await session.enqueue({"fill": {DATA: size}, "sync": sync})
     # Queued behind it: runs once the fill's save is cut (turn-aligned saves).
     after = await session.enqueue({"read": []})
-    assert (await after.wait(timeout=LONG)).status == "completed"
+    await _completed(session, after)
     events = await all_events(session)
     running = first(events, "turn.running", fill.id)
     completed = first(events, "turn.completed", fill.id)
@@ -232,6 +239,13 @@ async def save_and_restore(
         "save_committed": committed - completed,
     }
 
+    # Every completed Turn saved before the loss, so it leaves no recovery gap: a
+    # gap holds the Session for acknowledgement, and the queued turn would wait
+    # for a resume. (The read turn's save can still be in flight here: it is cut
+    # at that turn's end only if the fill's save was committed by then, else it
+    # is taken once the Session is idle. Lost before it is ready, the read turn is
+    # in the gap: the first runs hung there, their check turn held.)
+    await _saves_settled(helmr, namespace, workspace)
     busy = await session.enqueue({"sleep": 3600})
     check = await session.enqueue({"size": [DATA]})
     await eventually(lambda: _running(busy), timeout=LONG, what=f"turn {busy.id} running")
@@ -239,8 +253,7 @@ async def save_and_restore(
     lost_pod = pod_name(view.name, view.process_epoch)
     lost = time.time()
     await asyncio.to_thread(core.delete_namespaced_pod, lost_pod, namespace)
-    checked = await check.wait(timeout=LONG)
-    assert checked.status == "completed", checked
+    checked = await _completed(session, check)
     assert checked.result == {"read": {}, "size": {DATA: size}}, checked.result
     events = await all_events(session)
     restored = claim_name(workspace, 2)
@@ -269,8 +282,7 @@ async def _fork_first_turn(
     forked_at = time.time()
     forked = await helmr.sessions.fork(session, at_turn=fill, workspace=f"{workspace}-fork")
     check = await forked.enqueue({"size": [DATA]})
-    checked = await check.wait(timeout=LONG)
-    assert checked.status == "completed", checked
+    checked = await _completed(forked, check)
     assert checked.result == {"read": {}, "size": {DATA: size}}, checked.result
     running = first(await all_events(forked), "turn.running", check.id) - forked_at
     await forked.cancel()
@@ -279,6 +291,32 @@ async def _fork_first_turn(
 
 async def _running(turn: TurnRef) -> bool:
     return (await turn.retrieve()).status == "running"
+
+
+async def _completed(session: SessionRef, turn: TurnRef) -> Turn:
+    """The turn once completed; a Session held meanwhile (its queue waits for a
+    resume that the benchmark never sends) ends the run saying why, not in a hang."""
+
+    async def outcome() -> Turn | None:
+        state = await session.retrieve()
+        if state.hold is not None:
+            raise SystemExit(f"session {session.id} held ({state.hold.reason}): {turn.id} waits")
+        view = await turn.retrieve()
+        return view if view.status not in ("queued", "running") else None
+
+    done: Turn = await eventually(outcome, timeout=LONG, what=f"turn {turn.id} ended")
+    assert done.status == "completed", done
+    return done
+
+
+async def _saves_settled(helmr: Client, namespace: str, workspace: str) -> None:
+    """Until the Workspace has no save pending: every completed Turn's is ready."""
+    ref = helmr.workspaces.ref(f"{namespace}/{workspace}")
+
+    async def settled() -> bool:
+        return (await ref.retrieve()).pending_saves == 0
+
+    await eventually(settled, timeout=LONG, what=f"workspace {workspace}'s saves settled")
 
 
 async def _end(session: SessionRef, core: client.CoreV1Api, namespace: str) -> None:
@@ -379,6 +417,10 @@ async def cold_starts(
 # --- setup and main -----------------------------------------------------------------------
 
 
+def _workspace(size: int, sync: bool, sample: int) -> str:
+    return f"fill-{size}-{sample}" if sync else f"fill-{size}-unsynced-{sample}"
+
+
 def parse_size(text: str) -> int:
     """``100M`` → 100 000 000 bytes (decimal units, as "100 MB" and "1 GB" mean)."""
     unit = text[-1].upper()
@@ -425,7 +467,8 @@ async def bench(args: argparse.Namespace) -> None:
     api = new_api_client(kubeconfig)
     core = client.CoreV1Api(api)
     print(storage_summary(api), flush=True)
-    saves: dict[int, list[dict[str, float]]] = {}
+    saves: dict[tuple[int, bool], list[dict[str, float]]] = {}
+    kinds = [True, False] if args.unsynced else [True]
     disk = disk_size(sizes)
     with (
         control_plane(kubeconfig) as op,
@@ -439,13 +482,15 @@ async def bench(args: argparse.Namespace) -> None:
             print(f"cold: {args.cold} sessions and {args.cold} of each bare pod ...", flush=True)
             cold = await cold_starts(helmr, core, watched, namespace, image, args.cold, disk)
             for size in sizes:
-                print(f"save and restore: {size_label(size)} x {args.samples} ...", flush=True)
-                saves[size] = [
-                    await save_and_restore(
-                        helmr, core, watched, namespace, f"fill-{size}-{i}", size
-                    )
-                    for i in range(args.samples)
-                ]
+                for sync in kinds:
+                    label = f"{size_label(size)}{'' if sync else ' unsynced'}"
+                    print(f"save and restore: {label} x {args.samples} ...", flush=True)
+                    saves[(size, sync)] = [
+                        await save_and_restore(
+                            helmr, core, watched, namespace, _workspace(size, sync, i), size, sync
+                        )
+                        for i in range(args.samples)
+                    ]
 
     table = Table()
     table.section(f"cold start (same image, same node; fresh PVCs of {disk})")
@@ -462,13 +507,14 @@ async def bench(args: argparse.Namespace) -> None:
     table.ratio("ratio bare+PVC Running / bare Running", with_pvc, bare)
     table.ratio("ratio helmr first turn.running / bare Running", helmr_cold, bare)
     table.ratio("ratio helmr first turn.running / bare+PVC Running", helmr_cold, with_pvc)
-    for size, samples in saves.items():
+    for (size, sync), samples in saves.items():
         label = size_label(size)
 
         def column(key: str, samples: list[dict[str, float]] = samples) -> list[float]:
             return [s[key] for s in samples]
 
-        table.section(f"{label} of files on the Computer disk")
+        how = "fsynced by the turn" if sync else "not fsynced: the cut flushes them"
+        table.section(f"{label} of files on the Computer disk, {how}")
         table.latency("fill turn: turn.running -> turn.completed", column("fill_write"))
         table.latency("save: turn.completed -> VolumeSnapshot created", column("save_created"))
         table.latency("save: turn.completed -> content bound", column("save_bound"))
@@ -502,6 +548,11 @@ def main() -> None:
     )
     parser.add_argument("--samples", type=int, default=3, help="save/restore samples per size")
     parser.add_argument("--cold", type=int, default=5, help="cold starts of each kind")
+    parser.add_argument(
+        "--unsynced",
+        action="store_true",
+        help="also fill without fsync at the turn's end (the save's cut flushes the data)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="small sizes (1M,10M), one sample, 2 cold starts"
     )

@@ -7,7 +7,10 @@ local runner image). An input object may hold, done in this order:
   (flushed and fsynced before the turn completes, as 000 asks of handlers);
 - ``{"fill": {"name": bytes, ...}}``: writes each file with that many random
   bytes (incompressible, as a disk's worst case), streamed in chunks so a runner
-  with a small memory limit can fill gigabytes, and fsynced likewise;
+  with a small memory limit can fill gigabytes, and fsynced likewise; with
+  ``"sync": false`` beside it, not fsynced at the end (left to the kernel's
+  writeback, or to the save's cut: what benchmarks/bench_computer.py's
+  ``--unsynced`` measures);
 - ``{"read": ["name", ...]}``: the result's ``read`` maps each name to its text,
   or null when the file is missing;
 - ``{"size": ["name", ...]}``: the result also has ``size``, mapping each name
@@ -42,9 +45,10 @@ async def files_turn(turn: Turn) -> JsonValue:
     for name, text in (written if isinstance(written, dict) else {}).items():
         _write(computer / name, str(text))
     filled = asked.get("fill")
+    sync = asked.get("sync") is not False
     for name, size in (filled if isinstance(filled, dict) else {}).items():
         # In a thread: the runner's event loop keeps serving while gigabytes go to disk.
-        await asyncio.to_thread(_fill, computer / name, int(str(size)))
+        await asyncio.to_thread(_fill, computer / name, int(str(size)), sync)
     removed = asked.get("remove")
     for name in removed if isinstance(removed, list) else []:
         (computer / str(name)).unlink(missing_ok=True)
@@ -72,16 +76,18 @@ def _write(path: Path, text: str) -> None:
 FILL_CHUNK = 1 << 20
 FILL_SYNC_EVERY = 64
 """Chunks between fsyncs while filling: dirty pages count against the runner's
-memory limit, so they are written back before they pile up."""
+memory limit, so they are written back before they pile up (unsynced: never,
+the kernel's writeback and the cgroup's dirty-page throttling decide)."""
 
 
-def _fill(path: Path, size: int) -> None:
+def _fill(path: Path, size: int, sync: bool) -> None:
     with path.open("wb") as file:
         for done in range(0, size, FILL_CHUNK):
             file.write(os.urandom(min(FILL_CHUNK, size - done)))
-            if (done // FILL_CHUNK) % FILL_SYNC_EVERY == FILL_SYNC_EVERY - 1:
+            if sync and (done // FILL_CHUNK) % FILL_SYNC_EVERY == FILL_SYNC_EVERY - 1:
                 os.fsync(file.fileno())
-        os.fsync(file.fileno())
+        if sync:
+            os.fsync(file.fileno())
 
 
 def _size(path: Path) -> int | None:

@@ -41,6 +41,7 @@ class DiskKube(StubKube):
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.created_snapshots: list[str] = []
         self.cut_at_once = True
+        self.ready_at_once = False
 
     async def get_resource(self, kind: type[R], namespace: str, name: str) -> R | None:
         obj = self.resources.get((kind.KIND, name))
@@ -75,7 +76,9 @@ class DiskKube(StubKube):
     async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
         self.created_snapshots.append(body["metadata"]["name"])
         # Cut at once, as by a constant-time driver; ready when a test says so.
-        cut = {"creationTime": "2030-01-01T00:00:00Z"} if self.cut_at_once else {}
+        cut: dict[str, Any] = {"creationTime": "2030-01-01T00:00:00Z"} if self.cut_at_once else {}
+        if self.ready_at_once:  # as the local driver: cut and ready in one status update
+            cut["readyToUse"] = True
         self.snapshots[body["metadata"]["name"]] = {**body, "status": cut}
 
     async def delete_snapshot(self, namespace: str, name: str) -> None:
@@ -151,6 +154,13 @@ async def _session_with_a_completed_turn(control: Control, disks: Disks, kube: D
     return session.id
 
 
+async def reconciled(disks: Disks) -> None:
+    """A pass, and the snapshots it took followed until cut (the stub cuts them at
+    once): the passes leave a Workspace alone while its new snapshot is followed."""
+    await disks.reconcile()
+    await asyncio.gather(*disks._cutting.values())
+
+
 async def _actor(kube: DiskKube) -> Actor:
     actor = await kube.get_resource(Actor, NS, "files")
     assert actor is not None
@@ -174,16 +184,16 @@ async def test_a_pending_save_becomes_a_snapshot_and_commits_once_ready(
 ) -> None:
     await _session_with_a_completed_turn(h.control, disks, kube)
 
-    await disks.reconcile()
+    await reconciled(disks)
     assert kube.created_snapshots == ["ws-save-1"]
     assert kube.snapshots["ws-save-1"]["spec"]["source"] == {
         "persistentVolumeClaimName": "ws-disk-1"
     }
-    await disks.reconcile()  # not ready yet: nothing changes
+    await reconciled(disks)  # not ready yet: nothing changes
     assert (await h.control.get_workspace(NS, "ws")).computer_version is None
 
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
-    await disks.reconcile()
+    await reconciled(disks)
     view = await h.control.get_workspace(NS, "ws")
     assert (view.computer_version, view.pending_saves) == ("ws-save-1", 0)
     assert kube.created_snapshots == ["ws-save-1"]
@@ -193,19 +203,19 @@ async def test_a_failed_attempt_counts_once_and_is_retried_after_a_backoff(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     await _session_with_a_completed_turn(h.control, disks, kube)
-    await disks.reconcile()
+    await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"error": {"message": "no space"}}
 
     for _ in range(3):  # the failed snapshot is being deleted: one attempt, not three
-        await disks.reconcile()
+        await reconciled(disks)
     [save] = await h.control.pending_saves()
     assert (save.attempts, save.error) == (1, "no space")
 
     del kube.snapshots["ws-save-1"]  # gone now; the backoff still holds the next attempt
-    await disks.reconcile()
+    await reconciled(disks)
     assert kube.created_snapshots == ["ws-save-1"]
     disks._retry_at.clear()  # the backoff elapsed
-    await disks.reconcile()
+    await reconciled(disks)
     assert kube.created_snapshots == ["ws-save-1", "ws-save-1"]
 
 
@@ -226,7 +236,7 @@ async def test_a_save_in_a_namespace_being_deleted_fails_its_attempts_and_is_giv
     await _session_with_a_completed_turn(h.control, disks, kube)
     for _ in range(ControlConfig().max_save_attempts):
         disks._retry_at.clear()  # each backoff elapsed
-        await disks.reconcile()
+        await reconciled(disks)
     assert await h.control.pending_saves() == []
     [save] = ended
     assert (save.status, save.attempts) == ("failed", ControlConfig().max_save_attempts)
@@ -268,21 +278,47 @@ async def test_the_next_turn_runs_once_the_snapshot_of_its_predecessors_save_is_
     assert [s.status for s in await h.control.pending_saves()] == ["pending"]  # not ready
 
 
+async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """A driver that makes a snapshot ready as it cuts it (the local one): the save
+    commits when the cut is seen, not a pass later, so the Workspace has no save in
+    flight when the next Turn ends and that Turn's save is cut at its own end (the
+    Turn after it waits). Committed a pass later, the next Turn's save was left to
+    be covered by a later one, and a loss meanwhile named that Turn in a gap."""
+    kube.ready_at_once = True
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await reconciled(disks)
+    await _complete_another(h.control, session_id)  # ran once save 1 was cut
+    assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-1"
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    await h.control.enqueue(session_id, "third")
+    with pytest.raises(ReceiveTimeout):  # waits for save 2's cut, at turn 2's end
+        await h.control.receive(session_id, epoch, timeout=0)
+    await reconciled(disks)
+    assert await h.control.receive(session_id, epoch, timeout=5) is not None
+    assert kube.created_snapshots == ["ws-save-1", "ws-save-2"]
+    assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-2"
+    [metric] = disks.metrics.save_cut.collect()
+    [cut] = [m for m in metric.samples if m.name.endswith("_count")]
+    assert cut.value == 2
+
+
 async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_the_rest(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     ended: list[SaveRow] = []
     disks.save_ended = ended.append
     session_id = await _session_with_a_completed_turn(h.control, disks, kube)
-    await disks.reconcile()
+    await reconciled(disks)
     for _ in range(3):  # completed while save 1 is being taken
         await _complete_another(h.control, session_id)
-        await disks.reconcile()
+        await reconciled(disks)
     assert kube.created_snapshots == ["ws-save-1"]
 
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
-    await disks.reconcile()  # save 1 is ready
-    await disks.reconcile()  # the newest is taken, for the three
+    await reconciled(disks)  # save 1 is ready
+    await reconciled(disks)  # the newest is taken, for the three
     assert kube.created_snapshots == ["ws-save-1", "ws-save-4"]
     assert kube.snapshots["ws-save-4"]["metadata"]["labels"]["helmr.dev/save-version"] == "4"
     assert [s.version for s in await h.control.pending_saves()] == [4]
@@ -294,7 +330,7 @@ async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_
     assert annotations == {"helmr.dev/turns": ",".join([*covered, own.turn_id])}
 
     kube.snapshots["ws-save-4"]["status"] = {"readyToUse": True}
-    await disks.reconcile()
+    await reconciled(disks)
     assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-4"
     # Each Turn's save is told ended: its own snapshot, or the one that covered it.
     assert [(s.version, s.status, s.covered_by) for s in ended] == [
@@ -311,16 +347,16 @@ async def test_no_turn_waits_out_the_backoff_after_a_failed_attempt(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     session_id = await _session_with_a_completed_turn(h.control, disks, kube)
-    await disks.reconcile()
+    await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"error": {"message": "no space"}}
-    await disks.reconcile()  # failed: the Workspace backs off
+    await reconciled(disks)  # failed: the Workspace backs off
     del kube.snapshots["ws-save-1"]
     await _complete_another(h.control, session_id)  # its save is to be cut
     epoch = (await h.control.get_session(session_id)).process_epoch
     await h.control.enqueue(session_id, "next")
     with pytest.raises(ReceiveTimeout):
         await h.control.receive(session_id, epoch, timeout=0)
-    await disks.reconcile()  # still backing off: the save is not cut now
+    await reconciled(disks)  # still backing off: the save is not cut now
     assert await h.control.receive(session_id, epoch, timeout=0) is not None
     assert kube.created_snapshots == ["ws-save-1"]
 
@@ -329,16 +365,16 @@ async def test_a_failed_attempt_is_retried_as_the_newest_save_covering_it(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     session_id = await _session_with_a_completed_turn(h.control, disks, kube)
-    await disks.reconcile()
+    await reconciled(disks)
     await _complete_another(h.control, session_id)
     kube.snapshots["ws-save-1"]["status"] = {"error": {"message": "no space"}}
-    await disks.reconcile()
+    await reconciled(disks)
     del kube.snapshots["ws-save-1"]  # the failed attempt is gone
 
-    await disks.reconcile()
+    await reconciled(disks)
     assert kube.created_snapshots == ["ws-save-1"]  # the Workspace's backoff holds
     disks._retry_at.clear()  # the backoff elapsed
-    await disks.reconcile()
+    await reconciled(disks)
     assert kube.created_snapshots == ["ws-save-1", "ws-save-2"]
     [covered] = await h.control.covered_saves(NS, "ws", 2)
     assert (covered.version, covered.attempts, covered.error) == (1, 1, "no space")
@@ -351,9 +387,9 @@ async def test_after_a_loss_the_disk_is_restored_from_the_last_ready_save(
 ) -> None:
     session_id = await _session_with_a_completed_turn(h.control, disks, kube)
     actor = await _actor(kube)
-    await disks.reconcile()
+    await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
-    await disks.reconcile()
+    await reconciled(disks)
     session = await h.control.get_session(session_id)
     await h.control.execution_lost(session_id, session.process_epoch)
 
@@ -367,9 +403,9 @@ async def test_after_a_loss_the_disk_is_restored_from_the_last_ready_save(
 async def test_a_restore_whose_save_is_gone_fails(h: Harness, kube: DiskKube, disks: Disks) -> None:
     session_id = await _session_with_a_completed_turn(h.control, disks, kube)
     actor = await _actor(kube)
-    await disks.reconcile()
+    await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
-    await disks.reconcile()
+    await reconciled(disks)
     await h.control.execution_lost(session_id, 1)
     kube.snapshots.clear()
 
@@ -381,9 +417,9 @@ async def test_a_workspace_deleted_outside_helmr_starts_again_on_an_empty_disk(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     session_id = await _session_with_a_completed_turn(h.control, disks, kube)
-    await disks.reconcile()
+    await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
-    await disks.reconcile()
+    await reconciled(disks)
     await h.control.execution_lost(session_id, 1)
     # `kubectl delete workspace ws`: its claims and saves go with it.
     del kube.resources[("Workspace", "ws")]
@@ -463,7 +499,7 @@ async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_st
         assert turn is not None
         await h.control.complete(session.id, epoch, turn.id)
 
-    await disks.reconcile()
+    await reconciled(disks)
 
     assert kube.most_under_way == AT_ONCE
     assert sorted(kube.created_snapshots) == sorted(f"ws-{i}-save-1" for i in range(1, count))
@@ -548,9 +584,9 @@ async def test_a_forked_workspaces_first_disk_is_restored_from_the_save_it_was_f
     source_id = await _session_with_a_completed_turn(h.control, disks, kube)
     [save] = await h.control.pending_saves()
     done = save.turn_id
-    await disks.reconcile()
+    await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True, "creationTime": "t"}
-    await disks.reconcile()
+    await reconciled(disks)
     source = await h.control.get_session(source_id)
     forked = await h.control.fork_session(
         source_id=source.id, at_turn=done, name="f", workspace="fws"

@@ -215,6 +215,8 @@ class Disks:
         """One Workspace's pending saves, oldest first: the one with a snapshot is
         being taken (the oldest: newer ones were requested after it was taken)."""
         key = (namespace, name)
+        if key in self._cutting:
+            return  # its save just taken is followed closely (_follow_cut)
         newest = saves[-1]
         for save in saves:
             if save.taken_at is None and save is not newest:
@@ -248,9 +250,12 @@ class Disks:
 
     async def _follow_cut(self, save: SaveRow) -> None:
         """Reads the snapshot just asked for, at short and growing intervals, until
-        its point in time is cut (its Session's next Turn waits for that) or it is
-        gone or failed; its readiness and failure are the passes' to follow. Given up
-        after ``CUT_FOLLOW_SECONDS``: the passes see the cut from there."""
+        its point in time is cut (its Session's next Turn waits for that), it failed,
+        or it is gone; the passes leave its Workspace alone meanwhile. A snapshot
+        ready as it is cut (the local driver's, and many others') commits then: the
+        Workspace has no save in flight when its Session's next Turn ends, so that
+        Turn's save is cut at its own end too. Readiness that comes later is the
+        passes' to follow, as is everything after ``CUT_FOLLOW_SECONDS``."""
         namespace, name = save.namespace, save.workspace
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + CUT_FOLLOW_SECONDS, CUT_POLL_FIRST
@@ -259,17 +264,20 @@ class Disks:
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, CUT_POLL_MOST)
                 snapshot = await self.kube.get_snapshot(namespace, save_name(name, save.version))
-                status = {} if snapshot is None else snapshot.get("status") or {}
-                if status.get("creationTime"):
-                    await self._cut(save)
-                if snapshot is None or status.get("creationTime") or status.get("error"):
+                if snapshot is None:
+                    return
+                status = snapshot.get("status") or {}
+                if status.get("creationTime") or status.get("readyToUse") or status.get("error"):
+                    await self._follow(save, snapshot)
                     return
         except Exception:
             log.exception("workspace %s/%s: following save %d", namespace, name, save.version)
 
     async def _cut(self, save: SaveRow) -> None:
         """The save's snapshot has its ``creationTime``: recorded once, whoever saw it."""
-        cut = await self.control.save_cut(save.namespace, save.workspace, save.version)
+        self._observe_cut(await self.control.save_cut(save.namespace, save.workspace, save.version))
+
+    def _observe_cut(self, cut: SaveRow | None) -> None:
         if cut is not None and cut.cut_at is not None:
             self.metrics.save_cut.observe((cut.cut_at - cut.requested_at).total_seconds())
 
@@ -280,31 +288,42 @@ class Disks:
         await asyncio.gather(*self._cutting.values(), return_exceptions=True)
 
     async def _follow(self, save: SaveRow, snapshot: dict[str, Any]) -> None:
-        """The save being taken: ready, failed (deleted, to be taken again), or still going."""
+        """The save being taken: ready, cut, failed (deleted, to be taken again), or
+        still going."""
         namespace, name, version = save.namespace, save.workspace, save.version
         if (snapshot.get("metadata") or {}).get("deletionTimestamp"):
             return  # a failed attempt going away; the next one starts once it is gone
         status = snapshot.get("status") or {}
+        if status.get("readyToUse"):
+            await self._ready(save)
+            return
         if status.get("creationTime") and save.cut_at is None:
             await self._cut(save)
-        if status.get("readyToUse"):
-            ready = await self.control.save_ready(namespace, name, version)
-            self.save_ended(ready)
-            covered = await self._covered_ended(save)
-            if ready.ready_at is not None:
-                oldest = min(s.requested_at for s in [*covered, ready])
-                self.metrics.recovery_point_lag.observe((ready.ready_at - oldest).total_seconds())
-            self.metrics.saves.labels("ready").inc()
-            waited = datetime.now(UTC) - save.requested_at
-            self.metrics.save_duration.observe(waited.total_seconds())
-            log.info("workspace %s/%s: save %d ready", namespace, name, version)
-            if (resolved := await self._resolved(save)) is not None:
-                await self._prune(namespace, name, resolved[1].keep_saves)
-        elif status.get("error"):
+        if status.get("error"):
             message = str((status["error"] or {}).get("message") or "snapshot failed")
             # Deleted first, so the next attempt starts over and a given-up save leaves nothing.
             await self.kube.delete_snapshot(namespace, save_name(name, version))
             await self._attempt_failed(save, message)
+
+    async def _ready(self, save: SaveRow) -> None:
+        """The save's snapshot is ready: committed, and cut with it if it was not
+        before (one transaction, so the Workspace has no save in flight by the time
+        its Session's next Turn can run and end); older saves beyond the policy pruned."""
+        namespace, name = save.namespace, save.workspace
+        ready = await self.control.save_ready(namespace, name, save.version)
+        if save.cut_at is None and ready.status == "ready":
+            self._observe_cut(ready)
+        self.save_ended(ready)
+        covered = await self._covered_ended(save)
+        if ready.ready_at is not None:
+            oldest = min(s.requested_at for s in [*covered, ready])
+            self.metrics.recovery_point_lag.observe((ready.ready_at - oldest).total_seconds())
+        self.metrics.saves.labels("ready").inc()
+        waited = datetime.now(UTC) - save.requested_at
+        self.metrics.save_duration.observe(waited.total_seconds())
+        log.info("workspace %s/%s: save %d ready", namespace, name, save.version)
+        if (resolved := await self._resolved(save)) is not None:
+            await self._prune(namespace, name, resolved[1].keep_saves)
 
     async def _attempt_failed(self, save: SaveRow, message: str) -> None:
         """One attempt at ``save`` failed: it is taken again after a backoff, or
