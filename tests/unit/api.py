@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from helmr.control import SessionView, TurnView
 from helmr.control.control import Control
 from helmr.protocol import EPOCH_HEADER
+from helmr.resources.session import ForkFrom
 from helmr.resources.session_env import SessionEnv
 from helmr.server import Grant, StaticRunnerTokens, User
 
@@ -45,12 +46,17 @@ class RecordingMirror:
     turns: list[str] = field(default_factory=list)
     deleted_workspaces: list[str] = field(default_factory=list)
     envs: dict[str, SessionEnv] = field(default_factory=dict)
+    forks: dict[str, ForkFrom] = field(default_factory=dict)
     broken: bool = False  # as when the apiserver is unreachable
 
-    async def session_started(self, session: SessionView, env: SessionEnv) -> None:
+    async def session_started(
+        self, session: SessionView, env: SessionEnv, fork_from: ForkFrom | None = None
+    ) -> None:
         self._check()
         self.sessions.append(session.id)
         self.envs[session.id] = env
+        if fork_from is not None:
+            self.forks[session.id] = fork_from
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         assert turn.session_id == session.id

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 from pydantic import JsonValue
 
@@ -14,11 +17,44 @@ from helmr.protocol.api_requests import DEFAULT_PAGE, MAX_PAGE, MAX_SAFE_INTEGER
 session_arg = click.argument("session_id", metavar="SESSION")
 turn_arg = click.argument("turn_id", metavar="TURN")
 idempotency = click.option("--idempotency-key", help="Repeating the call with it repeats nothing.")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group()
 def session() -> None:
     """Sessions of an actor: start, enqueue turns, send, control, read events."""
+
+
+def env_options(command: F) -> F:
+    """``--env``, ``--env-secret`` and ``--env-from``: a new session's own settings."""
+    for option in reversed(
+        (
+            click.option(
+                "--env",
+                "values",
+                multiple=True,
+                metavar="NAME=VALUE",
+                help="An environment variable of the session's actor (repeatable).",
+            ),
+            click.option(
+                "--env-secret",
+                "secret_keys",
+                multiple=True,
+                metavar="NAME=SECRET:KEY",
+                help="A variable whose value is KEY of the Secret SECRET in the namespace"
+                " (repeatable).",
+            ),
+            click.option(
+                "--env-from",
+                "secrets",
+                multiple=True,
+                metavar="SECRET",
+                help="A Secret in the namespace whose every key becomes a variable (repeatable).",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
 
 
 @session.command()
@@ -32,27 +68,7 @@ def session() -> None:
 )
 @click.option("-w", "--workspace", required=True, help="The Workspace the session will own.")
 @click.option("--key", help="An application-defined key kept with the session.")
-@click.option(
-    "--env",
-    "values",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="An environment variable of the session's actor (repeatable).",
-)
-@click.option(
-    "--env-secret",
-    "secret_keys",
-    multiple=True,
-    metavar="NAME=SECRET:KEY",
-    help="A variable whose value is KEY of the Secret SECRET in the namespace (repeatable).",
-)
-@click.option(
-    "--env-from",
-    "secrets",
-    multiple=True,
-    metavar="SECRET",
-    help="A Secret in the namespace whose every key becomes a variable (repeatable).",
-)
+@env_options
 @idempotency
 @click.pass_context
 def start(
@@ -224,6 +240,7 @@ def cancel(ctx: click.Context, session_id: str, idempotency_key: str | None) -> 
 @session_arg
 @click.option("--at-turn", "at_turn", required=True, help="The completed Turn to fork at.")
 @click.option("-w", "--workspace", help="The new Workspace the fork owns (default: fork-<ulid>).")
+@env_options
 @idempotency
 @click.pass_context
 def fork(
@@ -231,14 +248,24 @@ def fork(
     session_id: str,
     at_turn: str,
     workspace: str | None,
+    values: tuple[str, ...],
+    secret_keys: tuple[str, ...],
+    secrets: tuple[str, ...],
     idempotency_key: str | None,
 ) -> None:
     """Fork a session at a completed turn: a new session of its actor on a new
-    Workspace restored from that turn's save. The source is untouched."""
+    Workspace restored from that turn's save. The source is untouched. The fork runs
+    with the source's environment unless --env, --env-secret or --env-from is given."""
+    env = _session_env(values, secret_keys)
 
     async def work(client: Client) -> None:
         forked = await client.sessions.fork(
-            session_id, at_turn=at_turn, workspace=workspace, idempotency_key=idempotency_key
+            session_id,
+            at_turn=at_turn,
+            workspace=workspace,
+            idempotency_key=idempotency_key,
+            env=env or None,
+            env_from=list(secrets) or None,
         )
         assert forked.state is not None  # fork returns the view with the reference
         show(ctx, forked.state, render.session)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from ssl import SSLContext
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from helmr.client._http import Transport
 from helmr.client.models import Run, StartResult
-from helmr.client.sessions import SessionRef, Sessions
+from helmr.client.sessions import SessionRef, Sessions, session_settings
 from helmr.client.workspaces import Workspaces
 from helmr.protocol import api_routes as routes
 from helmr.protocol.api_requests import SecretKey, SecretSource, StartBody
@@ -45,16 +45,11 @@ class Actors:
         (by name, or ``SecretSource(secret=..., prefix=...)``) whose every key becomes one. The
         actor reads them in ``os.environ`` from ``run`` on (docs/sdk.md); Secret values
         never pass through Helmr's API."""
-        settings: dict[str, Any] = {}
-        if env is not None:
-            settings["env"] = dict(env)
-        if env_from is not None:
-            settings["env_from"] = [
-                SecretSource.model_construct(secret=source) if isinstance(source, str) else source
-                for source in env_from
-            ]
         body = StartBody.model_construct(
-            workspace=workspace, key=key, idempotency_key=idempotency_key, **settings
+            workspace=workspace,
+            key=key,
+            idempotency_key=idempotency_key,
+            **session_settings(env, env_from),
         )
         reply = StartResult.model_validate(
             await self._http.request("POST", routes.actor_sessions(namespace, actor), body=body)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 from pydantic import BaseModel, JsonValue
@@ -30,6 +30,8 @@ from helmr.protocol.api_requests import (
     ForkBody,
     NoBody,
     ResumeBody,
+    SecretKey,
+    SecretSource,
     SendBody,
     StreamQuery,
     WaitQuery,
@@ -248,6 +250,22 @@ class SessionRef:
         return Session.model_validate(await self._http.request("POST", path, body=body))
 
 
+def session_settings(
+    env: Mapping[str, str | SecretKey] | None, env_from: Sequence[str | SecretSource] | None
+) -> dict[str, Any]:
+    """A start's or fork's ``env`` and ``env_from`` fields, as named (a Secret's name
+    alone is every key of it, unprefixed)."""
+    settings: dict[str, Any] = {}
+    if env is not None:
+        settings["env"] = dict(env)
+    if env_from is not None:
+        settings["env_from"] = [
+            SecretSource.model_construct(secret=source) if isinstance(source, str) else source
+            for source in env_from
+        ]
+    return settings
+
+
 class Sessions:
     def __init__(self, transport: Transport) -> None:
         self._http = transport
@@ -262,18 +280,24 @@ class Sessions:
         at_turn: TurnRef | str,
         workspace: str | None = None,
         idempotency_key: str | None = None,
+        env: Mapping[str, str | SecretKey] | None = None,
+        env_from: Sequence[str | SecretSource] | None = None,
     ) -> SessionRef:
         """A new Session of the same actor on a new Workspace (``workspace``, else
         ``fork-<ulid>``) whose disk is restored from the save of the completed Turn
         ``at_turn``; ``session`` is untouched and keeps running. ``SaveNotReady``
         while that save is being taken (fork again once it is); ``Conflict`` when
         the Turn has no save of its own or its save failed. A repeated
-        ``idempotency_key`` returns the same Session."""
+        ``idempotency_key`` returns the same Session.
+
+        The fork runs with the source's environment variables unless ``env`` or
+        ``env_from`` is given (as ``actors.start`` takes them): then with those only."""
         session_id = session if isinstance(session, str) else session.id
         body = ForkBody.model_construct(
             at_turn=at_turn if isinstance(at_turn, str) else at_turn.id,
             workspace=workspace,
             idempotency_key=idempotency_key,
+            **session_settings(env, env_from),
         )
         reply = StartResult.model_validate(
             await self._http.request("POST", routes.session_fork(session_id), body=body)

@@ -176,12 +176,10 @@ class SecretSource(_Input):
     prefix: Prefix | None = Field(default=None, description="Put before each key's name.")
 
 
-class StartBody(_Input):
-    workspace: DnsLabel = Field(description="The Workspace the session holds while open.")
-    key: Key | None = Field(default=None, description="Application-defined key, kept verbatim.")
-    idempotency_key: Key | None = Field(
-        default=None, description="A repeated start with this key returns the same session."
-    )
+class _SessionSettings(_Input):
+    """A new session's own environment: a start's, or a fork's (which, naming none,
+    inherits its source's)."""
+
     env: dict[EnvVarName, EnvValue | SecretKey] | None = Field(
         default=None,
         max_length=MAX_ENV,
@@ -212,6 +210,14 @@ class StartBody(_Input):
         )
 
 
+class StartBody(_SessionSettings):
+    workspace: DnsLabel = Field(description="The Workspace the session holds while open.")
+    key: Key | None = Field(default=None, description="Application-defined key, kept verbatim.")
+    idempotency_key: Key | None = Field(
+        default=None, description="A repeated start with this key returns the same session."
+    )
+
+
 def _variable(name: str, value: str | SecretKey) -> SessionEnvVar:
     if isinstance(value, SecretKey):
         ref = SecretKeyRef(name=value.secret, key=value.key)
@@ -219,7 +225,10 @@ def _variable(name: str, value: str | SecretKey) -> SessionEnvVar:
     return SessionEnvVar(name=name, value=value)
 
 
-class ForkBody(_Input):
+class ForkBody(_SessionSettings):
+    """A fork naming neither ``env`` nor ``env_from`` runs with its source's (the
+    source Session's ``spec.env`` and ``spec.envFrom``); naming either, with its own."""
+
     at_turn: Id = Field(
         description="The completed Turn whose saved state the fork starts from (its id)."
     )

@@ -46,6 +46,7 @@ from helmr.protocol.api_requests import (
     TurnPath,
     WaitQuery,
 )
+from helmr.resources.session import ForkFrom
 from helmr.resources.session_env import SessionEnv
 from helmr.server import sse
 from helmr.server.routing import route
@@ -69,8 +70,12 @@ class Mirror(Protocol):
     would enqueue the work twice); it is logged, and a repeat heals it.
     """
 
-    async def session_started(self, session: SessionView, env: SessionEnv) -> None:
-        """``env``: the settings the start named (they live in the Session's object only)."""
+    async def session_started(
+        self, session: SessionView, env: SessionEnv, fork_from: ForkFrom | None = None
+    ) -> None:
+        """``env``: the settings the start named (they live in the Session's object only);
+        ``fork_from``: the Session and Turn a fork started from (naming no settings, it
+        runs with that Session's)."""
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None: ...
 
@@ -122,11 +127,14 @@ class PublicApi:
         verb="create",
         summary="Fork the session at a completed turn: a new session on a new workspace.",
     )
-    async def fork_session(self, path: SessionPath, body: ForkBody) -> StartResult:
+    async def fork_session(
+        self, path: SessionPath, body: ForkBody, subject: SessionView
+    ) -> StartResult:
         """The new session runs the same actor on a new workspace whose disk is restored
-        from the save of ``at_turn``; the source is untouched and keeps running. 409
-        save_not_ready while that save is being taken (fork again once it is); 409 when
-        the turn has no save of its own (saved with a later turn) or its save failed."""
+        from the save of ``at_turn``; the source is untouched and keeps running. It runs
+        with the source's environment (``env``, ``env_from``) unless it names its own.
+        409 save_not_ready while that save is being taken (fork again once it is); 409
+        when the turn has no save of its own (saved with a later turn) or its save failed."""
         session = await self._control.fork_session(
             source_id=path.session_id,
             at_turn=body.at_turn,
@@ -134,9 +142,12 @@ class PublicApi:
             workspace=body.workspace or f"fork-{str(ULID()).lower()}",
             idempotency_key=body.idempotency_key,
         )
-        # No settings of its own: the source's live in the source's object only.
+        # Its object names its source (spec.forkFrom): naming no settings of its own,
+        # its runners get the source's, which live in the source's object only.
+        source = ForkFrom(session=subject.name, turn=body.at_turn)
         await self._mirrored(
-            f"session {session.id}", lambda m: m.session_started(session, SessionEnv())
+            f"session {session.id}",
+            lambda m: m.session_started(session, body.session_env(), source),
         )
         return StartResult(session=session, run=None)
 

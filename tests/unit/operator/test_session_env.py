@@ -8,12 +8,14 @@ from typing import Any
 
 from helmr.operator.mirror.custom_resources import session_manifest
 from helmr.operator.runners import pods
+from helmr.operator.runners.fork_env import runner_env
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.resources import Session
-from helmr.resources.session_env import SessionEnv, SessionEnvFrom, SessionEnvVar
+from helmr.resources import ActorRef, ObjectMeta, Session, SessionSpec
+from helmr.resources.session import ForkFrom
+from helmr.resources.session_env import NO_ENV, SessionEnv, SessionEnvFrom, SessionEnvVar
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import ClusterKube, any_resource
 from tests.unit.operator.test_volumes import _runner_spec as runner_spec
@@ -97,3 +99,40 @@ async def test_the_supervisor_starts_a_runner_with_its_sessions_settings(h: Harn
     (pod,) = kube.pods
     assert container(pod)["envFrom"] == [{"secretRef": {"name": "team"}, "prefix": "TEAM_"}]
     assert {"name": "API_KEY", **SECRET_KEY} in container(pod)["env"]
+
+
+class Sessions:
+    """Session objects by name (a ResourceReader of Sessions only)."""
+
+    def __init__(self, *sessions: Session) -> None:
+        self.by_name = {str(s.metadata.name): s for s in sessions}
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        return self.by_name.get(name) if kind is Session else None
+
+
+def _session(name: str, env: SessionEnv = NO_ENV, fork_of: str | None = None) -> Session:
+    fork = None if fork_of is None else ForkFrom(session=fork_of, turn="turn_1")
+    spec = SessionSpec(actor_ref=ActorRef(name="a"), workspace=name, fork_from=fork)
+    spec.env, spec.env_from = list(env.env) or None, list(env.env_from) or None
+    return Session(metadata=ObjectMeta(name=name, namespace="team"), spec=spec)
+
+
+OWN = SessionEnv(env=(SessionEnvVar.model_validate({"name": "MODEL", "value": "large"}),))
+
+
+async def test_a_fork_naming_no_settings_runs_with_its_sources_through_a_chain_of_forks() -> None:
+    sessions = Sessions(
+        _session("source", ENV), _session("fork", fork_of="source"), _session("x", fork_of="fork")
+    )
+    assert await runner_env(sessions, sessions.by_name["fork"]) == ENV
+    assert await runner_env(sessions, sessions.by_name["x"]) == ENV
+
+
+async def test_a_fork_naming_settings_runs_with_those_only_and_a_gone_source_gives_none() -> None:
+    sessions = Sessions(_session("source", ENV), _session("own", OWN, fork_of="source"))
+    assert await runner_env(sessions, sessions.by_name["own"]) == OWN
+    orphan = _session("orphan", fork_of="deleted")
+    assert await runner_env(Sessions(orphan), orphan) == NO_ENV
+    looped = _session("loop", fork_of="loop")  # a manifest naming itself: ends
+    assert await runner_env(Sessions(looped), looped) == NO_ENV

@@ -47,6 +47,7 @@ from helmr.resources import (
     TurnSpec,
     TurnStatus,
 )
+from helmr.resources.session import ForkFrom
 from helmr.resources.session_env import NO_ENV, SessionEnv
 from helmr.states import TurnSource
 
@@ -103,8 +104,12 @@ def turn_status(view: TurnView) -> TurnStatus:
 # Optional fields are set only when present (a set field is sent, even as null).
 
 
-def session_manifest(session: SessionView, env: SessionEnv = NO_ENV) -> Session:
-    spec = SessionSpec(actor_ref=ActorRef(name=session.actor), workspace=session.workspace)
+def session_manifest(
+    session: SessionView, env: SessionEnv = NO_ENV, fork_from: ForkFrom | None = None
+) -> Session:
+    spec = SessionSpec(
+        actor_ref=ActorRef(name=session.actor), workspace=session.workspace, fork_from=fork_from
+    )
     if session.key:
         spec.key = session.key
     if env.env:
@@ -178,8 +183,10 @@ class CustomResourceMirror:
 
     # --- the server's Mirror: objects for what the API admitted
 
-    async def session_started(self, session: SessionView, env: SessionEnv) -> None:
-        created = await self.kube.create_resource(session_manifest(session, env))
+    async def session_started(
+        self, session: SessionView, env: SessionEnv, fork_from: ForkFrom | None = None
+    ) -> None:
+        created = await self.kube.create_resource(session_manifest(session, env, fork_from))
         if created is not None:
             self._owners[session.id] = created.owner_reference()
         self.request(session.id)

@@ -36,6 +36,7 @@ from helmr.operator.runners.backend import (
     RunnerRef,
     StartRefused,
 )
+from helmr.operator.runners.fork_env import runner_env
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.limits import effective_limits
 from helmr.operator.runners.pod_reports import PodReport
@@ -379,9 +380,12 @@ class Supervisor:
             await self.control.fail_session(session.id, FailureReason.RESTORE_FAILED.because(exc))
             self.metrics.restores_failed.inc()
             return
+        env = await runner_env(self.resources, owner)
         epoch = await self.control.process_started(session.id)
         try:
-            uid = await self.runners.start(self._runner_spec(session, owner, actor, epoch, disk))
+            uid = await self.runners.start(
+                self._runner_spec(session, owner, actor, epoch, disk, env)
+            )
         except StartRefused as exc:
             # The process is registered: without its runner nothing would ever end it.
             await self.fail_preparation(session, epoch, str(exc))
@@ -395,9 +399,16 @@ class Supervisor:
         log.info("session %s: started process %d", session.id, epoch)
 
     def _runner_spec(
-        self, session: SessionView, owner: Session, actor: Actor, epoch: int, disk: PreparedDisk
+        self,
+        session: SessionView,
+        owner: Session,
+        actor: Actor,
+        epoch: int,
+        disk: PreparedDisk,
+        env: SessionEnv,
     ) -> pods.RunnerSpec:
-        """What the runner of ``session``'s process ``epoch`` needs, on ``disk``."""
+        """What the runner of ``session``'s process ``epoch`` needs, on ``disk``, with
+        the Session's settings ``env`` (:func:`runner_env`)."""
         assert session.limits is not None  # resolved before any process starts
         return pods.RunnerSpec(
             namespace=session.namespace,
@@ -413,6 +424,6 @@ class Supervisor:
             log_format=self.settings.log_format,
             node_selector=self.settings.runner_node_selector,
             tolerations=self.settings.runner_tolerations,
-            session_env=SessionEnv.of(owner.spec.env, owner.spec.env_from),
+            session_env=env,
             egress_proxy_url=self.settings.egress_proxy_url,
         )
