@@ -21,6 +21,7 @@ from tests.unit.api import (
     Api,
 )
 from tests.unit.control.harness import DEFAULT_LIMITS as DEFAULTS
+from tests.unit.server.test_fork_env import forkable
 
 
 class Cli:
@@ -198,6 +199,20 @@ async def test_start_names_values_secret_keys_and_secrets(api: Api, cli: Cli) ->
         {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "api-key"}}},
     ]
     assert [source.secret_ref.name for source in env.env_from] == ["team"]
+
+
+async def test_fork_names_its_own_settings_or_none_to_run_with_its_sources(
+    api: Api, cli: Cli
+) -> None:
+    source, turn = await forkable(api)
+    own = await cli.json("session", "fork", source, "--at-turn", turn, "-w", "own", "--env", "M=l")
+    env = api.mirror.envs[own["id"]]
+    assert [var.model_dump(mode="json", exclude_none=True) for var in env.env] == [
+        {"name": "M", "value": "l"}
+    ]
+    inherits = await cli.json("session", "fork", source, "--at-turn", turn, "-w", "inherits")
+    assert not api.mirror.envs[inherits["id"]]
+    assert api.mirror.forks[inherits["id"]].turn == turn
 
 
 async def test_a_malformed_setting_is_refused_naming_its_option(api: Api, cli: Cli) -> None:

@@ -14,7 +14,7 @@ from tests.unit.api import ADMIN, NAMESPACE, Api
 from tests.unit.server.test_session_env import wire
 
 
-async def _forkable(api: Api) -> tuple[str, str]:
+async def forkable(api: Api) -> tuple[str, str]:
     """A Session started with settings, with a completed Turn whose save is ready."""
     source = await api.start(
         env={"MODEL": "small"}, env_from=[{"secret": "team", "prefix": "TEAM_"}]
@@ -30,7 +30,7 @@ async def _forkable(api: Api) -> tuple[str, str]:
 
 
 async def test_a_fork_names_its_source_and_no_settings_of_its_own(api: Api) -> None:
-    source, turn = await _forkable(api)
+    source, turn = await forkable(api)
     reply = await api.call(
         "POST", f"/v1/sessions/{source}/fork", json={"at_turn": turn, "workspace": "forked"}
     )
@@ -50,7 +50,7 @@ async def test_a_fork_names_its_source_and_no_settings_of_its_own(api: Api) -> N
 async def test_a_fork_naming_settings_gets_those_only(
     api: Api, settings: dict[str, Any], expected: tuple[list[Any], list[Any]]
 ) -> None:
-    source, turn = await _forkable(api)
+    source, turn = await forkable(api)
     async with Client(api.url, ADMIN) as client:
         forked = await client.sessions.fork(source, at_turn=turn, workspace="forked", **settings)
     assert wire(api.mirror.envs[forked.id]) == expected
@@ -58,7 +58,7 @@ async def test_a_fork_naming_settings_gets_those_only(
 
 
 async def test_a_forks_bad_setting_is_a_400_naming_it(api: Api) -> None:
-    source, turn = await _forkable(api)
+    source, turn = await forkable(api)
     body = {"at_turn": turn, "env_from": [{"secret": "s", "prefix": "HELMR_"}]}
     reply = await api.call("POST", f"/v1/sessions/{source}/fork", json=body, status=400)
     errors = reply["error"]["details"]["errors"]
