@@ -4,19 +4,21 @@ restored from the save of that Turn, the source untouched.
 A fork is made only from the save cut at exactly that Turn's end
 (:mod:`helmr.control.disks`: saves are turn-aligned), and only once it is ready:
 a Turn whose state was saved with a later one (coalesced, or under a save
-interval) or whose save failed cannot be forked, and one whose save is still
-being taken is refused with ``SaveNotReady`` (fork again once it is); never is
+interval) or whose save failed cannot be forked, and one whose save is being
+taken, or is still to be taken at that Turn's end, is refused with
+``SaveNotReady`` (fork again once it is); never is
 a fork silently made from an older or newer state.
 """
 
 from __future__ import annotations
 
 from helmr.control import sessions as session_control
+from helmr.control.disks import at_turn_end
 from helmr.control.views import load_session
 from helmr.errors import Conflict, NotFound, SaveNotReady
 from helmr.protocol.api import SessionView
 from helmr.resources.workspace import save_name
-from helmr.store import Tx, disks, sessions, turns
+from helmr.store import ReadTx, Tx, disks, sessions, turns
 from helmr.store.rows import ForkRow, SaveRow
 
 
@@ -56,7 +58,7 @@ def fork(
             turn_id=at_turn,
             status=turn.status,
         )
-    _require_forkable(save)
+    _require_forkable(save, on_its_way=_on_its_way(tx, save))
     if disks.get(tx, namespace, workspace) is not None:
         raise Conflict(
             f"workspace {workspace} exists: a fork starts on a new Workspace",
@@ -79,15 +81,25 @@ def fork(
     )
 
 
-def _require_forkable(save: SaveRow) -> None:
-    """Refuses a save that does not hold exactly its Turn's state, ready."""
+def _on_its_way(rt: ReadTx, save: SaveRow) -> bool:
+    """Whether a pending save will be taken as itself: it is being taken, or the disk
+    is still at its Turn's end (the operator takes it next, unless a save policy's
+    interval holds it, or a later Turn's save covers it first)."""
+    if save.status != "pending":
+        return False
+    session = sessions.get(rt, save.session_id)
+    return save.taken_at is not None or (session is not None and at_turn_end(rt, save, session))
+
+
+def _require_forkable(save: SaveRow, *, on_its_way: bool) -> None:
+    """Refuses a save that does not hold exactly its Turn's state, ready; one
+    ``on_its_way`` is refused until it is."""
     name = save_name(save.workspace, save.version)
     if save.status == "ready":
         return
-    if save.status == "pending" and save.taken_at is not None:
+    if on_its_way:
         raise SaveNotReady(
-            f"save {name} of turn {save.turn_id} is being taken and is not ready yet:"
-            " fork again once it is",
+            f"save {name} of turn {save.turn_id} is not ready yet: fork again once it is",
             save=name,
             status=save.status,
         )

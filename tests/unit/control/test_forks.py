@@ -67,6 +67,24 @@ async def test_a_fork_of_a_save_being_taken_is_refused_until_it_is_ready(h: Harn
     assert (await _fork(h, source, done[1])).workspace == "fork"
 
 
+async def test_a_fork_of_a_save_not_taken_yet_at_its_turns_end_waits_for_it(h: Harness) -> None:
+    """Between its Turn's end and the operator taking it, a save is on its way (the
+    Session waits for its cut): the fork is asked again, not refused for good as a
+    Turn whose state a later one saves; once a later Turn has run, it is refused."""
+    session = await h.session()
+    await h.control.align_saves("team", session.workspace, True)
+    epoch = await h.control.process_started(session.id)
+    await h.control.enqueue(session.id, "t0")
+    turn = await h.control.receive(session.id, epoch, timeout=0)
+    assert turn is not None
+    await h.control.complete(session.id, epoch, turn.id, None)
+    with pytest.raises(SaveNotReady):
+        await _fork(h, session, turn.id)
+    await h.control.take_save("team", session.workspace, 1)
+    await h.control.save_ready("team", session.workspace, 1)
+    assert (await _fork(h, session, turn.id)).workspace == "fork"
+
+
 async def test_a_turn_saved_only_with_a_later_one_or_not_completed_is_never_forked(
     h: Harness,
 ) -> None:
