@@ -9,7 +9,9 @@ then holds one ``receive`` per Session, each on its own connection as runners do
 Once every Session has a waiter, the second snapshot: what was allocated in
 between and is still alive, per pending ``receive``, by the innermost aiohttp,
 Helmr or asyncio line. RSS is read at both points too (this process only; compare
-it with ``--frames 0``, as tracemalloc's own records count in it).
+it with ``--frames 0``, as tracemalloc's own records count in it), and the peak RSS
+while the N connected at once (``VmHWM``, reset before they do): a restart's
+reconnect storm, every runner's ``receive`` arriving together.
 
     .venv/bin/python benchmarks/bench_long_poll_memory.py --sessions 1000 --frames 12
 
@@ -75,11 +77,20 @@ asyncio.run(main(*args))
 """
 
 
-def _rss_kib() -> int:
+def _status_kib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise LookupError("no VmRSS")
+    raise LookupError(f"no {field}")
+
+
+def _rss_kib() -> int:
+    return _status_kib("VmRSS")
+
+
+def _reset_peak() -> None:
+    """From now on ``VmHWM`` is the peak since now (Linux: ``clear_refs`` 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def _where(traceback: tracemalloc.Traceback) -> str:
@@ -182,6 +193,7 @@ async def measure_one(args: argparse.Namespace, kind: str) -> None:
         if args.frames:
             tracemalloc.start(args.frames)
         rss_before = _rss_kib()
+        _reset_peak()
         before = tracemalloc.take_snapshot() if args.frames else None
         client = await asyncio.create_subprocess_exec(
             sys.executable, "-c", CLIENT, stdin=asyncio.subprocess.PIPE
@@ -197,12 +209,17 @@ async def measure_one(args: argparse.Namespace, kind: str) -> None:
         await asyncio.sleep(2)
         gc.collect()
         rss_after = _rss_kib()
+        peak = _status_kib("VmHWM")
         after = tracemalloc.take_snapshot() if args.frames else None
         if args.frames:
             tracemalloc.stop()
         client.kill()
         await client.wait()
-    print(f"{kind}: {n} pending receives: RSS {(rss_after - rss_before) / n:.1f} KiB each", end="")
+    print(
+        f"{kind}: {n} pending receives: RSS {(rss_after - rss_before) / n:.1f} KiB each,"
+        f" peak while they connected {(peak - rss_before) / n:.1f}",
+        end="",
+    )
     if before is None or after is None:
         print(" (tracemalloc off)")
     else:

@@ -7,7 +7,6 @@ the live process's. Most are transaction functions bound as methods
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from functools import partial
 
 from pydantic import JsonValue
@@ -25,6 +24,7 @@ from helmr.control.surface import Surface
 from helmr.control.transaction import reads, writes
 from helmr.errors import ReceiveTimeout
 from helmr.protocol.api import MessageView, TurnView
+from helmr.store import Store
 from helmr.store.rows import AdoptionRow
 
 
@@ -42,38 +42,19 @@ class RunnerControl(Surface):
         ``metadata`` and ``tags`` on the ``turn.running`` of a Turn it starts); None
         once there is none for this process (closing Session drained, or the
         process must stop); ReceiveTimeout after ``timeout``."""
-        take_next = partial(
-            self._store.write,
-            partial(
-                turns.take_next, session_id=session_id, epoch=epoch, metadata=metadata, tags=tags
-            ),
-        )
+        asked = _Receive(self._store, session_id, epoch, metadata, tags)
         answer = await self._wait_for(
             session_id,
             timeout,
-            partial(self._look_first, session_id, epoch, take_next),
-            lambda found: found is not None,
+            asked.look_first,
+            _found,
             # Woken by a commit to the Session, most often the enqueue it waited
             # for: a read first would only add a transaction before the write.
-            again=take_next,
+            again=asked.take_next,
         )
         if answer is None:
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
-
-    async def _look_first(
-        self,
-        session_id: str,
-        epoch: int,
-        take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
-    ) -> TurnView | turns.Drained | None:
-        """``take_next``, in a write transaction only when a read one cannot answer
-        (:func:`~helmr.control.turns.look`): most receives find nothing to do, all
-        of them at once after a restart."""
-        answer = await self._store.read(partial(turns.look, session_id=session_id, epoch=epoch))
-        if answer is not turns.Unanswered.TAKE_NEXT:
-            return answer
-        return await take_next()
 
     adoption_of_pod = reads(adoptions.of_pod)
 
@@ -145,3 +126,48 @@ class RunnerControl(Surface):
             ),
             bool,
         )
+
+
+def _found(answer: TurnView | turns.Drained | None) -> bool:
+    return answer is not None
+
+
+class _Receive:
+    """What a waiting ``receive`` keeps: at 5,000 idle runners, one each for as long
+    as it waits, so no partials or closures (``bench_long_poll_memory.py``)."""
+
+    __slots__ = ("_epoch", "_metadata", "_session_id", "_store", "_tags")
+
+    def __init__(
+        self,
+        store: Store,
+        session_id: str,
+        epoch: int,
+        metadata: dict[str, JsonValue] | None,
+        tags: list[str] | None,
+    ) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._epoch = epoch
+        self._metadata = metadata
+        self._tags = tags
+
+    async def look_first(self) -> TurnView | turns.Drained | None:
+        """``take_next``, in a write transaction only when a read one cannot answer
+        (:func:`~helmr.control.turns.look`): most receives find nothing to do, all
+        of them at once after a restart."""
+        look = partial(turns.look, session_id=self._session_id, epoch=self._epoch)
+        answer = await self._store.read(look)
+        if answer is not turns.Unanswered.TAKE_NEXT:
+            return answer
+        return await self.take_next()
+
+    async def take_next(self) -> TurnView | turns.Drained | None:
+        take = partial(
+            turns.take_next,
+            session_id=self._session_id,
+            epoch=self._epoch,
+            metadata=self._metadata,
+            tags=self._tags,
+        )
+        return await self._store.write(take)

@@ -14,7 +14,6 @@ from helmr.protocol.api_routes import STREAM_KEEPALIVE
 from helmr.server.access import AccessGuard
 from helmr.server.auth import Authenticator, RunnerTokenVerifier
 from helmr.server.errors import error_middleware
-from helmr.server.log_context import log_context_middleware
 from helmr.server.metrics import Metrics, nothing_to_refresh
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
@@ -82,9 +81,9 @@ def build_app(
     )
     app = web.Application(
         client_max_size=max_body,
-        # Metrics outermost, so they count the status the error middleware chose;
-        # the log context around the error middleware, so its lines carry it too.
-        middlewares=[metrics.middleware, log_context_middleware, error_middleware],
+        # Metrics outermost, so they count the status the error middleware chose
+        # (which binds the request's log context first, so its lines carry it too).
+        middlewares=[metrics.middleware, error_middleware],
     )
     app.on_shutdown.append(streams.close_all)
     app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)

@@ -29,6 +29,7 @@ from helmr.errors import (
     Unavailable,
 )
 from helmr.kube import errors as kube
+from helmr.server.log_context import bind_request
 
 log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
@@ -93,6 +94,9 @@ def respond(error: HelmrError) -> web.Response:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Translates every failure to its JSON answer, in the request's log context
+    (one middleware for both: each is a frame every waiting long poll keeps)."""
+    bind_request(request)
     try:
         response: web.StreamResponse = await handler(request)
     except HelmrError as e:

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from helmr import logs
 from helmr.protocol.contract import EPOCH_HEADER
 
 
-@web.middleware
-async def log_context_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Lines logged while a request is handled name its path's session and turn, and,
-    for a runner's call, the process epoch it claims (checked later by its guard)."""
+def bind_request(request: web.Request) -> None:
+    """Lines logged while ``request`` is handled name its path's session and turn, and,
+    for a runner's call, the process epoch it claims (checked later by its guard).
+
+    Bound for the rest of the task, not a ``with`` block: aiohttp handles each request
+    in a task of its own, whose context is a copy ("a new task is used for copy
+    context vars"), so nothing bound here outlives the request, and a waiting long
+    poll keeps no context manager (``bench_long_poll_memory.py``)."""
     epoch = request.headers.get(EPOCH_HEADER, "")
-    with logs.bound(
+    logs.bind(
         session=request.match_info.get("session_id"),
         turn=request.match_info.get("turn_id"),
         # Only ASCII digits: str.isdigit also admits '²', which int() refuses.
         epoch=int(epoch) if epoch.isascii() and epoch.isdigit() else None,
-    ):
-        return await handler(request)
+    )

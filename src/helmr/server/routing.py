@@ -163,7 +163,9 @@ def _endpoint(
             kwargs["request"] = request
         if op.wants_subject:
             kwargs["subject"] = subject
-        result = await op.handler(**kwargs)
+        call = op.handler(**kwargs)
+        del kwargs, subject  # the handler has them: a waiting long poll keeps less
+        result = await call
         if op.response is None:
             response: web.StreamResponse = result
             return response

@@ -10,10 +10,8 @@ that opened it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -25,7 +23,7 @@ from helmr.events import Event, EventKind, EventPage
 from helmr.store import retention, timeline
 from helmr.store.read_batches import ReadBatches
 from helmr.store.schema import Synchronous
-from helmr.store.signals import Signals
+from helmr.store.signals import Signals, Wakeup
 from helmr.store.sqlite import SqliteBackend
 from helmr.store.tx import ReadTx, Tx
 from helmr.store.writer import Clock
@@ -178,7 +176,7 @@ class Store:
         finally:
             self.observe("read", self.lane, time.perf_counter() - started)
 
-    def watching(self, session_id: str) -> AbstractContextManager[asyncio.Event]:
+    def watching(self, session_id: str) -> Wakeup:
         """``with store.watching(sid) as signal``: set by the next commit that touches
         the Session (see :mod:`.signals` for the order of watch and read)."""
         return self._signals.watching(session_id)
