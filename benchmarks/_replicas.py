@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 import aiohttp
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load
+from _profile import available, record, shares
 from _stores import stores
 from bench_scale import Plane, plane_counts, seed
 
@@ -57,6 +58,8 @@ def postgres_cpu(url: str) -> float:
 
 
 async def replicas_bench(args: argparse.Namespace) -> None:
+    if args.profile is not None and available() is None:
+        raise SystemExit("--profile needs py-spy (pip install py-spy)")
     table = Table()
     with stores(["postgres"]) as factories:
         [(_, factory)] = list(factories)
@@ -101,15 +104,18 @@ async def _phases(
             f"PostgreSQL, {args.sessions} open sessions, {args.history} turns of history,"
             f" {args.clients} clients, bursts of {args.burst}, runner protocol {args.protocols[0]}"
         )
-        for replicas in [1, args.replicas] * 2:
+        for phase, replicas in enumerate([1, args.replicas] * 2, 1):
             serving = planes[:replicas]
             fleet.urls = [plane.url for plane in serving]
             await asyncio.sleep(1)  # the runners' next calls go to the phase's replicas
             before = [await plane_counts(http, plane) for plane in planes]
             pg_before, own_before = postgres_cpu(store), time.process_time()
+            spies = await _profiles(args, planes, phase)
             done, took, latencies = await load(
                 http, serving, fleet, args.clients, args.seconds, args.burst
             )
+            for spy in spies:
+                await spy.wait()
             pg, own = postgres_cpu(store) - pg_before, time.process_time() - own_before
             after = [await plane_counts(http, plane) for plane in planes]
             load_avg = os.getloadavg()[0]
@@ -136,4 +142,38 @@ async def _phases(
             )
             total = sum(cpu) + (pg + own) * per_turn
             table.rows.append(("  cpu ms per turn, all", f"{total:.2f}", "", "", ""))
+            _profile_rows(args, table, planes, phase)
             table.print()
+
+
+async def _profiles(
+    args: argparse.Namespace, planes: list[Plane], phase: int
+) -> list[asyncio.subprocess.Process]:
+    """With ``--profile DIR``: py-spy sampling each replica through the phase's load."""
+    if args.profile is None:
+        return []
+    args.profile.mkdir(parents=True, exist_ok=True)
+    return [
+        await record(plane.pid, args.seconds, _profile_path(args, phase, n))
+        for n, plane in enumerate(planes, 1)
+    ]
+
+
+def _profile_path(args: argparse.Namespace, phase: int, replica: int) -> Path:
+    directory: Path = args.profile
+    return directory / f"phase{phase}-replica{replica}.txt"
+
+
+def _profile_rows(args: argparse.Namespace, table: Table, planes: list[Plane], phase: int) -> None:
+    """Each replica's samples holding the GIL, by what they were doing."""
+    if args.profile is None:
+        return
+    for n in range(1, len(planes) + 1):
+        path = _profile_path(args, phase, n)
+        if not path.exists():
+            continue
+        total, counts = shares(path)
+        table.rows.append((f"  replica {n}: samples holding the GIL", f"{total}", "", "", ""))
+        for name, count in counts.most_common():
+            share = f"{100 * count / max(total, 1):.0f}%"
+            table.rows.append((f"    {name}", share, "", "", ""))

@@ -133,9 +133,13 @@ class Plane:
         self.kill()
         self.start()
 
-    def rss_mib(self) -> float:
+    @property
+    def pid(self) -> int:
         assert self.process is not None
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+        return self.process.pid
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         raise LookupError("no VmRSS")
@@ -298,6 +302,12 @@ def main() -> None:
     replicas = modes.add_parser("replicas", help="1 against N replicas on PostgreSQL")
     load_arguments(replicas, 10_000)
     replicas.add_argument("--replicas", type=int, default=2, help="the most replicas")
+    replicas.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a directory: sample each replica with py-spy through each phase's load",
+    )
     args = parser.parse_args()
     if args.mode == "fleet":
         asyncio.run(fleet_bench(args))
