@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client
 from pydantic import JsonValue
 
-from helmr.client import Client, SessionRef, TurnRef
+from helmr.client import Client, SecretSource, SessionRef, TurnRef
 from helmr.errors import Conflict
 from helmr.kube.client import refused_as_held
 from helmr.kube.errors import translated
@@ -31,6 +31,7 @@ from helmr.resources import GROUP, VERSION, WORKSPACES
 from .conftest import Operator, kubectl
 from .pods import PodHistory
 from .sessions import all_events, create_actor, event_data, eventually, runner_pods
+from .test_session_env import digest
 from .test_storage import MOUNT, claim, run_on_volume
 
 WORKSPACE = "ws"
@@ -80,6 +81,33 @@ async def start(helmr: Client, namespace: str) -> SessionRef:
     return session
 
 
+async def files_session(
+    helmr: Client, api_client: client.ApiClient, namespace: str, image: str, **spec: Any
+) -> SessionRef:
+    """A Session on ``WORKSPACE`` of the files actor, declared with ``spec``."""
+    files_actor(api_client, namespace, image, **spec)
+    return await start(helmr, namespace)
+
+
+async def saves_settled(
+    api_client: client.ApiClient, namespace: str, version: int | None = None
+) -> None:
+    """Until the Workspace's status shows no pending save and, given ``version``, that
+    save committed (a status written before the last Turn's save was asked for shows
+    none pending too)."""
+
+    def settled() -> bool:
+        status = workspace_status(api_client, namespace)
+        committed = version is None or status.get("computerVersion") == save_of(version)
+        return status.get("pendingSaves") == 0 and committed
+
+    await eventually(settled, timeout=180, what=f"every save settled (save {version})")
+
+
+def save_of(version: int) -> str:
+    return f"{WORKSPACE}-save-{version}"
+
+
 async def test_files_of_a_saved_turn_survive_the_loss_of_the_runner(
     helmr: Client,
     api_client: client.ApiClient,
@@ -87,8 +115,7 @@ async def test_files_of_a_saved_turn_survive_the_loss_of_the_runner(
     namespace: str,
     runner_image: str,
 ) -> None:
-    files_actor(api_client, namespace, runner_image)
-    session = await start(helmr, namespace)
+    session = await files_session(helmr, api_client, namespace, runner_image)
     await completed(await session.enqueue({"write": {"a.txt": "turn one"}}))
     saved = await eventually(
         lambda: workspace_status(api_client, namespace).get("computerVersion"),
@@ -144,19 +171,18 @@ async def test_fast_turns_share_saves_and_a_loss_restores_the_newest_saved_state
     the rest. The restore after a loss is still the last ready save, holding every
     Turn's files. (Saves are cut at Turns' ends, and the local driver makes a save
     ready as it cuts it, so a burst shares saves through ``saveIntervalSeconds``.)"""
-    files_actor(
-        api_client, namespace, runner_image, computer={"keepSaves": 20, "saveIntervalSeconds": 5}
+    session = await files_session(
+        helmr,
+        api_client,
+        namespace,
+        runner_image,
+        computer={"keepSaves": 20, "saveIntervalSeconds": 5},
     )
-    session = await start(helmr, namespace)
     writes = [await session.enqueue({"write": {f"g{i}.txt": f"v{i}"}}) for i in range(8)]
     for turn in writes:
         await completed(turn)
     # The last Turn's save (version 8) is taken, whatever it covered, and committed.
-    await eventually(
-        lambda: _settled(workspace_status(api_client, namespace), f"{WORKSPACE}-save-8"),
-        timeout=180,
-        what="every save settled",
-    )
+    await saves_settled(api_client, namespace, 8)
     taken = save_names(api_client, namespace)
     assert f"{WORKSPACE}-save-8" in taken
     assert 1 <= len(taken) < len(writes), taken
@@ -189,10 +215,13 @@ async def test_a_runner_lost_mid_burst_leaves_a_gap_of_exactly_the_turns_after_t
     (``helmr.dev/turns``); a runner lost mid-burst restores the last ready save and
     the recovery gap is exactly the completed Turns after it. (A burst shares saves
     through ``saveIntervalSeconds``: see the test above.)"""
-    files_actor(
-        api_client, namespace, runner_image, computer={"keepSaves": 50, "saveIntervalSeconds": 5}
+    session = await files_session(
+        helmr,
+        api_client,
+        namespace,
+        runner_image,
+        computer={"keepSaves": 50, "saveIntervalSeconds": 5},
     )
-    session = await start(helmr, namespace)
     burst = [await session.enqueue({"write": {f"b{i}.txt": f"v{i}"}}) for i in range(12)]
     await completed(burst[5])
     during = save_names(api_client, namespace)
@@ -236,16 +265,13 @@ async def test_each_save_holds_exactly_its_own_turns_files_and_none_of_the_next(
     file the moment it runs; every save taken, restored into a claim of its own and
     listed, holds the files of its own Turn and those before it, and none of a
     later Turn's (the next Turn waited for the save's cut)."""
-    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 50})
-    session = await start(helmr, namespace)
+    session = await files_session(
+        helmr, api_client, namespace, runner_image, computer={"keepSaves": 50}
+    )
     burst = [await session.enqueue({"write": {f"t{i}.txt": f"v{i}"}}) for i in range(6)]
     for turn in burst:
         await completed(turn)
-    await eventually(
-        lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
-        timeout=180,
-        what="every save settled",
-    )
+    await saves_settled(api_client, namespace, len(burst))
     ids = [turn.id for turn in burst]
     taken = save_names(api_client, namespace)
     assert taken, "no save was taken"
@@ -276,17 +302,14 @@ async def test_a_fork_at_turn_2_of_4_holds_turn_2s_files_and_its_source_runs_on(
     """Fork (issue 28, item 5): a new Session on a new Workspace restored from the save
     of exactly Turn 2, holding Turn 2's files and none of Turn 3's; its lineage on the
     Workspace's status and in ``kubectl get hws``; the source untouched, running on."""
-    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 50})
-    session = await start(helmr, namespace)
+    session = await files_session(
+        helmr, api_client, namespace, runner_image, computer={"keepSaves": 50}
+    )
     turns = []
     for i in range(4):  # each save settled before the next Turn: each Turn has its own
         turns.append(await session.enqueue({"write": {f"f{i}.txt": f"v{i}"}}))
         await completed(turns[-1])
-        await eventually(
-            lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
-            timeout=120,
-            what="the save settled",
-        )
+        await saves_settled(api_client, namespace, i + 1)
     forked = await helmr.sessions.fork(session, at_turn=turns[1], workspace="forked")
     names: list[JsonValue] = [f"f{i}.txt" for i in range(4)]
     read = await completed(await forked.enqueue({"read": names}))
@@ -330,11 +353,6 @@ def _save_turns(
     return meta["labels"], meta["annotations"]["helmr.dev/turns"].split(",")
 
 
-def _settled(status: dict[str, Any], version: str) -> bool:
-    """Whether ``version`` is committed and no save is pending."""
-    return status.get("pendingSaves") == 0 and status.get("computerVersion") == version
-
-
 async def test_a_disk_the_cluster_cannot_save_says_so_and_a_loss_says_nothing_was_saved(
     helmr: Client,
     api_client: client.ApiClient,
@@ -362,11 +380,7 @@ async def test_a_disk_the_cluster_cannot_save_says_so_and_a_loss_says_nothing_wa
     unsaved = await session.enqueue({"write": {"c.txt": "never saved"}})
     await completed(unsaved)
     # Given up at once, with no VolumeSnapshot made.
-    await eventually(
-        lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
-        timeout=60,
-        what="the save given up",
-    )
+    await saves_settled(api_client, namespace)
     assert save_names(api_client, namespace) == []
     busy = await session.enqueue({"sleep": 300})
     await running(busy)
@@ -427,8 +441,7 @@ async def test_idle_suspension_keeps_the_files(
     namespace: str,
     runner_image: str,
 ) -> None:
-    files_actor(api_client, namespace, runner_image, idleTimeoutSeconds=1)
-    session = await start(helmr, namespace)
+    session = await files_session(helmr, api_client, namespace, runner_image, idleTimeoutSeconds=1)
     first = await session.enqueue({"write": {"d.txt": "kept"}})
     await completed(first)
     await eventually(
@@ -447,8 +460,7 @@ async def test_a_held_workspace_is_exclusive_and_its_deletion_leaves_nothing(
     runner_image: str,
     kubeconfig: str,
 ) -> None:
-    files_actor(api_client, namespace, runner_image)
-    session = await start(helmr, namespace)
+    session = await files_session(helmr, api_client, namespace, runner_image)
     await completed(await session.enqueue({"write": {"e.txt": "x"}}))
     await eventually(
         lambda: workspace_status(api_client, namespace).get("computerVersion"),
@@ -493,8 +505,7 @@ async def test_a_workspace_is_deleted_through_the_api_as_soon_as_its_session_rea
     """Issue 25, item 5: the Session reads closed before the status mirror clears the
     Workspace's holder, which the admission policy checks; the delete right then
     succeeds (it was a 500), and a refusal for a holder is a 409 naming it."""
-    files_actor(api_client, namespace, runner_image)
-    session = await start(helmr, namespace)
+    session = await files_session(helmr, api_client, namespace, runner_image)
     await completed(await session.enqueue({"write": {"d.txt": "x"}}))
     state = await session.retrieve()
     workspace = helmr.workspaces.ref(state.workspace_id)
@@ -605,3 +616,36 @@ async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_re
     running = Counter(e.turn_id for e in events if e.kind == "turn.running")
     assert set(running.values()) == {1}, (running, context)
     assert max(pod_history.live_counts) == 1, (pod_history.live_counts, context)
+
+
+async def test_a_fork_runs_with_its_sources_settings_unless_it_names_its_own(
+    helmr: Client,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    runner_image: str,
+) -> None:
+    """A fork's runner gets its source Session's env and envFrom (issue 28); a fork
+    naming env gets those only."""
+    body = client.V1Secret(metadata=client.V1ObjectMeta(name="team"), string_data={"TOKEN": "t"})
+    core.create_namespaced_secret(namespace, body)
+    create_actor(api_client, namespace, runner_image, "settings", entrypoint="settings:settings")
+    source, _ = await helmr.actors.start(
+        "settings",
+        namespace=namespace,
+        workspace=WORKSPACE,
+        env={"MODEL": "small"},
+        env_from=[SecretSource(secret="team", prefix="T_")],
+    )
+    names: list[JsonValue] = ["MODEL", "T_TOKEN"]
+    turn = await source.enqueue(names)
+    await completed(turn)
+    await saves_settled(api_client, namespace, 1)
+
+    inherited = await helmr.sessions.fork(source, at_turn=turn, workspace="inherits")
+    own = await helmr.sessions.fork(source, at_turn=turn, workspace="own", env={"MODEL": "large"})
+    assert await completed(await inherited.enqueue(names)) == {
+        "MODEL": digest("small"),
+        "T_TOKEN": digest("t"),
+    }
+    assert await completed(await own.enqueue(names)) == {"MODEL": digest("large"), "T_TOKEN": None}
