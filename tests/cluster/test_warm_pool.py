@@ -10,18 +10,19 @@ import hashlib
 import json
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from kubernetes import client
 
-from helmr.client import Client
+from helmr.client import Client, SecretKey
 from helmr.kube.labels import LABEL_POOL, LABEL_POOLED, LABEL_SESSION_ID
 from helmr.protocol import EPOCH_HEADER, routes
 from helmr.resources import ACTORS, GROUP, VERSION, WORKSPACES
 
-from .conftest import Operator
-from .sessions import create_actor, eventually, pod_token
+from .conftest import OWN_PREFIX, Operator, create_namespace, delete_namespace
+from .sessions import all_events, create_actor, eventually, pod_token
 
 ACTOR = "settings"
 """tests/actors/settings.py: a turn's result is the SHA-256 of each variable it names."""
@@ -252,3 +253,60 @@ async def test_the_operator_sigkilled_during_adoptions_adopts_no_pod_twice_and_l
     taken = [pod for pod in pool_pods(core, namespace) if LABEL_SESSION_ID in pod.metadata.labels]
     assert {pod.metadata.labels[LABEL_SESSION_ID] for pod in taken} <= {sid for sid, _ in refs}
     assert len(taken) == len({pod.metadata.labels[LABEL_SESSION_ID] for pod in taken})
+
+
+async def test_a_secrets_value_reaches_a_pooled_runner_at_adoption_and_nothing_else(
+    kubeconfig: str,
+    crds: None,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    runner_image: str,
+    tmp_path: Path,
+) -> None:
+    """An operator serving its namespaces by name (the chart's watchNamespaces, whose
+    Role there may get Secrets) delivers a Session's Secret keys to a pooled runner
+    when it is adopted: the pod's manifest names no Secret, and the value is in no
+    log, timeline, Event or status."""
+    namespace = create_namespace(core, prefix=OWN_PREFIX)
+    operator = Operator.for_cluster(kubeconfig, tmp_path, HELMR_WATCH_NAMESPACES=namespace)
+    secret = f"s3cret-{uuid.uuid4().hex}"
+    body = client.V1Secret(metadata=client.V1ObjectMeta(name="llm"), string_data={"k": secret})
+    core.create_namespaced_secret(namespace, body)
+    try:
+        operator.start(namespaces=namespace)
+        await pooled_actor(api_client, namespace, runner_image)
+        before = {pod.metadata.name for pod in pooled(core, namespace)}
+        log_start = operator.log.stat().st_size
+        async with Client(operator.url, operator.token) as helmr:
+            session, _ = await helmr.actors.start(
+                ACTOR,
+                namespace=namespace,
+                workspace="ws",
+                env={"KEY": SecretKey(secret="llm", key="k")},
+            )
+            outcome = await (await session.enqueue(["KEY"])).wait(timeout=120)
+            assert outcome.status == "completed", outcome
+            assert outcome.result == {"KEY": digest(secret)}
+            view = await session.retrieve()
+            events = await all_events(session)
+        runner = runner_of(core, namespace, view.id)
+        assert runner.metadata.name in before, "the Session's runner is a pooled pod"
+        custom = client.CustomObjectsApi(api_client)
+        seen = [
+            json.dumps([event.model_dump(mode="json") for event in events]),
+            json.dumps(view.model_dump(mode="json")),
+            *(
+                json.dumps(custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural))
+                for plural in ("sessions", "turns", "workspaces", ACTORS)
+            ),
+            json.dumps(core.list_namespaced_event(namespace).to_dict(), default=str),
+            *(json.dumps(pod.to_dict(), default=str) for pod in pool_pods(core, namespace)),
+        ]
+        with operator.log.open("rb") as log:
+            log.seek(log_start)
+            seen.append(log.read().decode(errors="replace"))
+        for text in seen:
+            assert secret not in text
+    finally:
+        operator.stop()
+        delete_namespace(core, namespace)
