@@ -115,6 +115,13 @@ def kubectl(
     )
 
 
+def kubectl_apply(kubeconfig: str, namespace: str, manifests: str) -> None:
+    """``kubectl apply -f -`` of ``manifests`` (YAML documents) in ``namespace``, as a
+    user would; the test fails on a refusal."""
+    applied = kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", input=manifests)
+    assert applied.returncode == 0, applied.stderr
+
+
 @pytest.fixture(scope="session")
 def crds(kubeconfig: str) -> Iterator[None]:
     """Installs the committed CRDs and the chart's admission policies, and waits

@@ -11,7 +11,7 @@ from kubernetes import client
 
 from helmr.client import Client, Event, SessionRef
 from helmr.operator.runners import pods
-from helmr.resources import ACTORS, API_VERSION, GROUP, VERSION
+from helmr.resources import ACTORS, API_VERSION, GROUP, TURNS, VERSION
 
 ECHO_ENTRYPOINT = "echo.echo:echo"
 MISBEHAVING = "misbehaving"
@@ -136,6 +136,22 @@ async def eventually(check: Any, timeout: float = 60, what: str = "condition") -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.2)
+
+
+async def turn_resource_settled(
+    api_client: client.ApiClient, namespace: str, name: str, phases: Sequence[str] = ("completed",)
+) -> dict[str, Any]:
+    """The status of the Turn resource ``name`` once its phase is one of ``phases``."""
+    custom = client.CustomObjectsApi(api_client)
+
+    def settled() -> dict[str, Any] | None:
+        cr: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            GROUP, VERSION, namespace, TURNS, name
+        )
+        status: dict[str, Any] = cr.get("status") or {}
+        return status if status.get("phase") in phases else None
+
+    return await eventually(settled, timeout=120, what=f"the Turn {name}")  # type: ignore[no-any-return]
 
 
 def event_data(events: list[Event], kind: str) -> list[dict[str, Any]]:

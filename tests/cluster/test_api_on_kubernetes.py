@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiohttp import web
@@ -19,13 +18,14 @@ from helmr.server import StaticRunnerTokens, build_app
 from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
 
-from .conftest import Operator, kubectl
+from .conftest import Operator, kubectl_apply
 from .sessions import (
     create_actor,
     eventually,
     operator_watches,
     service_account_token,
     start_session,
+    turn_resource_settled,
 )
 
 
@@ -119,14 +119,10 @@ async def test_api_enqueue_creates_turn_crs_and_kubectl_turns_are_admitted_alike
         await through_api.wait(timeout=120)
         state = await session.retrieve()
 
-        applied = kubectl(
+        kubectl_apply(
             kubeconfig,
-            "apply",
-            "-n",
             namespace,
-            "-f",
-            "-",
-            input=f"""
+            f"""
 apiVersion: {GROUP}/{VERSION}
 kind: Turn
 metadata: {{name: by-kubectl}}
@@ -135,16 +131,7 @@ spec:
   input: {{from: kubectl}}
 """,
         )
-        assert applied.returncode == 0, applied.stderr
-
-        def kubectl_turn_done() -> dict[str, Any] | None:
-            cr: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
-                GROUP, VERSION, namespace, TURNS, "by-kubectl"
-            )
-            status: dict[str, Any] = cr.get("status") or {}
-            return status if status.get("phase") == "completed" else None
-
-        status = await eventually(kubectl_turn_done, timeout=120, what="the kubectl Turn")
+        status = await turn_resource_settled(api_client, namespace, "by-kubectl")
 
     api_cr = custom.list_namespaced_custom_object(
         GROUP, VERSION, namespace, TURNS, label_selector=f"helmr.dev/turn-id={through_api.id}"

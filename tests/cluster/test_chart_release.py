@@ -31,6 +31,7 @@ from .conftest import (
     create_namespace,
     delete_namespace,
     kubectl,
+    kubectl_apply,
 )
 from .sessions import create_actor, operator_watches, service_account_token
 from .test_kubectl import kubectl_path
@@ -197,18 +198,9 @@ def user_kubeconfig(
             "subjects": [{"kind": "ServiceAccount", "name": "user", "namespace": namespace}],
         },
     ]
-    applied = kubectl(
-        kubeconfig,
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        # YAML documents: kubectl reads a stream that starts with "{" as JSON,
-        # and then a "---" between documents is a parse error.
-        input=yaml.safe_dump_all(manifests),
-    )
-    assert applied.returncode == 0, applied.stderr
+    # YAML documents: kubectl reads a stream that starts with "{" as JSON,
+    # and then a "---" between documents is a parse error.
+    kubectl_apply(kubeconfig, namespace, yaml.safe_dump_all(manifests))
     token = service_account_token(core, namespace, "user", seconds=3600)
     path = tmp_path_factory.mktemp("user") / "kubeconfig"
     return token_kubeconfig(kubeconfig, token, namespace, path)

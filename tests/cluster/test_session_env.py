@@ -14,10 +14,16 @@ from kubernetes import client
 from pydantic import JsonValue
 
 from helmr.client import Client, SecretKey, SecretSource
-from helmr.resources import GROUP, TURNS, VERSION
+from helmr.resources import GROUP, VERSION
 
-from .conftest import Operator, kubectl
-from .sessions import all_events, create_actor, eventually, operator_watches, runner_pods
+from .conftest import Operator, kubectl_apply
+from .sessions import (
+    all_events,
+    create_actor,
+    operator_watches,
+    runner_pods,
+    turn_resource_settled,
+)
 
 ACTOR = "settings"
 """The Actor of tests/actors/settings.py: the SHA-256 of each variable named."""
@@ -111,14 +117,10 @@ async def test_a_kubectl_sessions_settings_reach_its_actor(
     core.create_namespaced_secret(namespace, body)
     actor = create_actor(api_client, namespace, runner_image, ACTOR, entrypoint="settings:settings")
     await operator_watches(api_client, namespace, actor)
-    applied = kubectl(
+    kubectl_apply(
         kubeconfig,
-        "apply",
-        "-n",
         namespace,
-        "-f",
-        "-",
-        input=f"""
+        f"""
 apiVersion: {GROUP}/{VERSION}
 kind: Session
 metadata: {{name: with-settings}}
@@ -136,15 +138,5 @@ spec:
   input: [KEY]
 """,
     )
-    assert applied.returncode == 0, applied.stderr
-    custom = client.CustomObjectsApi(api_client)
-
-    def completed() -> dict[str, Any] | None:
-        cr: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
-            GROUP, VERSION, namespace, TURNS, "which"
-        )
-        status: dict[str, Any] = cr.get("status") or {}
-        return status if status.get("phase") in ("completed", "failed") else None
-
-    status = await eventually(completed, timeout=120, what="the kubectl Turn")
+    status = await turn_resource_settled(api_client, namespace, "which", ("completed", "failed"))
     assert status["result"] == {"KEY": digest(secret)}, status
