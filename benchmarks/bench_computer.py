@@ -156,7 +156,10 @@ class SnapshotTimes(Follower):
 
 class CommitTimes(Follower):
     """When each save was first the committed version of its Workspace
-    (``status.computerVersion``)."""
+    (``status.computerVersion``), or an older save of a version it passed over:
+    the status mirror writes the newest version only, and a save committed within
+    one of its intervals after another (the fill's, then the read turn's) is never
+    named on its own; waiting for that name hung the run."""
 
     def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
         super().__init__(
@@ -167,7 +170,9 @@ class CommitTimes(Follower):
     def note(self, change: str, obj: Any, at: float) -> None:
         version = (obj.get("status") or {}).get("computerVersion")
         if version:
-            self.committed.setdefault(version, at)
+            workspace, _, newest = version.rpartition("-save-")
+            for older in range(1, int(newest) + 1):
+                self.committed.setdefault(save_name(workspace, older), at)
 
 
 @dataclass
