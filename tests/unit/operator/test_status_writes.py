@@ -85,9 +85,11 @@ async def admit_kubectl_turn(
     namespace: str,
     session_name: str,
     status: TurnStatus | None = None,
+    retry: int = 0,
 ) -> None:
     """The operator's ``turn_admit`` for a Turn applied with kubectl (its ``status``, as
-    the resource has it when the operator resumes it after a restart)."""
+    the resource has it when the operator resumes it after a restart; ``retry``, kopf's
+    count of its earlier tries)."""
     plane = SimpleNamespace(
         kube=kube,
         control=h.control,
@@ -112,6 +114,7 @@ async def admit_kubectl_turn(
         uid="u-1",
         labels={},
         memo={"control_plane": plane},
+        retry=retry,
     )
 
 

@@ -212,6 +212,19 @@ async def _stored_session(plane: ControlPlane, owner: Session) -> SessionView | 
     return view if placed else None
 
 
+MISSING_SESSION_MAX_DELAY = 30.0
+"""The longest a Turn naming a missing Session waits between asks (seconds)."""
+
+
+def missing_session_delay(retry: int) -> float:
+    """Seconds before a Turn naming a missing Session asks again: 1, 2, 4, ... up to
+    ``MISSING_SESSION_MAX_DELAY``. Each ask costs the apiserver kopf's progress
+    annotation and Event (two writes), so a Turn whose ``sessionRef`` has a typo
+    must not ask every second for ever; one applied just before its Session is
+    still admitted within a second or two of it."""
+    return min(2.0 ** min(retry, 16), MISSING_SESSION_MAX_DELAY)
+
+
 @kopf.on.resume(GROUP, VERSION, TURNS)
 @kopf.on.create(GROUP, VERSION, TURNS)
 async def turn_admit(
@@ -221,13 +234,16 @@ async def turn_admit(
     uid: str,
     labels: kopf.Labels,
     memo: Any,
+    retry: int = 0,
     **_: Any,
 ) -> None:
     """A Turn applied with kubectl is admitted like an API enqueue (FIFO, once). One
     whose status shows it ended is never admitted again (spec/000: "Helmr never
     replays a completed, interrupted or failed Turn"); one for a Session that admits
     no Turns (closing or ended) fails (``session_not_open``), as does one for a
-    Session whose history the store lost (``history_lost``)."""
+    Session whose history the store lost (``history_lost``). One naming a Session
+    that does not exist waits for it, as a pod waits for its ConfigMap, asking again
+    less and less often (``missing_session_delay``)."""
     plane = _plane(memo)
     if LABEL_TURN_ID in labels:
         return  # admitted by the API, which created this CR
@@ -239,13 +255,18 @@ async def turn_admit(
     spec = turn_resource.spec
     session_name = spec.session_ref.name
     owner = await plane.kube.get_resource(Session, namespace, session_name)
+    if owner is None:
+        raise kopf.TemporaryError(
+            f"Session {session_name} does not exist in namespace {namespace}:"
+            " the Turn is admitted once it is created",
+            delay=missing_session_delay(retry),
+        )
     view = None
-    if owner is not None:
-        try:
-            view = await _stored_session(plane, owner)
-        except HistoryLost:
-            await refuse_turn(plane.kube, turn_resource, owner)
-            return
+    try:
+        view = await _stored_session(plane, owner)
+    except HistoryLost:
+        await refuse_turn(plane.kube, turn_resource, owner)
+        return
     if view is None:
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
     session_id = view.id

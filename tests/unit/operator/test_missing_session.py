@@ -1,0 +1,49 @@
+"""A Turn applied with kubectl naming a Session that does not exist waits for it,
+saying so, and asks again less and less often: each ask is two apiserver writes
+(kopf's progress annotation and its Event), so a typo in ``sessionRef`` must not
+cost them every second for ever."""
+
+from __future__ import annotations
+
+import kopf
+import pytest
+
+from helmr.operator.kopf.handlers import MISSING_SESSION_MAX_DELAY
+from tests.unit.control.harness import Harness
+from tests.unit.operator.test_status_writes import (
+    KUBECTL_TURN,
+    admit_kubectl_turn,
+    admitted_session,
+    mirroring,
+)
+
+
+async def test_a_turn_naming_a_missing_session_waits_saying_which_and_backs_off(
+    h: Harness,
+) -> None:
+    kube, mirror, _ = mirroring(h)
+    delays: list[float] = []
+    for retry in range(8):
+        with pytest.raises(kopf.TemporaryError) as waiting:
+            await admit_kubectl_turn(h, kube, mirror, "team-a", "no-such-session", retry=retry)
+        assert "Session no-such-session does not exist in namespace team-a" in str(waiting.value)
+        assert waiting.value.delay is not None
+        delays.append(waiting.value.delay)
+
+    assert delays[0] <= 1
+    assert delays == sorted(delays)
+    assert delays[-1] == MISSING_SESSION_MAX_DELAY
+    assert kube.turn_phase(KUBECTL_TURN) is None  # nothing admitted, nothing written
+
+
+async def test_the_waiting_turn_is_admitted_once_its_session_exists(h: Harness) -> None:
+    kube, mirror, _ = mirroring(h)
+    session = await h.session()
+    with pytest.raises(kopf.TemporaryError):
+        await admit_kubectl_turn(h, kube, mirror, session.namespace, session.name, retry=5)
+
+    admitted_session(kube, session)
+    await admit_kubectl_turn(h, kube, mirror, session.namespace, session.name, retry=6)
+
+    page = await h.control.list_events(session.id)
+    assert [event.kind for event in page.records] == ["turn.queued"]
