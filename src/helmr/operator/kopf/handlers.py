@@ -92,9 +92,10 @@ async def session_admit(
     **_: Any,
 ) -> None:
     """A Session applied with kubectl opens a store session (once, keyed by the CR's uid);
-    its spec's controls apply (``spec.state`` and ``spec.resume`` are levels: asked
-    when it opens, applied again on a restart). One admitted before whose history
-    the store lost fails instead of opening again."""
+    its spec's controls apply: all are asked when it opens (a new resource's every
+    field is new, so ``spec.interrupt`` opens it held), and ``spec.state`` and
+    ``spec.resume``, levels, are applied again on a restart. One admitted before whose
+    history the store lost fails instead of opening again."""
     plane = _plane(memo)
     session = Session.from_manifest(body)
     try:
@@ -107,7 +108,7 @@ async def session_admit(
     if view is None:
         if LABEL_SESSION_ID in labels:
             return  # the label names no Session of the store's placed here
-        asked = ("spec.state", "spec.resume")
+        asked = ("spec.state", "spec.interrupt", "spec.resume")
         spec = session.spec
         if spec.fork_from is not None:
             view = await fork_declared(plane.control, plane.kube, session, f"k8s:{uid}")
