@@ -3,19 +3,24 @@
 Adoption is one transaction: the Session's next process is registered (its epoch,
 as :func:`helmr.control.processes.started` does) and prepared at once (the pod
 runs already), the pod is recorded as that process's (a pod is adopted once, by
-uid), and the pod's claim becomes the Workspace's first disk. It is refused,
-changing nothing, unless the Workspace has no disk at all yet: a reopened
-Workspace, a restore, a fork, a wake keep the disk they have (DESIGN 8). The
-commit wakes the pod's adoption long poll (:func:`adoption_signal`).
+uid), the pod's claim becomes the Workspace's first disk, and what a cold start's
+disk preparation stores comes with it (:class:`AdoptedDisk`: the disk's usage
+thresholds, the Workspace's save policy), so no crash leaves the first process
+without them. It is refused, changing nothing else, unless the Workspace has no
+disk at all yet: a reopened Workspace, a restore, a fork, a wake keep the disk they
+have (DESIGN 8). The commit wakes the pod's adoption long poll
+(:func:`adoption_signal`): the pod's relabelling follows it, off the runner's path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from helmr.control import preparation, processes
 from helmr.control.config import ControlConfig
-from helmr.store import ReadTx, Tx, adoptions, disks, sessions
+from helmr.control.disks import reset_workspace
+from helmr.store import ReadTx, StorageLimits, Tx, adoptions, disks, sessions, storage_pressure
 from helmr.store.rows import AdoptionRow
 
 SIGNAL_PREFIX = "adoption:"
@@ -36,11 +41,29 @@ class PooledPod:
     claim: str
 
 
-def adopt(tx: Tx, config: ControlConfig, session_id: str, epoch: int, pod: PooledPod) -> bool:
-    """The Session's process ``epoch`` (its next) runs in ``pod``; False, and nothing
-    changes, when it cannot: the Session's Workspace has a disk, the pod was adopted
-    already, or ``epoch`` is not the Session's next (another start came first)."""
+@dataclass(frozen=True, slots=True)
+class AdoptedDisk:
+    """What the pooled claim is as the Session's disk: its usage thresholds, and the
+    Workspace's save policy (whether its saves are cut at Turns' ends, at most one per
+    ``save_interval``). ``new_workspace``: its Workspace resource was made just now,
+    so what the store knew of an older one of that name goes (as a cold start's)."""
+
+    storage: StorageLimits
+    aligned: bool
+    save_interval: timedelta
+    new_workspace: bool = False
+
+
+def adopt(
+    tx: Tx, config: ControlConfig, session_id: str, epoch: int, pod: PooledPod, disk: AdoptedDisk
+) -> bool:
+    """The Session's process ``epoch`` (its next) runs in ``pod``, on ``disk``; False,
+    and nothing changes (but a new Workspace's reset), when it cannot: the Session's
+    Workspace has a disk, the pod was adopted already, or ``epoch`` is not the
+    Session's next (another start came first)."""
     session = sessions.require(tx, session_id)
+    if disk.new_workspace:
+        reset_workspace(tx, session.namespace, session.workspace)
     if (
         session.process_epoch + 1 != epoch
         or disks.get(tx, session.namespace, session.workspace) is not None
@@ -62,6 +85,14 @@ def adopt(tx: Tx, config: ControlConfig, session_id: str, epoch: int, pod: Poole
         ),
     )
     adoptions.set_first_claim(tx, session.namespace, session.workspace, pod.claim)
+    disks.set_policy(
+        tx,
+        session.namespace,
+        session.workspace,
+        aligned=disk.aligned,
+        interval=disk.save_interval,
+    )
+    storage_pressure.set_limits(tx, session_id, disk.storage)
     tx.touch(session_id)
     tx.touch(adoption_signal(pod.uid))
     return True

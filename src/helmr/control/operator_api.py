@@ -47,6 +47,7 @@ class OperatorControl(SessionControls):
     replace_between_turns = writes(processes.replace_between_turns)
     live_processes = reads(processes.live)
     sessions_needing_runner = reads(processes.needing_runner)
+    session_needing_runner = reads(processes.needs_runner)
     fail_session = writes(sessions.fail)
     resolve_limits = writes(limits.resolve)
     sessions_without_limits = reads(limits.unresolved)

@@ -299,6 +299,12 @@ def needing_runner(rt: ReadTx, now: datetime) -> list[SessionView]:
     return [load_session(rt, session.id) for session in sessions.needing_runner(rt, now)]
 
 
+def needs_runner(rt: ReadTx, session_id: str, now: datetime) -> SessionView | None:
+    """The Session, if :func:`needing_runner` lists it (one just given work)."""
+    row = sessions.needs_runner(rt, session_id, now)
+    return None if row is None else load_session(rt, row.id)
+
+
 def live(rt: ReadTx) -> list[SessionView]:
     """Sessions whose runner process is live (to check against pods after a restart)."""
     return [load_session(rt, session.id) for session in sessions.live(rt)]

@@ -26,11 +26,13 @@ from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.mirror.status_sync import StatusSync
-from helmr.operator.runners.adoption_answers import AdoptionAnswers
+from helmr.operator.runners.adoption_answers import AdoptedSessions, AdoptionAnswers
+from helmr.operator.runners.adoption_writes import AdoptionWrites
 from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runner_reviewer
 from helmr.operator.runners.network_policies import RunnerPolicies, containment
 from helmr.operator.runners.pod_reports import PodReports
 from helmr.operator.runners.pod_runners import PodRunners
+from helmr.operator.runners.pool_adoptions import PoolAdoptions
 from helmr.operator.runners.pool_pods import PoolSettings
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.runners.warm_pools import WarmPools
@@ -97,10 +99,11 @@ class ControlPlane:
         self.api_control = ApiControl(store, config)
         self.kube = Kube(api)
         self.runner_pods = RunnerPods()
-        # An admitted Turn wakes the supervisor at once (its runner pod starts sooner).
+        # An admitted Turn starts its Session's runner at once (a pooled one adopted
+        # with no pass waited for), and wakes the supervisor.
         self.mirror = CustomResourceMirror(
             self.kube,
-            admitted=lambda: self.supervisor.wake(),
+            admitted=self._turn_admitted,
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )
@@ -112,14 +115,27 @@ class ControlPlane:
         # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_network_policies).
         self.runner_policies = RunnerPolicies(self.kube, containment(settings))
         # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_seen).
+        adoption_writes = AdoptionWrites(
+            self.control, self.kube, pod_gone=lambda row: self.supervisor.pod_gone(row)
+        )
         self.warm_pools = WarmPools(
             self.control,
             self.kube,
-            self.disks,
-            self.runner_pods,
+            adoption_writes,
             _pool_settings(settings),
             self.metrics.warm_pools,
             policies=self.runner_policies,
+        )
+        self.adopted_sessions = AdoptedSessions()
+        adoptions = PoolAdoptions(
+            self.control,
+            self.kube,
+            self.disks,
+            self.warm_pools,
+            adoption_writes,
+            self.runner_pods,
+            self.metrics.warm_pools,
+            answered=self.adopted_sessions,
             # With watchNamespaces, the chart's Role in each may read its Secrets.
             read_secrets=bool(settings.watch_namespaces),
         )
@@ -131,7 +147,7 @@ class ControlPlane:
             self.metrics,
             runners=PodRunners(self.kube, self.runner_policies),
             disks=self.disks,
-            pools=self.warm_pools,
+            pools=adoptions,
         )
         # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
         self.actor_recheck = ActorRecheck(self.kube, self.disks.save_support)
@@ -179,7 +195,9 @@ class ControlPlane:
             runner_connected=self._runner_connected,
             traces=self.traces,
             session_names=self.session_names,
-            adoptions=AdoptionAnswers(runner_tokens, self.api_control, self.kube),
+            adoptions=AdoptionAnswers(
+                runner_tokens, self.api_control, self.kube, self.adopted_sessions
+            ),
         )
 
     @classmethod
@@ -231,6 +249,11 @@ class ControlPlane:
     async def _count_sessions(self) -> None:
         self.metrics.count_sessions(await self.api_control.session_counts())
         self.metrics.recovery_points(await self.api_control.recovery_points())
+
+    def _turn_admitted(self, session: SessionView) -> None:
+        self.supervisor.wake()
+        if self.leadership.leading:
+            self.supervisor.admitted(session)
 
     def _runner_connected(self, session_id: str, epoch: int) -> None:
         self.metrics.timeline.runner_connected(session_id, epoch, datetime.now(UTC))

@@ -124,6 +124,11 @@ class SessionEnv:
     def __bool__(self) -> bool:
         return bool(self.env or self.env_from)
 
+    @property
+    def names_secrets(self) -> bool:
+        """Whether a Secret's key or keys are among them (read at a pooled runner's adoption)."""
+        return bool(self.env_from) or any(var.value_from is not None for var in self.env)
+
 
 NO_ENV = SessionEnv()
 """A Session that names no settings."""

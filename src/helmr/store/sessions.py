@@ -282,18 +282,23 @@ def without_limits(rt: ReadTx) -> list[SessionRow]:
     )
 
 
+_NEEDING_RUNNER = (
+    "SELECT s.* FROM sessions s WHERE s.status IN ('open', 'closing')"
+    " AND s.hold_id IS NULL AND s.process_live = 0"
+    " AND (s.retry_at IS NULL OR s.retry_at <= ?)"
+    " AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status = 'queued')"
+)
+
+
 def needing_runner(rt: ReadTx, now: datetime) -> list[SessionRow]:
     """Open or closing, not held, no live process, queued work, and not backing off
     after a failed preparation."""
-    return _many(
-        rt,
-        "SELECT s.* FROM sessions s WHERE s.status IN ('open', 'closing')"
-        " AND s.hold_id IS NULL AND s.process_live = 0"
-        " AND (s.retry_at IS NULL OR s.retry_at <= ?)"
-        " AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id = s.id AND t.status = 'queued')"
-        " ORDER BY s.created_at",
-        (dump_time(now),),
-    )
+    return _many(rt, _NEEDING_RUNNER + " ORDER BY s.created_at", (dump_time(now),))
+
+
+def needs_runner(rt: ReadTx, session_id: str, now: datetime) -> SessionRow | None:
+    """The Session, if it is one :func:`needing_runner` lists."""
+    return _one(rt, _NEEDING_RUNNER + " AND s.id = ?", (dump_time(now), session_id))
 
 
 def past_preparation_deadline(rt: ReadTx, now: datetime) -> list[SessionRow]:

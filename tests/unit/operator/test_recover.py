@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from helmr.control import SessionView
+from helmr.control.adoptions import PooledPod
 from helmr.kube.client import PodRef
 from helmr.kube.labels import LABEL_EPOCH, LABEL_SESSION_ID
 from helmr.operator.runners import pods
@@ -15,6 +16,7 @@ from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from tests.unit.control.harness import Harness
+from tests.unit.control.pooled import DISK
 from tests.unit.operator.stub_kube import StubKube, any_resource
 
 
@@ -105,3 +107,24 @@ async def test_a_loss_where_the_cluster_cannot_save_says_so(h: Harness) -> None:
     assert isinstance(why, str)
     assert why.startswith("the cluster serves no VolumeSnapshot API")
     assert lost["computerVersion"] is None
+
+
+async def test_an_adopted_pod_a_crash_left_unlabelled_is_followed_not_lost(h: Harness) -> None:
+    """Adopted in the store, its labels not yet written (warm pools write them after the
+    commit): found by the adoption's name, it is no loss while it is there, and its
+    end is reported once it is gone."""
+    session = await h.session()
+    pooled = PooledPod(namespace="team", name="reviewer-pool-1", uid="uid-1", claim="c")
+    assert await h.control.adopt(session.id, 1, pooled, DISK)
+    kube = RestartedKube()
+    kube.pods[pooled.name] = PodRef("team", pooled.name, {}, False)
+    plane = supervisor(h, kube)
+
+    await plane.recover()
+    await plane.reconcile()
+    assert await live(h) == {(session.id, 1)}
+
+    del kube.pods[pooled.name]
+    await plane.reconcile()
+    assert await live(h) == set()
+    assert (await h.kinds(session.id)).count("session.execution_lost") == 1

@@ -20,6 +20,7 @@ from helmr.control.adoptions import PooledPod
 from helmr.errors import Unauthenticated
 from helmr.kube import threads as kube_threads
 from helmr.operator.runners import pods
+from helmr.operator.runners.adoption_answers import AdoptedSessions, AdoptionAnswers
 from helmr.operator.runners.identity import (
     POD_NAME,
     POD_UID,
@@ -30,10 +31,14 @@ from helmr.operator.runners.identity import (
 )
 from helmr.protocol import EPOCH_HEADER, routes
 from helmr.protocol.api import SessionView
+from helmr.resources import Session
+from helmr.resources.session_env import SessionEnvVar
 from helmr.server import SessionNames, kube_auth
 from helmr.server.auth import User
 from tests.compose import static_app
 from tests.unit.control.harness import Harness
+from tests.unit.control.pooled import DISK
+from tests.unit.operator.stub_kube import StubKube, any_resource
 from tests.unit.review_apiserver import jwt, serving_reviews
 
 
@@ -254,9 +259,47 @@ async def test_a_pooled_pods_token_is_no_sessions_until_adopted_then_its_adopter
         assert not await check.verify(session.id, 1, "pooled")
 
     pod = PooledPod(namespace="team", name="reviewer-pool-1a2b", uid="uid-pooled", claim="c")
-    assert await h.control.adopt(a.id, 1, pod)
+    assert await h.control.adopt(a.id, 1, pod, DISK)
 
     assert not await check.verify(a.id, 1, "pooled-elsewhere")
     assert await check.verify(a.id, 1, "pooled")
     assert not await check.verify(b.id, 1, "pooled")
     assert not await check.verify(a.id, 2, "pooled")
+
+
+class SessionReads(StubKube):
+    """A Session resource for any name; counts the reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        self.reads += 1
+        return any_resource(kind, namespace, name)
+
+
+async def test_a_pooled_runner_is_answered_with_the_session_its_adopter_read(
+    h: Harness, reviews: Reviews
+) -> None:
+    """The adopter's read of the Session resource is the answer's: no second apiserver
+    read on the runner's path; another replica's answer reads it."""
+    reviews.bind("pooled", "reviewer-pool-1a2b", "uid-pooled")
+    check = RunnerPodVerifier(
+        reviews, RunnerPods(), SessionNames(h.control), adoption_of=h.control.adoption_of_pod
+    )
+    adopted = AdoptedSessions()
+    kube = SessionReads()
+    session = await h.session()
+    owner = any_resource(Session, "team", session.name)
+    owner.spec.env = [SessionEnvVar(name="MODEL", value="small")]
+    adopted.keep("uid-pooled", owner)
+    pod = PooledPod(namespace="team", name="reviewer-pool-1a2b", uid="uid-pooled", claim="c")
+    assert await h.control.adopt(session.id, 1, pod, DISK)
+
+    reply = await AdoptionAnswers(check, h.control, kube, adopted).answer("pooled", 1)
+    assert (reply.session_id, reply.epoch, reply.env) == (session.id, 1, {"MODEL": "small"})
+    assert kube.reads == 0
+    elsewhere = await AdoptionAnswers(check, h.control, kube).answer("pooled", 1)
+    assert (elsewhere.session_id, elsewhere.env) == (session.id, {})
+    assert kube.reads == 1

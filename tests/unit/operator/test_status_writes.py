@@ -203,7 +203,7 @@ async def test_an_api_turn_wakes_the_supervisor_before_its_resource_is_made(h: H
     kube = SlowKube()
     resources_when_woken: list[set[str]] = []
     mirror = CustomResourceMirror(
-        kube, admitted=lambda: resources_when_woken.append(set(kube.created))
+        kube, admitted=lambda _: resources_when_woken.append(set(kube.created))
     )
     session = await h.session()
     turn = await h.control.enqueue(session.id, "work")

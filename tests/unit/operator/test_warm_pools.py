@@ -1,19 +1,26 @@
 """The warm pools' keeper and adoptions, against a real store and a stub of the
 apiserver's pods and claims: the pool kept at its size, a burst adopting each pod
 once (the rest cold), an Actor change replacing pooled pods and never adopted ones,
-and a pod relabelled for a Session the store never adopted deleted."""
+a pod relabelled for a Session the store never adopted deleted, the runner answered
+before its pod is relabelled, and a crash between the two mended by the next pass."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from typing import Any
 
+from helmr.control import SessionView
+from helmr.control.adoptions import PooledPod
+from helmr.kube.errors import NotFound
 from helmr.kube.labels import LABEL_POOL, LABEL_POOLED, LABEL_SESSION_ID
-from helmr.operator.disks.manifests import WorkspaceRef
+from helmr.operator.disks.manifests import PoolDisk, WorkspaceRef
+from helmr.operator.runners.adoption_writes import AdoptionWrites
 from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.pool_adoptions import PoolAdoptions, takes_pooled_pod
 from helmr.operator.runners.pool_pods import PoolSettings
-from helmr.operator.runners.warm_pools import WarmPools, takes_pooled_pod
+from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.resources import (
     Actor,
@@ -27,8 +34,10 @@ from helmr.resources import (
 )
 from helmr.resources.session import ActorRef
 from helmr.resources.session_env import EnvSource, SecretKeyRef, SessionEnv, SessionEnvVar
+from helmr.store.rows import AdoptionRow
 from tests.unit.control.harness import Harness
-from tests.unit.operator.stub_kube import StubKube
+from tests.unit.control.pooled import DISK
+from tests.unit.operator.stub_kube import StubKube, any_resource
 
 
 class PoolKube(StubKube):
@@ -57,6 +66,8 @@ class PoolKube(StubKube):
         self.pods.pop(name, None)
 
     async def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        if name not in self.pods:
+            raise NotFound(f"pods {name} not found")
         _merge(self.pods[name]["metadata"], patch["metadata"])
 
     async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
@@ -75,6 +86,9 @@ class PoolKube(StubKube):
     async def ensure_service_account(self, namespace: str, body: dict[str, Any]) -> None:
         return None
 
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        return any_resource(kind, namespace, name)
+
     def run_all(self) -> None:
         running = {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}]}
         for pod in self.pods.values():
@@ -82,6 +96,13 @@ class PoolKube(StubKube):
 
     def pooled(self) -> list[str]:
         return sorted(n for n, p in self.pods.items() if LABEL_POOL in p["metadata"]["labels"])
+
+    def pooled_uids(self) -> list[str]:
+        return [str(self.pods[name]["metadata"]["uid"]) for name in self.pooled()]
+
+    def pods_by_uid(self, uid: str) -> dict[str, Any]:
+        [pod] = [p for p in self.pods.values() if p["metadata"]["uid"] == uid]
+        return pod
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -95,8 +116,8 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
 
 
 class PoolDisks:
-    async def pool_workspace(self, namespace: str, name: str, actor: Actor) -> WorkspaceRef:
-        return WorkspaceRef(namespace, name, f"uid-{name}")
+    async def pool_disk(self, namespace: str, name: str, actor: Actor) -> PoolDisk:
+        return PoolDisk(WorkspaceRef(namespace, name, f"uid-{name}"), DISK)
 
 
 def actor(size: int = 2, **spec: Any) -> Actor:
@@ -114,24 +135,43 @@ def owner(name: str) -> Session:
     )
 
 
-def pools(h: Harness, kube: PoolKube) -> WarmPools:
-    return WarmPools(
-        h.control,
-        kube,
-        PoolDisks(),  # type: ignore[arg-type]
-        RunnerPods(),
-        PoolSettings(runner_url="http://helmr:8080"),
-        WarmPoolMetrics(),
+class Pools:
+    """A pool keeper and the adopter taking from it, as the control plane wires them."""
+
+    def __init__(self, h: Harness, kube: PoolKube) -> None:
+        self.gone: list[AdoptionRow] = []
+        writes = AdoptionWrites(h.control, kube, pod_gone=self._gone)
+        metrics = WarmPoolMetrics()
+        settings = PoolSettings(runner_url="http://helmr:8080")
+        self.keeper = WarmPools(h.control, kube, writes, settings, metrics)
+        self.adoptions = PoolAdoptions(
+            h.control,
+            kube,
+            PoolDisks(),  # type: ignore[arg-type]
+            self.keeper,
+            writes,
+            RunnerPods(),
+            metrics,
+        )
+
+    async def _gone(self, row: AdoptionRow) -> None:
+        self.gone.append(row)
+
+
+async def opened(h: Harness, name: str) -> SessionView:
+    """A new Session of the Actor, on a Workspace of its own (``ws-<name>``)."""
+    return await h.control.open_session(
+        namespace="team", name=name, actor="reviewer", workspace=f"ws-{name}"
     )
 
 
-async def full_pool(h: Harness, kube: PoolKube, a: Actor) -> WarmPools:
-    keeper = pools(h, kube)
-    keeper.seen(None, a)
-    await keeper.reconcile()
+async def full_pool(h: Harness, kube: PoolKube, a: Actor) -> Pools:
+    pools = Pools(h, kube)
+    pools.keeper.seen(None, a)
+    await pools.keeper.reconcile()
     kube.run_all()
-    await keeper.reconcile()
-    return keeper
+    await pools.keeper.reconcile()
+    return pools
 
 
 async def test_the_pool_is_kept_at_its_size_each_pod_with_its_claim(h: Harness) -> None:
@@ -148,15 +188,10 @@ async def test_the_pool_is_kept_at_its_size_each_pod_with_its_claim(h: Harness) 
 async def test_a_burst_adopts_each_pooled_pod_once_and_the_rest_start_cold(h: Harness) -> None:
     kube = PoolKube()
     a = actor()
-    keeper = await full_pool(h, kube, a)
-    sessions = [
-        await h.control.open_session(
-            namespace="team", name=f"s{n}", actor="reviewer", workspace=f"ws-s{n}"
-        )
-        for n in range(4)
-    ]
+    pools = await full_pool(h, kube, a)
+    sessions = [await opened(h, f"s{n}") for n in range(4)]
     adopted = await asyncio.gather(
-        *(keeper.adopt(session, owner(session.name), a) for session in sessions)
+        *(pools.adoptions.adopt(session, owner(session.name), a) for session in sessions)
     )
     assert sorted(adopted) == [False, False, True, True]
     runners = [
@@ -171,9 +206,9 @@ async def test_a_burst_adopts_each_pooled_pod_once_and_the_rest_start_cold(h: Ha
         assert row is not None
         assert row.pod_name == name
         # The Session's status names its pod (the status mirror asks the pools).
-        assert keeper.runner_pod(await h.control.get_session(sid)) == name
+        assert pools.keeper.runner_pod(await h.control.get_session(sid)) == name
     # The pool refills; the adopted pods are not pooled any more.
-    await keeper.reconcile()
+    await pools.keeper.reconcile()
     assert len(kube.pooled()) == 2
     assert not {name for _, name in runners} & set(kube.pooled())
 
@@ -181,17 +216,15 @@ async def test_a_burst_adopts_each_pooled_pod_once_and_the_rest_start_cold(h: Ha
 async def test_an_actor_change_replaces_pooled_pods_never_adopted_ones(h: Harness) -> None:
     kube = PoolKube()
     a = actor()
-    keeper = await full_pool(h, kube, a)
-    session = await h.control.open_session(
-        namespace="team", name="s", actor="reviewer", workspace="ws-s"
-    )
-    assert await keeper.adopt(session, owner("s"), a)
-    await keeper.reconcile()
+    pools = await full_pool(h, kube, a)
+    session = await opened(h, "s")
+    assert await pools.adoptions.adopt(session, owner("s"), a)
+    await pools.keeper.reconcile()
     before = set(kube.pooled())
     adopted = [n for n, p in kube.pods.items() if LABEL_SESSION_ID in p["metadata"]["labels"]]
 
-    keeper.seen("MODIFIED", actor(env=[EnvVar(name="A", value="2")]))
-    await keeper.reconcile()
+    pools.keeper.seen("MODIFIED", actor(env=[EnvVar(name="A", value="2")]))
+    await pools.keeper.reconcile()
 
     assert len(kube.pooled()) == 2
     assert not set(kube.pooled()) & before
@@ -201,14 +234,15 @@ async def test_an_actor_change_replaces_pooled_pods_never_adopted_ones(h: Harnes
 async def test_a_pod_labelled_for_a_session_the_store_never_adopted_is_deleted(
     h: Harness,
 ) -> None:
-    """A crash between a pod's relabelling and the adoption's commit."""
+    """An older operator's crash between a pod's relabelling and the adoption's commit
+    (it relabelled first)."""
     kube = PoolKube()
-    keeper = await full_pool(h, kube, actor())
+    pools = await full_pool(h, kube, actor())
     orphan = kube.pooled()[0]
     await kube.patch_pod(
         "team", orphan, {"metadata": {"labels": {LABEL_POOL: None, LABEL_SESSION_ID: "ses_x"}}}
     )
-    await keeper.reconcile()
+    await pools.keeper.reconcile()
     assert orphan not in kube.pods
     assert orphan not in kube.claims
     assert len(kube.pooled()) == 2
@@ -225,7 +259,7 @@ async def test_an_actor_without_a_pool_costs_one_listing_at_most(h: Harness) -> 
         return await listing(namespace, selector)
 
     kube.list_whole_pods = counted  # type: ignore[method-assign]
-    keeper = pools(h, kube)
+    keeper = Pools(h, kube).keeper
     keeper.seen(None, actor(size=0))  # as listed when the operator starts
     for _ in range(3):
         await keeper.reconcile()
@@ -237,9 +271,7 @@ async def test_an_actor_without_a_pool_costs_one_listing_at_most(h: Harness) -> 
 async def test_a_session_naming_secrets_adopts_only_where_secrets_may_be_read(
     h: Harness,
 ) -> None:
-    session = await h.control.open_session(
-        namespace="team", name="s", actor="reviewer", workspace="ws-s"
-    )
+    session = await opened(h, "s")
     ref = EnvSource(secret_key_ref=SecretKeyRef(name="llm", key="api-key"))
     secrets = SessionEnv.of([SessionEnvVar(name="KEY", value_from=ref)], None)
     plain = SessionEnv.of([SessionEnvVar(name="MODEL", value="small")], None)
@@ -247,3 +279,105 @@ async def test_a_session_naming_secrets_adopts_only_where_secrets_may_be_read(
     assert not takes_pooled_pod(actor(), session, secrets, read_secrets=False)
     assert takes_pooled_pod(actor(), session, secrets, read_secrets=True)
     assert not takes_pooled_pod(actor(size=0), session, plain, read_secrets=True)
+
+
+async def test_the_runner_is_answered_before_its_pod_is_relabelled(h: Harness) -> None:
+    """The adoption's commit answers the pooled runner's poll; the pod's patches follow."""
+    kube = PoolKube()
+    a = actor()
+    pools = await full_pool(h, kube, a)
+    session = await opened(h, "s")
+    labels_when_answered: list[dict[str, str]] = []
+    answered = asyncio.Event()
+
+    async def poll(uid: str) -> None:
+        await h.control.adoption(uid, 10)
+        labels_when_answered.append(dict(kube.pods_by_uid(uid)["metadata"]["labels"]))
+        answered.set()
+
+    patching = kube.patch_pod
+
+    async def after_the_answer(namespace: str, name: str, patch: dict[str, Any]) -> None:
+        # Relabelling first, it would wait here in vain, then label before the answer.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(answered.wait(), 2)
+        await patching(namespace, name, patch)
+
+    kube.patch_pod = after_the_answer  # type: ignore[method-assign]
+    polls = [asyncio.create_task(poll(uid)) for uid in kube.pooled_uids()]
+    await asyncio.sleep(0)
+    assert await pools.adoptions.adopt(session, owner("s"), a)
+    [labels] = labels_when_answered
+    assert LABEL_POOL in labels
+    assert LABEL_SESSION_ID not in labels
+    for task in polls:
+        task.cancel()
+    [runner] = [p for p in kube.pods.values() if LABEL_SESSION_ID in p["metadata"]["labels"]]
+    assert runner["metadata"]["labels"][LABEL_SESSION_ID] == session.id
+    assert LABEL_POOL not in kube.claims[runner["metadata"]["name"]]["metadata"]["labels"]
+
+
+async def test_a_crash_between_the_commit_and_the_relabelling_is_mended_by_the_next_pass(
+    h: Harness,
+) -> None:
+    """Adopted in the store only: the pod is not offered again, the next pass labels it
+    as its Session's and its claim as the Workspace's, and the pool refills."""
+    kube = PoolKube()
+    await full_pool(h, kube, actor())
+    session = await opened(h, "s")
+    name = kube.pooled()[0]
+    uid = kube.pods[name]["metadata"]["uid"]
+    pod = PooledPod(namespace="team", name=name, uid=uid, claim=name)
+    assert await h.control.adopt(session.id, 1, pod, DISK)
+
+    # As a restarted operator's first pass finds it.
+    restarted = Pools(h, kube)
+    restarted.keeper.seen(None, actor())
+    await restarted.keeper.reconcile()
+
+    labels = kube.pods[name]["metadata"]["labels"]
+    assert LABEL_POOL not in labels
+    assert labels[LABEL_SESSION_ID] == session.id
+    assert [o["kind"] for o in kube.pods[name]["metadata"]["ownerReferences"]] == ["Session"]
+    assert [o["kind"] for o in kube.claims[name]["metadata"]["ownerReferences"]] == ["Workspace"]
+    assert name not in kube.pooled()
+    kube.run_all()
+    await restarted.keeper.reconcile()
+    assert len(kube.pooled()) == 2
+    other = await opened(h, "t")
+    assert await restarted.adoptions.adopt(other, owner("t"), actor())
+    assert (await h.control.adopted_pod(other.id, 1)).pod_name != name  # type: ignore[union-attr]
+
+
+async def test_an_adopted_pod_gone_before_its_relabelling_is_reported(h: Harness) -> None:
+    kube = PoolKube()
+    a = actor()
+    pools = await full_pool(h, kube, a)
+    session = await opened(h, "s")
+    deleting = kube.patch_pod
+
+    async def deleted_first(namespace: str, name: str, patch: dict[str, Any]) -> None:
+        kube.pods.pop(name)  # deleted (its node lost) as it was adopted
+        await deleting(namespace, name, patch)
+
+    kube.patch_pod = deleted_first  # type: ignore[method-assign]
+    assert await pools.adoptions.adopt(session, owner("s"), a)
+    [gone] = pools.gone
+    assert (gone.session_id, gone.epoch) == (session.id, 1)
+
+
+async def test_a_refused_adoption_gives_the_pod_back_untouched(h: Harness) -> None:
+    kube = PoolKube()
+    a = actor()
+    pools = await full_pool(h, kube, a)
+    session = await opened(h, "s")
+    await h.control.current_disk("team", "ws-s")  # its Workspace has a disk
+    before = {n: dict(p["metadata"]["labels"]) for n, p in kube.pods.items()}
+
+    assert not await pools.adoptions.adopt(session, owner("s"), a)
+
+    assert {n: p["metadata"]["labels"] for n, p in kube.pods.items()} == before
+    fresh = await opened(h, "t")
+    second = await opened(h, "u")
+    assert await pools.adoptions.adopt(fresh, owner("t"), a)
+    assert await pools.adoptions.adopt(second, owner("u"), a)  # both pods offered still

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helmr.control import StorageLimits
+from helmr.control.adoptions import AdoptedDisk
 from helmr.kube.labels import (
     ANNOTATION_TURNS,
     LABEL_DISK,
@@ -33,6 +34,13 @@ class WorkspaceRef:
     namespace: str
     name: str
     uid: str
+
+    @classmethod
+    def of(cls, workspace: Workspace) -> WorkspaceRef:
+        meta = workspace.metadata
+        if meta.namespace is None or meta.name is None or meta.uid is None:
+            raise ValueError("a Workspace read from the apiserver has a namespace, name and uid")
+        return cls(namespace=meta.namespace, name=meta.name, uid=meta.uid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,15 @@ class PreparedDisk:
 
     claim: str
     usage: DiskUsageSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDisk:
+    """A pooled claim as a Workspace's first disk: the Workspace that owns it once
+    adopted, and what the adoption's transaction stores of it."""
+
+    workspace: WorkspaceRef
+    disk: AdoptedDisk
 
 
 def disk_usage_spec(computer: ComputerSpec) -> DiskUsageSpec:

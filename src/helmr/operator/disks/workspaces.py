@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from helmr.control import SessionView
+from helmr.control.adoptions import AdoptedDisk
 from helmr.control.disks import restore_point
 from helmr.control.operator_api import OperatorControl
 from helmr.errors import Conflict
@@ -37,6 +38,7 @@ from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.disks.backend import RestoreFailed
 from helmr.operator.disks.manifests import (
     DiskSpec,
+    PoolDisk,
     PreparedDisk,
     SaveSpec,
     WorkspaceRef,
@@ -113,7 +115,7 @@ class Disks:
             restore = restore_point(name, disk)
             if restore is not None:
                 await self._require_ready(namespace, restore)
-            spec = DiskSpec(_ref(workspace), disk.disk, computer, restore, claim)
+            spec = DiskSpec(WorkspaceRef.of(workspace), disk.disk, computer, restore, claim)
             await self.kube.create_claim(namespace, build_claim_spec(spec))
             source = "empty" if restore is None else "restored"
             self.metrics.disks_created.labels(source).inc()
@@ -422,7 +424,7 @@ class Disks:
             await self._unavailable(save, why)
             return False
         spec = SaveSpec(
-            workspace=_ref(workspace),
+            workspace=WorkspaceRef.of(workspace),
             version=save.version,
             disk=save.disk,
             session_id=save.session_id,
@@ -461,14 +463,35 @@ class Disks:
         if not (snapshot.get("status") or {}).get("readyToUse"):
             raise RestoreFailed(f"save {snapshot_name} to restore from is not ready to use")
 
-    async def pool_workspace(self, namespace: str, name: str, actor: Actor) -> WorkspaceRef | None:
-        """The Workspace (made on first use) that may take a disk of ``actor``'s warm
-        pool: None when it overrides the Actor's disk settings (a pooled claim is
-        made with the Actor's)."""
-        workspace = await self._ensure_workspace(namespace, name)
-        if workspace.spec.resolve(actor.spec.computer) != actor.spec.computer:
+    async def pool_disk(self, namespace: str, name: str, actor: Actor) -> PoolDisk | None:
+        """What a pooled claim of ``actor`` is as the Workspace's first disk: the
+        Workspace (made now if missing, with the Actor's settings), the disk's usage
+        thresholds and the Workspace's save policy; None when the Workspace overrides
+        the Actor's disk settings (a pooled claim is made with the Actor's)."""
+        workspace, made = await self._made_or_read(namespace, name)
+        computer = actor.spec.computer
+        if workspace.spec.resolve(computer) != computer:
             return None
-        return _ref(workspace)
+        why = await self._resolve_unsaved((namespace, name), computer)
+        disk = AdoptedDisk(
+            storage=disk_usage_spec(computer).limits,
+            aligned=why is None,
+            save_interval=timedelta(seconds=computer.save_interval_seconds),
+            new_workspace=made,
+        )
+        return PoolDisk(WorkspaceRef.of(workspace), disk)
+
+    async def _made_or_read(self, namespace: str, name: str) -> tuple[Workspace, bool]:
+        """The Workspace, and whether it was made now (created first: a new Session's
+        Workspace is most often new, and then this is one round trip). Its store state
+        is reset by the adoption's transaction, not here."""
+        made = await self.kube.create_resource(build_workspace(namespace, name))
+        if made is not None:
+            return made, True
+        workspace = await self.kube.get_resource(Workspace, namespace, name)
+        if workspace is None:  # deleted meanwhile
+            return await self._made_or_read(namespace, name)
+        return workspace, False
 
     async def _ensure_workspace(self, namespace: str, name: str) -> Workspace:
         """The Workspace, made on first use with the Actor's settings."""
@@ -493,10 +516,3 @@ def by_workspace(saves: list[SaveRow]) -> dict[tuple[str, str], list[SaveRow]]:
     for save in saves:
         groups.setdefault((save.namespace, save.workspace), []).append(save)
     return groups
-
-
-def _ref(workspace: Workspace) -> WorkspaceRef:
-    meta = workspace.metadata
-    if meta.namespace is None or meta.name is None or meta.uid is None:
-        raise ValueError("a Workspace read from the apiserver has a namespace, name and uid")
-    return WorkspaceRef(namespace=meta.namespace, name=meta.name, uid=meta.uid)

@@ -138,7 +138,7 @@ def turn_manifest(session: SessionView, turn: TurnView, owner: OwnerReference | 
     return Turn(metadata=metadata, spec=spec)
 
 
-def _nobody() -> None:
+def _nobody(session: SessionView) -> None:
     return None
 
 
@@ -151,13 +151,14 @@ class CustomResourceMirror:
         self,
         kube: Kube,
         *,
-        admitted: Callable[[], None] = _nobody,
+        admitted: Callable[[SessionView], None] = _nobody,
         api_turn_resources: bool = True,
         followed: Callable[[], bool] = _always,
     ) -> None:
-        """``admitted`` is told of each Turn the API admitted, before its resource is
-        made: the supervisor's wake, so a runner pod starts without waiting for the
-        Turn's resource or for the status sync's pass (which may be busy mirroring).
+        """``admitted`` is told of each Turn the API admitted (its Session as the
+        admission left it), before its resource is made: the supervisor's, so a runner
+        starts without waiting for the Turn's resource or for the status sync's pass
+        (which may be busy mirroring).
         ``api_turn_resources`` off makes no resource, status or Event for them.
         ``followed`` says whether a status sync takes the requests here (this replica
         leads): a replica that does not lead drops them, since the leader's status
@@ -192,7 +193,7 @@ class CustomResourceMirror:
         self.request(session.id)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
-        self._admitted()
+        self._admitted(session)
         if not self.api_turn_resources:
             return
         await self.kube.create_resource(turn_manifest(session, turn, await self._owner(session)))

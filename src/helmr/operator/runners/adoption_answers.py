@@ -5,10 +5,14 @@ what the store's adoption names), waits on the store for the pod's adoption, and
 answers the Session, its process epoch and warm wait, and the Session's own settings
 (``spec.env`` values, and the values of the Secret keys it names, read in the
 Session's namespace only when answering: they are in no log, event, status or row).
+The Session's resource is the one its adopter read (:class:`AdoptedSessions`), when
+this replica adopted it: read again, it would be an apiserver round trip on the
+runner's path.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -35,11 +39,40 @@ class AdoptionReads(Protocol):
         """The Session of an id."""
 
 
+KEPT_SESSIONS = 1024
+"""Adopters' Session resources kept for their pods' answers at most (a pod that never
+asks again, its runner gone, leaves its entry to be dropped, oldest first)."""
+
+
+class AdoptedSessions:
+    """The Session resource each adoption of this replica read, by its pod's uid, until
+    the pod's poll is answered."""
+
+    def __init__(self, most: int = KEPT_SESSIONS) -> None:
+        self._most = most
+        self._kept: OrderedDict[str, Session] = OrderedDict()
+
+    def keep(self, pod_uid: str, session: Session) -> None:
+        self._kept[pod_uid] = session
+        while len(self._kept) > self._most:
+            self._kept.popitem(last=False)
+
+    def take(self, pod_uid: str) -> Session | None:
+        return self._kept.pop(pod_uid, None)
+
+
 class AdoptionAnswers:
-    def __init__(self, verifier: RunnerPodVerifier, control: AdoptionReads, kube: Kube) -> None:
+    def __init__(
+        self,
+        verifier: RunnerPodVerifier,
+        control: AdoptionReads,
+        kube: Kube,
+        adopted: AdoptedSessions | None = None,
+    ) -> None:
         self._verifier = verifier
         self._control = control
         self._kube = kube
+        self._adopted = adopted or AdoptedSessions()
 
     async def answer(self, token: str, timeout: float) -> AdoptionReply:  # noqa: ASYNC109
         pod = await self._verifier.pod(token)
@@ -51,7 +84,9 @@ class AdoptionAnswers:
         if adoption.namespace != pod.namespace:
             raise Forbidden(f"pod {pod.name} was adopted in another namespace")
         session = await self._control.get_session(adoption.session_id)
-        owner = await self._kube.get_resource(Session, session.namespace, session.name)
+        owner = self._adopted.take(pod.uid) or await self._kube.get_resource(
+            Session, session.namespace, session.name
+        )
         try:
             env = (
                 {}

@@ -141,20 +141,22 @@ def build_pooled_claim(actor: Actor, name: str, digest: str, pod_uid: str) -> di
 
 
 def adopted_pod_patch(
-    session_name: str, session_uid: str, session_id: str, epoch: int
+    session_name: str, session_uid: str | None, session_id: str, epoch: int
 ) -> dict[str, Any]:
-    """Makes a pooled pod the runner pod of the Session's process ``epoch``."""
-    return {
-        "metadata": {
-            "labels": {
-                LABEL_POOL: None,
-                LABEL_SESSION: session_name,
-                LABEL_SESSION_ID: session_id,
-                LABEL_EPOCH: str(epoch),
-            },
-            "ownerReferences": [pods.session_owner(session_name, session_uid)],
+    """Makes a pooled pod the runner pod of the Session's process ``epoch``, owned by
+    the Session's resource (``session_uid`` None: it is gone, the pod stays the Actor's
+    until its process is stopped)."""
+    metadata: dict[str, Any] = {
+        "labels": {
+            LABEL_POOL: None,
+            LABEL_SESSION: session_name,
+            LABEL_SESSION_ID: session_id,
+            LABEL_EPOCH: str(epoch),
         }
     }
+    if session_uid is not None:
+        metadata["ownerReferences"] = [pods.session_owner(session_name, session_uid)]
+    return {"metadata": metadata}
 
 
 def adopted_claim_patch(workspace: WorkspaceRef) -> dict[str, Any]:

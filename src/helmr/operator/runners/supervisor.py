@@ -41,13 +41,14 @@ from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.limits import effective_limits
 from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.runners.pod_runners import PodRunners
-from helmr.operator.runners.warm_pools import WarmPools
+from helmr.operator.runners.pool_adoptions import PoolAdoptions
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
 from helmr.resources.session_env import SessionEnv
 from helmr.states import FailureReason
 from helmr.store import utc_now
+from helmr.store.rows import AdoptionRow
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +71,14 @@ class Supervisor:
         runners: RunnerBackend | None = None,
         disks: DiskBackend | None = None,
         resources: ResourceReader | None = None,
-        pools: WarmPools | None = None,
+        pools: PoolAdoptions | None = None,
     ) -> None:
         """``runners``: where runner processes run (a pod each unless given);
         ``disks``: where their Computer disks are kept (claims unless given);
         ``resources``: where Actors and Sessions are read (``kube`` unless given).
         ``kube`` is None only with all three given: no cluster at all (``helmr dev``).
-        ``pools``: the Actors' warm pools, whose pods new Sessions adopt (none: every
-        start is cold)."""
+        ``pools``: adoptions from the Actors' warm pools, whose pods new Sessions
+        adopt (none: every start is cold)."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
@@ -91,27 +92,56 @@ class Supervisor:
         # Sessions already logged as waiting for their Actor (log once, not every pass).
         self._waiting_for_actor: set[str] = set()
         # Runners of live processes that were being removed when this process
-        # started, by (session, epoch): followed to their end (see recover).
+        # started, or adopted and not yet labelled as such, by (session, epoch):
+        # followed to their end (see recover).
         self._ending: dict[tuple[str, int], RunnerRef] = {}
+        # Sessions whose start is under way (a pass's, or an admission's): one at a time.
+        self._starting: set[str] = set()
+        self._admissions: set[asyncio.Task[None]] = set()
+        # Admissions' starts under way at once: a few, as a pass's (a burst of new
+        # Sessions would otherwise queue all their calls behind the Kubernetes threads).
+        self._admitting = asyncio.Semaphore(AT_ONCE)
 
     def wake(self) -> None:
         """Asks for a pass now (a turn was admitted, a pod ended)."""
         self._wake.set()
 
+    def admitted(self, session: SessionView) -> None:
+        """A Turn of ``session`` (as its admission left it) was admitted: a Session that
+        needs a runner starts one now, not a pass later (a pooled runner is answered
+        as soon as its adoption commits). The leader's only: it runs the passes too."""
+        if session.process_live:
+            return
+        task = asyncio.create_task(self._start_admitted(session.id))
+        self._admissions.add(task)
+        task.add_done_callback(self._admissions.discard)
+
+    async def _start_admitted(self, session_id: str) -> None:
+        async with self._admitting:
+            # Read again: held, backing off, or started since, it needs none.
+            session = await self.control.session_needing_runner(session_id, self.clock())
+            if session is not None:
+                await self._isolated(session_id, self.start(session))
+
     async def run(self) -> None:
-        await self.recover()
-        while True:
-            try:
-                await self.reconcile()
-            except Exception:
-                # One bad pass (apiserver hiccup) must not end supervision.
-                log.exception("supervisor pass failed; retrying")
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation
-            # that comes as the wake-up does, and stopping would wait for ever.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.reconcile_interval):
-                    await self._wake.wait()
-            self._wake.clear()
+        try:
+            await self.recover()
+            while True:
+                try:
+                    await self.reconcile()
+                except Exception:
+                    # One bad pass (apiserver hiccup) must not end supervision.
+                    log.exception("supervisor pass failed; retrying")
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a
+                # cancellation that comes as the wake-up does, and stopping would wait
+                # for ever.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.settings.reconcile_interval):
+                        await self._wake.wait()
+                self._wake.clear()
+        finally:  # no longer leading: the admissions' starts are the next leader's
+            for task in self._admissions:
+                task.cancel()
 
     async def recover(self) -> None:
         """After a restart: a live process whose pod is gone was lost meanwhile.
@@ -129,7 +159,7 @@ class Supervisor:
         }
         for session in await self.control.live_processes():
             process = (session.id, session.process_epoch)
-            pod = existing.get(process)
+            pod = existing.get(process) or await self._adopted_unlabelled(session)
             if pod is None:
                 log.info("session %s: process %d vanished", session.id, session.process_epoch)
                 await self.control.execution_lost(
@@ -137,8 +167,21 @@ class Supervisor:
                     session.process_epoch,
                     saves_unavailable=await self.disks.why_unsaved(session),
                 )
-            elif pod.deleting:
+            elif pod.deleting or process not in existing:
                 self._ending[process] = pod
+
+    async def _adopted_unlabelled(self, session: SessionView) -> RunnerRef | None:
+        """The pod a live process adopted from a warm pool whose labels a crash kept
+        from being written (``adoption_writes``): followed by name until the pool's
+        pass labels it (its events report it then) or it is gone (lost)."""
+        adoption = await self._adoption(session.id, session.process_epoch)
+        if adoption is None:
+            return None
+        if (await self.runners.state(adoption.namespace, adoption.pod_name)).gone:
+            return None
+        return RunnerRef(
+            adoption.namespace, adoption.pod_name, session.id, adoption.epoch, deleting=False
+        )
 
     async def reconcile(self) -> None:
         now = self.clock()
@@ -334,14 +377,39 @@ class Supervisor:
 
     async def _runner_name(self, session_id: str, session_name: str, epoch: int) -> str:
         """The name of the runner of the Session's process ``epoch``: the pooled pod it
-        adopted (only a first process adopts one), else the one the backend gives a
-        cold start."""
-        if self.pools is None or epoch != 1:
-            return self.runners.name(session_name, epoch)
-        adopted = await self.control.adopted_pod(session_id, epoch)
+        adopted, else the one the backend gives a cold start."""
+        adopted = await self._adoption(session_id, epoch)
         return self.runners.name(session_name, epoch) if adopted is None else adopted.pod_name
 
+    async def _adoption(self, session_id: str, epoch: int) -> AdoptionRow | None:
+        """The pooled pod the Session's process ``epoch`` adopted (only a first
+        process adopts one)."""
+        return None if epoch != 1 else await self.control.adopted_pod(session_id, epoch)
+
+    async def pod_gone(self, adoption: AdoptionRow) -> None:
+        """An adopted pod was found gone before it was labelled: no event of it will
+        report its process's end, so it is reported here (``adoption_writes``)."""
+        runner = RunnerRef(
+            adoption.namespace,
+            adoption.pod_name,
+            adoption.session_id,
+            adoption.epoch,
+            deleting=False,
+        )
+        await self.pod_reported(PodReport.of(runner, deleted=True, started=False, outcome="lost"))
+
     async def start(self, session: SessionView) -> None:
+        """Starts the Session's next runner; nothing if its start is under way already
+        (a pass's and an admission's may come together)."""
+        if session.id in self._starting:
+            return
+        self._starting.add(session.id)
+        try:
+            await self._start(session)
+        finally:
+            self._starting.discard(session.id)
+
+    async def _start(self, session: SessionView) -> None:
         # The three reads go out together: on the cold start's path, each is an
         # apiserver round trip.
         leftovers, owner, actor = await asyncio.gather(
@@ -363,14 +431,12 @@ class Supervisor:
             log.warning("session %s: its Session resource is gone; cancelling", session.id)
             await self.control.cancel(session.id)
             return
-        if session.limits is None:
-            return  # its Actor is not read yet (resolve_limits)
         actor = await self._actor_found(session, actor, self.clock())
         if actor is None:
             return
+        if session.limits is None:  # opened since the pass's resolve_limits: read now
+            session = await self.control.resolve_limits(session.id, effective_limits(owner, actor))
         if self.pools is not None and await self.pools.adopt(session, owner, actor):
-            # Its disk is the pooled pod's claim: its usage limits and save policy now.
-            await self.disks.prepare(session, actor)
             self.metrics.processes_started.inc()
             return
         try:

@@ -5,14 +5,13 @@ that asks for some, each with a fresh claim of its own, and deletes pooled pods 
 Actor's spec no longer makes (their hash label differs) or that ended. Adopted pods
 are never touched here: they are their Session's, as a cold start's pod is.
 
-A new Session's first start (:meth:`WarmPools.adopt`, from the supervisor) takes a
-pooled pod that is Running: the pod is relabelled and owned as its Session's runner
-pod of the next epoch, its claim as the Workspace's first disk, then one store
-transaction (``helmr.control.adoptions``) records the adoption, which answers the
-pod's adoption long poll. The relabelling comes first, so a crash between leaves a
-pod labelled for a Session whose store never adopted it: the next pass deletes it
-(an orphan), and the Session starts on another. Nothing is in memory that a restart
-needs: pods are found by label, adoptions in the store.
+A new Session's first start takes a pooled pod that is Running (:meth:`WarmPools.take`,
+from :mod:`.pool_adoptions`); its adoption is committed in the store first, which
+answers the pod's adoption long poll, and its pod and claim are relabelled after
+(:mod:`.adoption_writes`). A crash between leaves a pod labelled pooled whose uid the
+store says is adopted: each pass writes what such a pod lacks, and never offers it
+again. Nothing is in memory that a restart needs: pods are found by label,
+adoptions in the store.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,23 +30,18 @@ from helmr.control.operator_api import OperatorControl
 from helmr.kube.client import Kube, namespace_terminating
 from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_EPOCH, LABEL_POOL, LABEL_POOLED, LABEL_SESSION, LABEL_SESSION_ID
-from helmr.operator.disks.workspaces import Disks
-from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.adoption_writes import AdoptionWrites
 from helmr.operator.runners.network_policies import RunnerPolicies
 from helmr.operator.runners.pods import build_service_account_spec, pod_name
 from helmr.operator.runners.pool_pods import (
     PoolSettings,
-    adopted_claim_patch,
-    adopted_pod_patch,
     build_pooled_claim,
     build_pooled_pod,
     pool_hash,
 )
 from helmr.operator.runners.preparation import container_started
-from helmr.operator.runners.session_settings import SettingsUnavailable, settings_values
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
-from helmr.resources import Actor, ActorStatus, Session, WarmPoolStatus
-from helmr.resources.session_env import SessionEnv
+from helmr.resources import Actor, ActorStatus, WarmPoolStatus
 
 log = logging.getLogger(__name__)
 
@@ -88,50 +81,26 @@ class _Pod:
         return self.phase in ("Succeeded", "Failed")
 
 
-def takes_pooled_pod(
-    actor: Actor, session: SessionView, env: SessionEnv, *, read_secrets: bool
-) -> bool:
-    """Whether the Session's start may take a pooled pod of ``actor``: its first
-    process, of an Actor with a pool, and settings the adoption can carry (Secret
-    keys only where the operator may read Secrets: else the kubelet resolves them,
-    in a cold pod's spec)."""
-    pool = actor.spec.warm_pool
-    names_secrets = bool(env.env_from) or any(var.value_from is not None for var in env.env)
-    return (
-        pool is not None
-        and pool.size > 0
-        and session.process_epoch == 0
-        and (read_secrets or not names_secrets)
-    )
-
-
 class WarmPools:
     def __init__(
         self,
         control: OperatorControl,
         kube: Kube,
-        disks: Disks,
-        runner_pods: RunnerPods,
+        writes: AdoptionWrites,
         settings: PoolSettings,
         metrics: WarmPoolMetrics,
         *,
         policies: RunnerPolicies | None = None,
-        read_secrets: bool = False,
         interval: float = POOL_INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``writes``: the adoptions' Kubernetes side, for those a crash left unwritten."""
         self._control = control
         self._kube = kube
-        self._disks = disks
-        self._runner_pods = runner_pods
+        self._writes = writes
         self._settings = settings
         self._metrics = metrics
         self._policies = policies
-        # Whether the operator may read Secrets in the namespaces it serves (a Role
-        # in each: the chart's watchNamespaces), so a Session naming some adopts too.
-        self._read_secrets = read_secrets
         self._interval = interval
-        self._clock = clock
         self._wake = asyncio.Event()
         # The Actors with a pool, or that may have pods of one (each Actor seen when
         # this process started, until a pass finds none), as last seen (kopf's watch):
@@ -139,11 +108,12 @@ class WarmPools:
         self._actors: dict[ActorKey, Actor] = {}
         # Per Actor, the pooled pods Running at the last pass, newest last, not yet taken.
         self._ready: dict[ActorKey, list[_Pod]] = {}
-        # Pods being adopted now by this process (relabelled, not yet committed).
-        self._adopting: set[str] = set()
+        # Pods whose adoption this process committed and is relabelling now: a pass
+        # leaves their writes to it.
+        self._writing: set[str] = set()
         # Pods this process took from each Actor's pool, by uid: never offered again,
-        # even by a listing made before their relabelling (forgotten once unlisted).
-        self._taken: dict[str, ActorKey] = {}
+        # even by a listing made before their adoption (forgotten once unlisted).
+        self._taken: dict[str, tuple[ActorKey, _Pod]] = {}
         self._statuses: dict[ActorKey, WarmPoolStatus] = {}
         # The adopted pods' names by Session: (its process's epoch, the pod's name); set
         # at adoption, and from the pools' listings after a restart.
@@ -200,17 +170,17 @@ class WarmPools:
             return
         pods = [_Pod.of(body) for body in bodies]
         listed = {pod.uid for pod in pods}
-        for uid in [uid for uid, owner in self._taken.items() if owner == key]:
+        for uid in [uid for uid, (owner, _) in self._taken.items() if owner == key]:
             if uid not in listed:
                 del self._taken[uid]
         names = {pod.name for pod in pods}
         for session_id, (_, name, owner) in list(self._adopted_names.items()):
             if owner == key and name not in names:
                 del self._adopted_names[session_id]
-        adopted = await self._adopted(key, [pod for pod in pods if not pod.pooled])
+        adopted, running = await self._adopted(key, pods)
         digest = pool_hash(actor, self._settings)
         live: list[_Pod] = []
-        for pod in (pod for pod in pods if pod.pooled and not pod.deleting):
+        for pod in (p for p in pods if p.pooled and not p.deleting and p.uid not in adopted):
             if pod.labels[LABEL_POOL] != digest or pod.ended:
                 reason = "ended" if pod.ended else "changed"
                 log.info(
@@ -232,25 +202,33 @@ class WarmPools:
             if pod.phase == "Running" and pod.started and pod.uid not in self._taken
         ]
         await self._write_status(
-            key, actor, WarmPoolStatus(size=size, ready=len(self._ready[key]), adopted=adopted)
+            key, actor, WarmPoolStatus(size=size, ready=len(self._ready[key]), adopted=running)
         )
 
-    async def _adopted(self, key: ActorKey, taken: list[_Pod]) -> int:
-        """How many of the pods taken from the pool run their Session's process; one
-        labelled for a Session whose adoption was never committed (a crash between
-        its relabelling and its transaction, or a transaction refused) is deleted."""
-        rows = await self._control.adoptions_of_pods([pod.uid for pod in taken])
-        known = {row.pod_uid for row in rows}
-        for row in rows:
-            self._adopted_names[row.session_id] = (row.epoch, row.pod_name, key)
+    async def _adopted(self, key: ActorKey, pods: list[_Pod]) -> tuple[set[str], int]:
+        """The uids of the listed pods the store says were adopted, and how many of them
+        run their Session's process. An adopted pod still labelled pooled (a crash
+        between its adoption's commit and its relabelling) is relabelled now; one
+        labelled for a Session with no adoption (an older operator's crash, which
+        relabelled first) is deleted."""
+        listed = await self._control.adoptions_of_pods([pod.uid for pod in pods])
+        rows = {row.pod_uid: row for row in listed}
         running = 0
-        for pod in taken:
-            if pod.uid in known:
-                running += not (pod.ended or pod.deleting)
-            elif pod.uid not in self._adopting and not pod.deleting:
-                log.warning("warm pool: pod %s was never adopted; deleting it", pod.name)
-                await self._discard(key[0], pod.name)
-        return running
+        for pod in pods:
+            row = rows.get(pod.uid)
+            if row is None:
+                if not pod.pooled and not pod.deleting:
+                    log.warning("warm pool: pod %s was never adopted; deleting it", pod.name)
+                    await self._discard(key[0], pod.name)
+                continue
+            self._adopted_names[row.session_id] = (row.epoch, row.pod_name, key)
+            running += not (pod.ended or pod.deleting)
+            if pod.pooled and pod.uid not in self._writing:
+                try:
+                    await self._writes.resume(row)
+                except Exception:  # the others are not kept waiting: the next pass retries
+                    log.exception("warm pool: labelling adopted pod %s failed", pod.name)
+        return set(rows), running
 
     async def _claim_each(self, actor: Actor, live: list[_Pod], digest: str) -> None:
         """Creates the claim of each live pooled pod that lacks one (a crash between a
@@ -297,79 +275,36 @@ class WarmPools:
         await self._kube.delete_pod(namespace, name)
         await self._kube.delete_claim(namespace, name)
 
-    async def adopt(self, session: SessionView, owner: Session, actor: Actor) -> bool:
-        """The Session's first process adopts a pooled pod of ``actor`` (True), or
-        starts cold (False: none is ready, or its Workspace or settings cannot take one)."""
-        key = (session.namespace, session.actor)
-        env = SessionEnv.of(owner.spec.env, owner.spec.env_from)
-        if not takes_pooled_pod(actor, session, env, read_secrets=self._read_secrets):
-            return False
+    def take(self, key: ActorKey) -> PooledPod | None:
+        """A Running pooled pod of the Actor ``key`` for a Session to adopt (None: none
+        is ready, and the pool is woken to refill), offered to no one else meanwhile."""
         ready = self._ready.get(key) or []
         if not ready:
             self._metrics.misses.inc()
             self._wake.set()
-            return False
-        started = self._clock()
-        # Taken before any wait: Sessions of the Actor start a few at once.
+            return None
         pod = ready.pop()
-        self._taken[pod.uid] = key
-        if not await self._adopt(session, owner, actor, env, pod):
-            return False
+        self._taken[pod.uid] = (key, pod)
+        return PooledPod(namespace=key[0], name=pod.name, uid=pod.uid, claim=pod.name)
+
+    def give_back(self, pod: PooledPod) -> None:
+        """A pod taken and not adopted (untouched) is a candidate again."""
+        key, taken = self._taken.pop(pod.uid)
+        self._ready.setdefault(key, []).append(taken)
+
+    @contextlib.contextmanager
+    def adopted(self, session_id: str, epoch: int, pod: PooledPod) -> Iterator[None]:
+        """``pod`` runs the Session's process ``epoch`` (committed): named in its status,
+        the pool refilled, and its relabelling left to the adopter while in the block."""
+        key, _ = self._taken[pod.uid]
+        self._adopted_names[session_id] = (epoch, pod.name, key)
         self._metrics.adopted.inc()
-        self._metrics.adoption_seconds.observe(self._clock() - started)
-        self._wake.set()  # refill
-        log.info("session %s: adopted pod %s", session.id, pod.name)
-        return True
-
-    def _give_back(self, key: ActorKey, pod: _Pod) -> None:
-        """A pod taken and left untouched is a candidate again."""
-        del self._taken[pod.uid]
-        self._ready.setdefault(key, []).append(pod)
-
-    async def _adopt(
-        self, session: SessionView, owner: Session, actor: Actor, env: SessionEnv, pod: _Pod
-    ) -> bool:
-        """Adopts ``pod`` (taken); False when the Session cannot take it (the pod is
-        given back), or the store refused (the pod is deleted)."""
-        key = (session.namespace, session.actor)
+        self._wake.set()
+        self._writing.add(pod.uid)
         try:
-            # Its Secrets are there (its runner gets them when answered), and its
-            # Workspace takes the Actor's disk settings.
-            await settings_values(self._kube, session.namespace, env)
-            workspace = await self._disks.pool_workspace(
-                session.namespace, session.workspace, actor
-            )
-        except SettingsUnavailable as exc:
-            log.info("session %s starts cold: %s", session.id, exc)
-            workspace = None
-        except BaseException:
-            self._give_back(key, pod)  # untouched yet
-            raise
-        if workspace is None:
-            self._give_back(key, pod)
-            return False
-        epoch = session.process_epoch + 1
-        self._adopting.add(pod.uid)
-        try:
-            uid = owner.owner_reference().uid
-            await self._kube.patch_pod(
-                session.namespace, pod.name, adopted_pod_patch(session.name, uid, session.id, epoch)
-            )
-            await self._kube.patch_claim(
-                session.namespace, pod.name, adopted_claim_patch(workspace)
-            )
-            pooled = PooledPod(
-                namespace=session.namespace, name=pod.name, uid=pod.uid, claim=pod.name
-            )
-            if not await self._control.adopt(session.id, epoch, pooled):
-                log.warning("session %s: pod %s not adopted; deleting it", session.id, pod.name)
-                await self._discard(session.namespace, pod.name)
-                return False
+            yield
         finally:
-            self._adopting.discard(pod.uid)
-        self._runner_pods.created(session.id, epoch, pod.uid)
-        self._adopted_names[session.id] = (epoch, pod.name, key)
-        return True
+            self._writing.discard(pod.uid)
 
     def runner_pod(self, session: SessionView) -> str:
         """The name of the pod of the Session's live process: the pooled pod it
