@@ -10,14 +10,21 @@ with ``warmPool.size`` = ``--pool``, ``cold`` without. Measured, in one run:
     pooled sample): start → the first turn's ``turn.running``;
   - a burst: ``--pool`` starts at ``--rate`` per second against a full pool, then as
     many cold ones at the same rate; each start → its first ``turn.running``;
+  - a pooled burst at ``--high-rate`` per second: the pool grown to ``--high-pool``
+    first, then as many starts (none with 0);
   - apiserver writes (POST, PUT, PATCH, DELETE on Helmr's resources, pods, claims,
     service accounts, Events) per start, over the one-at-a-time samples of each kind
     (a pooled sample's window includes its pool's refill: a pod and a claim made).
 
-Every timestamp is this host's wall clock; figures are printed, never asserted.
+Each start is also timed from its Turn's admission (``turn.queued``) to its
+``turn.running``: the control plane's share, without the client's two calls.
+``--before DIR`` runs all of it first against a control plane of the code in ``DIR``
+(a checkout, e.g. ``git archive main | tar -x -C DIR``; the runner image is this
+checkout's), then against this one, and prints the ratios. Every timestamp is this
+host's wall clock; figures are printed, never asserted.
 
-    KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
-        .venv/bin/python benchmarks/bench_pool.py [--samples 5] [--pool 5] [--rate 10]
+    KUBECONFIG=/var/lib/helmr-cluster/kubeconfig .venv/bin/python benchmarks/bench_pool.py \\
+        [--samples 5] [--pool 5] [--rate 10] [--high-rate 45 --high-pool 45] [--before DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _apiserver_writes
 from _apiserver_writes import helmr_writes
-from _common import Table, bench_namespace, control_plane, first, new_api_client, prepare
+from _cluster import Cluster, parser, run
+from _common import Table, bench_namespace, control_plane, first
 from kubernetes import client
-from tests.cluster import conftest
 from tests.cluster.sessions import all_events, create_actor
 
 from helmr.client import Client
@@ -53,6 +60,23 @@ POOLED, COLD = "pooled", "cold"
 _apiserver_writes.CORE_RESOURCES |= {"persistentvolumeclaims"}
 
 
+@dataclass(frozen=True)
+class Start:
+    """One start, in seconds: from the client's start call, and from its Turn's admission."""
+
+    from_start: float
+    from_admission: float
+
+
+@dataclass
+class Figures:
+    """What one control plane measured: starts by measurement, writes by kind."""
+
+    load: list[float] = field(default_factory=list)
+    starts: dict[str, list[Start]] = field(default_factory=dict)
+    writes: dict[str, Counter[str]] = field(default_factory=dict)
+
+
 async def pool_full(api: client.ApiClient, namespace: str, size: int) -> None:
     custom = client.CustomObjectsApi(api)
     deadline = time.monotonic() + LONG
@@ -61,102 +85,167 @@ async def pool_full(api: client.ApiClient, namespace: str, size: int) -> None:
             custom.get_namespaced_custom_object, GROUP, VERSION, namespace, ACTORS, POOLED
         )
         pool = (actor.get("status") or {}).get("warmPool") or {}
-        if pool.get("ready") == size:
+        if pool.get("ready") == size and pool.get("size") == size:
             return
         await asyncio.sleep(0.2)
     raise SystemExit(f"the pool did not refill to {size} in {LONG} s")
 
 
-async def start_to_running(helmr: Client, namespace: str, actor: str, workspace: str) -> float:
+async def start_to_running(helmr: Client, namespace: str, actor: str, workspace: str) -> Start:
     """A new Session's start → its first turn's ``turn.running`` (the turn enqueued at once)."""
     started = time.time()
     session, _ = await helmr.actors.start(actor, namespace=namespace, workspace=workspace)
     turn = await session.enqueue({"read": []})
     assert (await turn.wait(timeout=LONG)).status == "completed"
-    running = first(await all_events(session), "turn.running", turn.id) - started
+    events = await all_events(session)
+    running = first(events, "turn.running", turn.id)
     await session.cancel()
-    return running
+    return Start(running - started, running - first(events, "turn.queued", turn.id))
 
 
 async def one_at_a_time(
-    helmr: Client, api: client.ApiClient, kubeconfig: str, namespace: str, args: argparse.Namespace
-) -> tuple[dict[str, list[float]], dict[str, Counter[str]]]:
-    times: dict[str, list[float]] = {POOLED: [], COLD: []}
-    writes: dict[str, Counter[str]] = {POOLED: Counter(), COLD: Counter()}
+    helmr: Client, cluster: Cluster, namespace: str, args: argparse.Namespace, figures: Figures
+) -> None:
+    for kind in (POOLED, COLD):
+        figures.starts[f"{kind}: one at a time"] = []
+        figures.writes[kind] = Counter()
     for i in range(args.samples):
         for kind in (POOLED, COLD):
-            await pool_full(api, namespace, args.pool)  # the refill is in the pooled window
-            before = helmr_writes(kubeconfig)
-            times[kind].append(await start_to_running(helmr, namespace, kind, f"{kind}-{i}"))
+            await pool_full(cluster.api, namespace, args.pool)  # the refill is in the window
+            before = helmr_writes(cluster.kubeconfig)
+            start = await start_to_running(helmr, namespace, kind, f"{kind}-{i}")
+            figures.starts[f"{kind}: one at a time"].append(start)
             if kind == POOLED:
-                await pool_full(api, namespace, args.pool)
-            writes[kind] += helmr_writes(kubeconfig) - before
-    return times, writes
+                await pool_full(cluster.api, namespace, args.pool)
+            figures.writes[kind] += helmr_writes(cluster.kubeconfig) - before
 
 
-async def burst_start(helmr: Client, namespace: str, kind: str, n: int) -> float:
-    return await start_to_running(helmr, namespace, kind, f"b-{kind}-{n}")
-
-
-async def paced(count: int, rate: float, start: Callable[[int], Awaitable[float]]) -> list[float]:
+async def paced(count: int, rate: float, start: Callable[[int], Awaitable[Start]]) -> list[Start]:
     """``count`` starts, one every 1/``rate`` s, each measured to its ``turn.running``."""
 
-    async def at(n: int) -> float:
+    async def at(n: int) -> Start:
         await asyncio.sleep(n / rate)
         return await start(n)
 
     return list(await asyncio.gather(*(at(n) for n in range(count))))
 
 
-async def bench(args: argparse.Namespace) -> None:
-    kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        raise SystemExit("set KUBECONFIG to the cluster to measure")
-    prepare(kubeconfig, args.build)
-    image = conftest.RUNNER_IMAGE
-    api = new_api_client(kubeconfig)
-    core = client.CoreV1Api(api)
-    load = os.getloadavg()
-    with control_plane(kubeconfig) as op, bench_namespace(core) as namespace:
+async def burst(
+    helmr: Client, namespace: str, kind: str, count: int, rate: float, figures: Figures
+) -> None:
+    print(f"burst: {count} {kind} starts at {rate:g}/s ...", flush=True)
+
+    def one(n: int) -> Awaitable[Start]:
+        return start_to_running(helmr, namespace, kind, f"b{rate:g}-{kind}-{n}")
+
+    figures.starts[f"{kind}: {count} at {rate:g}/s"] = await paced(count, rate, one)
+
+
+async def measure(args: argparse.Namespace, cluster: Cluster, **plane: str) -> Figures:
+    """Every measurement, against a control plane of its own (``plane``: its env)."""
+    figures = Figures(load=list(os.getloadavg()))
+    with (
+        control_plane(cluster.kubeconfig, **plane) as op,
+        bench_namespace(cluster.core) as namespace,
+    ):
         common: dict[str, Any] = {"entrypoint": "files:files", "computer": {"size": DISK}}
-        create_actor(api, namespace, image, POOLED, warmPool={"size": args.pool}, **common)
-        create_actor(api, namespace, image, COLD, **common)
+        pool = {"size": args.pool}
+        create_actor(cluster.api, namespace, cluster.image, POOLED, warmPool=pool, **common)
+        create_actor(cluster.api, namespace, cluster.image, COLD, **common)
         async with Client(op.url, op.token) as helmr:
             print(f"one at a time: {args.samples} of each ...", flush=True)
-            single, writes = await one_at_a_time(helmr, api, kubeconfig, namespace, args)
-            burst: dict[str, list[float]] = {}
+            await one_at_a_time(helmr, cluster, namespace, args, figures)
             for kind in (POOLED, COLD):
-                await pool_full(api, namespace, args.pool)
-                print(f"burst: {args.pool} {kind} starts at {args.rate}/s ...", flush=True)
-                burst[kind] = await paced(
-                    args.pool, args.rate, partial(burst_start, helmr, namespace, kind)
-                )
-    table = Table()
-    table.section(f"new Session start -> first turn.running (claims of {DISK}; load {load})")
-    pooled = table.latency("pooled: one at a time", single[POOLED])
-    cold = table.latency("cold: one at a time", single[COLD])
+                await pool_full(cluster.api, namespace, args.pool)
+                await burst(helmr, namespace, kind, args.pool, args.rate, figures)
+            if args.high_pool:
+                await grow_pool(cluster.api, namespace, args.high_pool)
+                await pool_full(cluster.api, namespace, args.high_pool)
+                await burst(helmr, namespace, POOLED, args.high_pool, args.high_rate, figures)
+    figures.load += os.getloadavg()
+    await gone(cluster.core, namespace)
+    return figures
+
+
+async def gone(core: client.CoreV1Api, namespace: str) -> None:
+    """Waits for the namespace's deletion (its pods' ends): the next control plane's
+    figures are not taken while the kubelet still stops this one's pods."""
+    deadline = time.monotonic() + LONG
+    while time.monotonic() < deadline:
+        try:
+            await asyncio.to_thread(core.read_namespace, namespace)
+        except client.ApiException as e:
+            if e.status == 404:
+                return
+            raise
+        await asyncio.sleep(1)
+
+
+async def grow_pool(api: client.ApiClient, namespace: str, size: int) -> None:
+    patch = {"spec": {"warmPool": {"size": size}}}
+    custom = client.CustomObjectsApi(api)
+    await asyncio.to_thread(
+        custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, ACTORS, POOLED, patch
+    )
+
+
+def tabulate(table: Table, title: str, figures: Figures, samples: int) -> dict[str, Any]:
+    """``figures`` in ``table``; the p50/p99 of each measurement, by name."""
+    load = " / ".join(f"{x:.1f}" for x in figures.load)
+    table.section(f"{title}: start -> first turn.running (claims of {DISK}; load {load})")
+    quantiles: dict[str, Any] = {}
+    for name, starts in figures.starts.items():
+        quantiles[name] = table.latency(name, [s.from_start for s in starts])
+        quantiles[f"{name}, from admission"] = table.latency(
+            f"{name}, turn.queued -> turn.running", [s.from_admission for s in starts]
+        )
+    pooled, cold = quantiles[f"{POOLED}: one at a time"], quantiles[f"{COLD}: one at a time"]
     table.ratio("ratio pooled / cold, one at a time", pooled, cold)
-    burst_pooled = table.latency(f"pooled: {args.pool} at {args.rate}/s", burst[POOLED])
-    burst_cold = table.latency(f"cold: {args.pool} at {args.rate}/s", burst[COLD])
-    table.ratio(f"ratio pooled / cold at {args.rate}/s", burst_pooled, burst_cold)
-    table.section("apiserver writes per start (the apiserver's count, one at a time)")
-    for kind in (POOLED, COLD):
-        per_start = sum(writes[kind].values()) / args.samples
-        table.rows.append((f"{kind}: writes per start", f"{per_start:.1f}", "", "", ""))
-        _apiserver_writes.write_rows(table, writes[kind], Counter())
+    table.section(f"{title}: apiserver writes per start (the apiserver's count, one at a time)")
+    for kind, writes in figures.writes.items():
+        per_start = sum(writes.values()) / samples
+        table.rows.append((f"  {kind}: writes per start", f"{per_start:.1f}", "", "", ""))
+        _apiserver_writes.write_rows(table, writes, Counter())
+    return quantiles
+
+
+async def bench(args: argparse.Namespace, cluster: Cluster) -> None:
+    planes: dict[str, dict[str, str]] = {"this checkout": {}}
+    if args.before is not None:
+        before = {"PYTHONPATH": str(args.before / "src")}
+        planes = {f"before ({args.before})": before} | planes
+    measured = {}
+    for title, env in planes.items():
+        print(f"control plane: {title}", flush=True)
+        measured[title] = await measure(args, cluster, **env)
+    table = Table()
+    quantiles = [
+        tabulate(table, title, figures, args.samples) for title, figures in measured.items()
+    ]
+    if len(quantiles) == 2:
+        table.section("ratio this checkout / before")
+        old, new = quantiles
+        for name in new.keys() & old.keys():
+            table.ratio(name, new[name], old[name])
     print()
     table.print()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--samples", type=int, default=5, help="one-at-a-time starts of each")
-    parser.add_argument("--pool", type=int, default=5, help="the pool's size and burst's starts")
-    parser.add_argument("--rate", type=float, default=10.0, help="starts per second in a burst")
-    parser.add_argument(
-        "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
+    made = parser(__doc__)
+    made.add_argument("--samples", type=int, default=5, help="one-at-a-time starts of each")
+    made.add_argument("--pool", type=int, default=5, help="the pool's size and burst's starts")
+    made.add_argument("--rate", type=float, default=10.0, help="starts per second in a burst")
+    made.add_argument("--high-rate", type=float, default=45.0, help="a pooled burst's rate")
+    made.add_argument(
+        "--high-pool", type=int, default=0, help="the pool and starts at --high-rate (0: none)"
     )
-    asyncio.run(bench(parser.parse_args()))
+    made.add_argument(
+        "--before",
+        type=lambda value: Path(value).resolve(),
+        help="a checkout whose control plane is measured first",
+    )
+    run(made, bench)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _cluster import Cluster, parser, run
 from _common import (
     BARE,
     BARE_LABEL,
@@ -54,11 +54,9 @@ from _common import (
     log_line_time,
     new_api_client,
     no_pods_left,
-    prepare,
 )
 from bench_session_loop import IMPORTS, with_runner_volumes
 from kubernetes import client
-from tests.cluster import conftest
 from tests.cluster.sessions import all_events, create_actor
 
 from helmr.client import Client
@@ -165,14 +163,8 @@ async def wakes(
     return out
 
 
-async def bench(args: argparse.Namespace) -> None:
-    kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        raise SystemExit("set KUBECONFIG to the cluster to measure")
-    prepare(kubeconfig, args.build)
-    image = conftest.RUNNER_IMAGE
-    api = new_api_client(kubeconfig)
-    core = client.CoreV1Api(api)
+async def bench(args: argparse.Namespace, cluster: Cluster) -> None:
+    kubeconfig, api, core, image = cluster.kubeconfig, cluster.api, cluster.core, cluster.image
     with control_plane(kubeconfig) as op, bench_namespace(core) as namespace:
         pods = PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
         claims = ClaimTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace)
@@ -216,12 +208,9 @@ async def bench(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wakes", type=int, default=5, help="wakes and bare pods each")
-    parser.add_argument(
-        "--no-build", dest="build", action="store_false", help="reuse the imported runner image"
-    )
-    asyncio.run(bench(parser.parse_args()))
+    made = parser(__doc__)
+    made.add_argument("--wakes", type=int, default=5, help="wakes and bare pods each")
+    run(made, bench)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,12 @@ import hashlib
 import json
 import random
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from kubernetes import client
 
 from helmr.client import Client, SecretKey
@@ -49,20 +51,29 @@ def actor_status(api_client: client.ApiClient, namespace: str) -> dict[str, Any]
     return actor.get("status") or {}
 
 
-async def pooled_actor(
-    api_client: client.ApiClient, namespace: str, image: str, **spec: Any
-) -> None:
-    """The settings Actor with a pool of two, once both pooled pods are ready."""
-    create_actor(
-        api_client,
-        namespace,
-        image,
-        ACTOR,
-        entrypoint="settings:settings",
-        warmPool={"size": 2},
-        **spec,
-    )
-    await pool_ready(api_client, namespace, 2)
+PoolReady = Callable[..., Awaitable[dict[str, client.V1Pod]]]
+"""``await pooled_ready(namespace, **spec)``: the settings Actor with a pool of two
+(``spec`` added to its spec), once both pooled pods are ready; those pods by name."""
+
+
+@pytest.fixture
+def pooled_ready(
+    api_client: client.ApiClient, core: client.CoreV1Api, runner_image: str
+) -> PoolReady:
+    async def ready(namespace: str, **spec: Any) -> dict[str, client.V1Pod]:
+        create_actor(
+            api_client,
+            namespace,
+            runner_image,
+            ACTOR,
+            entrypoint="settings:settings",
+            warmPool={"size": 2},
+            **spec,
+        )
+        await pool_ready(api_client, namespace, 2)
+        return {str(pod.metadata.name): pod for pod in pooled(core, namespace)}
+
+    return ready
 
 
 async def pool_ready(api_client: client.ApiClient, namespace: str, size: int) -> None:
@@ -99,10 +110,9 @@ async def test_a_new_session_adopts_a_pooled_pod_with_its_settings_and_the_pool_
     api_client: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
+    pooled_ready: PoolReady,
 ) -> None:
-    await pooled_actor(api_client, namespace, runner_image, env=[{"name": "REGION", "value": "eu"}])
-    before = {pod.metadata.name: pod for pod in pooled(core, namespace)}
+    before = await pooled_ready(namespace, env=[{"name": "REGION", "value": "eu"}])
     assert len(before) == 2
     other, _ = await helmr.actors.start(ACTOR, namespace=namespace, workspace="other")
     other_view = await other.retrieve()
@@ -153,14 +163,9 @@ async def test_a_new_session_adopts_a_pooled_pod_with_its_settings_and_the_pool_
 
 
 async def test_a_burst_adopts_each_pooled_pod_once_and_the_rest_start_cold(
-    helmr: Client,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
-    runner_image: str,
+    helmr: Client, core: client.CoreV1Api, namespace: str, pooled_ready: PoolReady
 ) -> None:
-    await pooled_actor(api_client, namespace, runner_image)
-    pooled_names = {pod.metadata.name for pod in pooled(core, namespace)}
+    pooled_names = set(await pooled_ready(namespace))
 
     async def one(n: int) -> tuple[str, str]:
         session, _ = await helmr.actors.start(ACTOR, namespace=namespace, workspace=f"ws-{n}")
@@ -183,9 +188,9 @@ async def test_an_actor_change_replaces_the_pooled_pods_never_an_adopted_one(
     api_client: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
+    pooled_ready: PoolReady,
 ) -> None:
-    await pooled_actor(api_client, namespace, runner_image)
+    await pooled_ready(namespace)
     session, _ = await helmr.actors.start(ACTOR, namespace=namespace, workspace="ws")
     assert (await (await session.enqueue(["A"])).wait(timeout=120)).status == "completed"
     view = await session.retrieve()
@@ -221,9 +226,9 @@ async def test_the_operator_sigkilled_during_adoptions_adopts_no_pod_twice_and_l
     api_client: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    runner_image: str,
+    pooled_ready: PoolReady,
 ) -> None:
-    await pooled_actor(api_client, namespace, runner_image)
+    await pooled_ready(namespace)
     rng = random.Random()
     refs = []
     try:
@@ -260,7 +265,7 @@ async def test_a_secrets_value_reaches_a_pooled_runner_at_adoption_and_nothing_e
     crds: None,
     api_client: client.ApiClient,
     core: client.CoreV1Api,
-    runner_image: str,
+    pooled_ready: PoolReady,
     tmp_path: Path,
 ) -> None:
     """An operator serving its namespaces by name (the chart's watchNamespaces, whose
@@ -274,8 +279,7 @@ async def test_a_secrets_value_reaches_a_pooled_runner_at_adoption_and_nothing_e
     core.create_namespaced_secret(namespace, body)
     try:
         operator.start(namespaces=namespace)
-        await pooled_actor(api_client, namespace, runner_image)
-        before = {pod.metadata.name for pod in pooled(core, namespace)}
+        before = set(await pooled_ready(namespace))
         log_start = operator.log.stat().st_size
         async with Client(operator.url, operator.token) as helmr:
             session, _ = await helmr.actors.start(
