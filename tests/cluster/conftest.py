@@ -62,7 +62,13 @@ def pytest_runtest_makereport(
     its log is a file in a temporary directory, gone with the machine a CI ran on,
     and an intermittent failure must be diagnosable from the one run that saw it."""
     report: pytest.TestReport = yield
-    op = getattr(item, "funcargs", {}).get("operator")
+    funcargs = getattr(item, "funcargs", {})
+    op = funcargs.get("operator")
+    namespace, kubeconfig = funcargs.get("namespace"), os.environ.get("KUBECONFIG")
+    if report.when == "call" and report.failed and isinstance(namespace, str) and kubeconfig:
+        # What the cluster shows of the test's namespace before its teardown deletes
+        # it: a pod left Pending, a claim unbound, a snapshot failed, and their events.
+        report.sections.append((f"namespace {namespace}", _namespace_state(kubeconfig, namespace)))
     if report.when == "call" and report.failed and isinstance(op, Operator):
         with op.log.open("rb") as log:
             log.seek(item.stash.get(_LOG_START, 0))
@@ -74,6 +80,17 @@ def pytest_runtest_makereport(
             )
         )
     return report
+
+
+def _namespace_state(kubeconfig: str, namespace: str) -> str:
+    shown = []
+    for args in (
+        ("get", "pods,pvc,volumesnapshots", "-o", "wide"),
+        ("get", "events", "--sort-by=.lastTimestamp"),
+    ):
+        done = kubectl(kubeconfig, "-n", namespace, *args)
+        shown.append(f"$ kubectl {' '.join(args)}\n{done.stdout}{done.stderr}")
+    return "\n".join(shown)
 
 
 @pytest.fixture(scope="session")

@@ -539,20 +539,32 @@ async def test_a_workspace_is_deleted_through_the_api_as_soon_as_its_session_rea
     await eventually(gone, timeout=120, what="the Workspace and its saves gone")
 
 
-async def _done_or_acknowledged(session: SessionRef, turn: TurnRef) -> bool:
-    """Whether ``turn`` completed; resumes a recovery-gap hold on the way."""
+async def _ended_or_acknowledged(session: SessionRef, turn: TurnRef) -> str | None:
+    """``turn``'s status once it ended (completed, or interrupted by a loss); resumes a
+    recovery-gap hold on the way."""
     if (held := await _held(session)) is not None:
         await session.resume(hold_id=held.hold.hold_id)
     state = await turn.retrieve()
-    assert state.status in ("queued", "running", "completed"), state
-    return state.status == "completed"
+    assert state.status in ("queued", "running", "completed", "interrupted"), state
+    return None if state.status in ("queued", "running") else state.status
 
 
 async def _closed(session: SessionRef) -> bool:
     return (await session.retrieve()).status == "closed"
 
 
-async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_replays_nothing(
+def _snapshot_uids(api_client: client.ApiClient, namespace: str) -> dict[str, str]:
+    snapshots = client.CustomObjectsApi(api_client).list_namespaced_custom_object(
+        "snapshot.storage.k8s.io", "v1", namespace, "volumesnapshots"
+    )["items"]
+    return {str(s["metadata"]["name"]): str(s["metadata"]["uid"]) for s in snapshots}
+
+
+BURSTS = 8
+BURST = 3
+
+
+async def test_operator_sigkilled_during_coalesced_saves_loses_none_duplicates_none_replays_none(
     operator: Operator,
     api_client: client.ApiClient,
     core: client.CoreV1Api,
@@ -560,34 +572,45 @@ async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_re
     runner_image: str,
     pod_history: PodHistory,
 ) -> None:
-    """The operator is SIGKILLed 10 times, each soon after a Turn completed (its save
-    in flight); every third time the runner pod is lost too while the operator is
-    down, so the restore runs after the restart. Then: every completed Turn's file
-    is on the disk, or that Turn is named in a recovery gap (no save is lost
-    silently); no Turn ran twice; never two runner pods, so never two writers of
-    one disk."""
+    """Saves coalesced (at most one per 2 s: the Turns of a burst share one) while the
+    operator is SIGKILLed 8 times, each during a burst of 3 writes, once its first
+    completed (the others running or queued, their saves pending, covered or being
+    taken); every third time the runner pod is lost too while the operator is down,
+    so the restore runs after the restart. Then: every completed Turn's file is on
+    the disk, or that Turn is named in a recovery gap (no save lost silently); no
+    save duplicated (each snapshot made once, and no Turn in two saves); fewer
+    snapshots than completed Turns (coalesced); no Turn ran twice; never two
+    runner pods, so never two writers of one disk."""
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    files_actor(api_client, namespace, runner_image, computer={"keepSaves": 20})
+    computer = {"keepSaves": 100, "saveIntervalSeconds": 2}
+    files_actor(api_client, namespace, runner_image, computer=computer)
     async with Client(operator.url, operator.token) as helmr:
         session_id = (await start(helmr, namespace)).id
-    writes: list[TurnRef] = []
+    writes: list[tuple[str, str]] = []  # each write's file and Turn id
+    snapshots: dict[str, str] = {}  # every snapshot seen, by name: its uid
     try:
-        for i in range(10):
+        for i in range(BURSTS):
             async with Client(operator.url, operator.token) as helmr:
                 session = helmr.sessions.ref(session_id)
-                turn = await session.enqueue({"write": {f"f{i}": f"v{i}"}})
+                burst = []
+                for j in range(BURST):
+                    name = f"f{i}-{j}"
+                    burst.append((name, (await session.enqueue({"write": {name: name}})).id))
                 # A loss whose gap named completed work holds the session: acknowledge it.
                 await eventually(
-                    partial(_done_or_acknowledged, session, turn),
+                    partial(_ended_or_acknowledged, session, session.turn(burst[0][1])),
                     timeout=180,
-                    what=f"write {i} completed",
+                    what=f"burst {i}'s first write ended",
                 )
-                writes.append(turn)
-            await asyncio.sleep(rng.uniform(0.0, 1.0))
+                writes += burst
+            await asyncio.sleep(rng.uniform(0.0, 0.5))
             operator.kill()
             if i % 3 == 2 and runner_pods(core, namespace):
                 await lose_runner(core, namespace)
+            seen = _snapshot_uids(api_client, namespace)
+            assert all(snapshots.get(n, uid) == uid for n, uid in seen.items()), (seen, seed)
+            snapshots |= seen
             operator.start()
     finally:
         if operator.process is None or operator.process.poll() is not None:
@@ -595,24 +618,36 @@ async def test_operator_sigkilled_during_saves_and_restores_loses_no_save_and_re
 
     async with Client(operator.url, operator.token) as helmr:
         session = helmr.sessions.ref(session_id)
-        reader = await session.enqueue({"read": [f"f{i}" for i in range(10)]})
+        ended = {}
+        for name, turn_id in writes:
+            ended[name] = await eventually(
+                partial(_ended_or_acknowledged, session, session.turn(turn_id)),
+                timeout=180,
+                what=f"{name} ended",
+            )
+        reader = await session.enqueue({"read": [name for name, _ in writes]})
         await eventually(
-            lambda: _done_or_acknowledged(session, reader), timeout=180, what="the final read"
+            partial(_ended_or_acknowledged, session, reader), timeout=180, what="the final read"
         )
         final: dict[str, Any] = (await reader.retrieve()).result  # type: ignore[assignment]
         events = await all_events(session)
-    await eventually(
-        lambda: workspace_status(api_client, namespace).get("pendingSaves") == 0,
-        timeout=120,
-        what="every save settled",
-    )
+    await saves_settled(api_client, namespace)
     pod_history.stop()
 
     context = f"seed {seed}"
     gaps = {turn for gap in event_data(events, "session.recovery_gap") for turn in gap["turnIds"]}
-    for i, turn in enumerate(writes):
-        present = final["read"][f"f{i}"] == f"v{i}"
-        assert present or turn.id in gaps, (i, final, gaps, context)
+    done = [(name, turn_id) for name, turn_id in writes if ended[name] == "completed"]
+    for name, turn_id in done:
+        assert final["read"][name] == name or turn_id in gaps, (name, final, gaps, context)
+    seen = _snapshot_uids(api_client, namespace)
+    assert all(snapshots.get(n, uid) == uid for n, uid in seen.items()), (seen, context)
+    # Each save holds a run of Turns no other save holds (completed writes, and the final
+    # read, whose save is taken once the Session is idle); together fewer saves than Turns.
+    saved = [t for name in seen for t in _save_turns(api_client, namespace, name)[1]]
+    assert len(saved) == len(set(saved)), (saved, context)
+    completed_turns = {turn_id for _, turn_id in done} | {reader.id}
+    assert set(saved) <= completed_turns, (saved, done, reader.id, context)
+    assert len(snapshots | seen) < len(done), (sorted(snapshots | seen), len(done), context)
     running = Counter(e.turn_id for e in events if e.kind == "turn.running")
     assert set(running.values()) == {1}, (running, context)
     assert max(pod_history.live_counts) == 1, (pod_history.live_counts, context)
