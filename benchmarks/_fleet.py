@@ -145,20 +145,34 @@ async def load(
     clients: int,
     seconds: float,
     burst: int = 1,
+    rate: float | None = None,
 ) -> tuple[int, float, list[float]]:
     """``clients`` enqueuers over the Sessions for ``seconds``, each enqueuing ``burst``
     Turns to one Session at once and waiting for them to complete (``burst`` > 1:
     busy runners, with work queued as they settle): the Turns completed, the time
-    taken, enqueue -> running. Several APIs (replicas): client n asks the n-th."""
+    taken, enqueue -> running. Several APIs (replicas): client n asks the n-th.
+    ``rate``: the clients together start at most that many bursts a second (a load
+    below what the control plane can take: its work per second, and so the part of
+    it that is per second rather than per Turn, is the same for any code compared)."""
     apis = list(api) if isinstance(api, Sequence) else [api]
     ids = fleet.sessions
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
+    next_start = time.monotonic()
+
+    async def paced() -> None:
+        nonlocal next_start
+        if rate is None:
+            return
+        now = time.monotonic()
+        start, next_start = max(next_start, now), max(next_start, now) + 1 / rate
+        await asyncio.sleep(start - now)
 
     async def client(n: int) -> int:
         done = 0
         i = n
         while time.monotonic() < deadline:
+            await paced()
             session_id = ids[i % len(ids)]
             i += clients
             sent = time.monotonic()

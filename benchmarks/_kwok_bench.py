@@ -328,7 +328,9 @@ async def _load_and_restart(
         await asyncio.sleep(SETTLE_SECONDS)
         before = await asyncio.to_thread(helmr_writes, kubeconfig)
         async with _profiled(op, args.profile, args.seconds):
-            turns, seconds, latencies = await load(http, op, fleet, args.clients, args.seconds)
+            turns, seconds, latencies = await load(
+                http, op, fleet, args.clients, args.seconds, rate=args.rate
+            )
         await asyncio.sleep(SETTLE_SECONDS)
         after = await asyncio.to_thread(helmr_writes, kubeconfig)
         await asyncio.sleep(seconds + SETTLE_SECONDS)  # the idle window

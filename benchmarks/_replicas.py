@@ -112,7 +112,7 @@ async def _phases(
             pg_before, own_before = postgres_cpu(store), time.process_time()
             spies = await _profiles(args, planes, phase)
             done, took, latencies = await load(
-                http, serving, fleet, args.clients, args.seconds, args.burst
+                http, serving, fleet, args.clients, args.seconds, args.burst, args.rate
             )
             for spy in spies:
                 await spy.wait()

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -102,9 +103,12 @@ class Plane:
         count: bool = False,
         mirrors: bool = True,
         token: str | None = None,
+        src: Path | None = None,
     ) -> None:
-        """``token``: the one a replica shares with the others (new if None)."""
+        """``token``: the one a replica shares with the others (new if None); ``src``:
+        another version's ``src`` directory to run (``fleet --before``)."""
         self.store = store
+        self.src = src
         self.mirrors = mirrors
         self.api_turn_resources = api_turn_resources
         self.count = count
@@ -118,7 +122,8 @@ class Plane:
         args += [self.token, *(["--api-turn-resources"] if self.api_turn_resources else [])]
         args += ["--count"] if self.count else []
         args += [] if self.mirrors else ["--no-mirror"]
-        self.process = subprocess.Popen(args, stdout=subprocess.PIPE)
+        env = None if self.src is None else {**os.environ, "PYTHONPATH": str(self.src)}
+        self.process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if line.strip() != b"ready":
@@ -202,18 +207,16 @@ async def measure(
             await asyncio.sleep(1)  # the mirror's last pass over the warm-up
             writes_before = await mirror_writes(http, plane)
             passes_before = len(await mirror_passes(http, plane))
-            loads = []
+            loads: list[
+                tuple[int, int, float, list[float], dict[str, float], dict[str, float]]
+            ] = []
             # Each protocol in turn, twice over when there are several: the same
             # process and store, and the machine's load shared alike.
             rounds = args.protocols * (2 if len(args.protocols) > 1 else 1)
             for protocol in rounds:
                 fleet.protocol = protocol
-                counts_before = await plane_counts(http, plane)
-                done, took, latencies = await load(
-                    http, plane, fleet, args.clients, args.seconds, args.burst
-                )
-                counts = await plane_counts(http, plane)
-                loads.append((protocol, done, took, latencies, counts_before, counts))
+                name = f"{label}-{sessions}-{len(loads) + 1}"
+                loads.append((protocol, *await counted_load(http, plane, fleet, args, name)))
             await asyncio.sleep(1.5)  # the mirror's passes over the last Turns
             writes = await mirror_writes(http, plane) - writes_before
             passes = (await mirror_passes(http, plane))[passes_before:]
@@ -243,11 +246,44 @@ async def measure(
     table.rows.append(("  sessions per pass, mean", f"{sessions_per_pass:.0f}", "", "", ""))
 
 
+async def counted_load(
+    http: aiohttp.ClientSession, plane: Plane, fleet: Fleet, args: argparse.Namespace, name: str
+) -> tuple[int, float, list[float], dict[str, float], dict[str, float]]:
+    """One load of ``args``: the Turns completed, the time taken, enqueue -> running, and
+    the control plane's counts before and after (with ``--profile``: sampled as ``name``)."""
+    before = await plane_counts(http, plane)
+    spy = await profile(args, plane, name)
+    done, took, latencies = await load(
+        http, plane, fleet, args.clients, args.seconds, args.burst, args.rate
+    )
+    after = await plane_counts(http, plane)
+    if spy is not None:
+        await spy.wait()
+    return done, took, latencies, before, after
+
+
+async def profile(
+    args: argparse.Namespace, plane: Plane, name: str
+) -> asyncio.subprocess.Process | None:
+    """With ``--profile DIR``: py-spy sampling the control plane through one load."""
+    if args.profile is None:
+        return None
+    from _profile import record
+
+    args.profile.mkdir(parents=True, exist_ok=True)
+    return await record(plane.pid, args.seconds, args.profile / f"{name}.txt")
+
+
 async def fleet_bench(args: argparse.Namespace) -> None:
     table = Table()
 
     async def row(kind: str, store: str, sessions: int) -> None:
-        await measure(table, kind, store, args, sessions)
+        if args.before is None:
+            await measure(table, kind, store, args, sessions)
+        else:
+            from _before_after import before_after
+
+            await before_after(table, kind, store, args, sessions)
 
     await each_row(args, table, row)
 
@@ -270,6 +306,12 @@ def load_arguments(parser: argparse.ArgumentParser, history: int) -> None:
     parser.add_argument(
         "--burst", type=int, default=1, help="turns each client enqueues to a session at once"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="bursts the clients start per second, at most (default: as fast as they can)",
+    )
 
 
 def main() -> None:
@@ -280,6 +322,20 @@ def main() -> None:
     fleet.add_argument(
         "--per-turn", action="store_true", help="count the control plane's work per turn"
     )
+    fleet.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="a directory: sample the control plane with py-spy through each load",
+    )
+    fleet.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="another version's src directory: its control plane and this one's take turns"
+        " on one store, CPU per turn compared (benchmarks/_before_after.py)",
+    )
+    fleet.add_argument("--rounds", type=int, default=2, help="with --before: pairs of loads")
     writes = modes.add_parser("writes", help="apiserver writes per turn on a real cluster")
     writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
     writes.add_argument("--turns", type=int, default=20, help="warm turns per session")
