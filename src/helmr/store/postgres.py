@@ -83,17 +83,23 @@ class PgRow(tuple[Any, ...]):
 
     __slots__ = ()
     _index: ClassVar[dict[str, int]] = {}
+    _names: ClassVar[tuple[str, ...]] = ()
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             key = self._index[key]
         return tuple.__getitem__(self, key)
 
+    def keys(self) -> tuple[str, ...]:
+        """The column names, in order (``sqlite3.Row.keys``)."""
+        return self._names
+
 
 @lru_cache(maxsize=512)
 def _row_class(names: tuple[bytes, ...]) -> type[PgRow]:
-    index = {name.decode(): position for position, name in enumerate(names)}
-    return type("PgRow", (PgRow,), {"__slots__": (), "_index": index})
+    decoded = tuple(name.decode() for name in names)
+    index = {name: position for position, name in enumerate(decoded)}
+    return type("PgRow", (PgRow,), {"__slots__": (), "_index": index, "_names": decoded})
 
 
 def _rows(cursor: Any) -> RowMaker[PgRow]:  # psycopg's BaseCursor is not exported

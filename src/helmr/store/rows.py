@@ -36,22 +36,41 @@ def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
     """A ``cls`` read from ``row``: each field the column of its name, decoded as the
     field's type says, unless ``given`` holds it (a field that is no column)."""
     values = {
-        name: given[name] if name in given else decode(row[name]) for name, decode in _decoders(cls)
+        name: decode(row[position])
+        for name, position, decode in _layout(cls, tuple(row.keys()), tuple(given))
     }
+    values.update(given)
     return cls(**values)
 
 
-def _decoders(cls: type[Any]) -> tuple[tuple[str, Callable[[Any], object]], ...]:
-    """Each field of ``cls`` and how its column decodes, worked out once per class."""
-    known = _DECODERS_OF.get(cls)
+_Layout = tuple[tuple[str, int, Callable[[Any], object]], ...]
+
+
+def _layout(cls: type[Any], columns: tuple[str, ...], given: tuple[str, ...]) -> _Layout:
+    """Each field of ``cls`` not ``given``, the position of its column among ``columns``
+    and how it decodes, worked out once per class and statement: a row's column
+    looked up by name is a scan of its names (sqlite3.Row), and a Session row's 38
+    read so took longer than building the row (docs/sizing.md, "CPU per Turn, cut
+    by profile")."""
+    key = (cls, columns, given)
+    known = _LAYOUTS.get(key)
     if known is None:
-        # The annotations are text (``from __future__ import annotations``).
-        known = tuple((f.name, _DECODERS.get(str(f.type), _as_is)) for f in fields(cls))
-        _DECODERS_OF[cls] = known
+        position = {column: n for n, column in enumerate(columns)}
+        missing = [f.name for f in fields(cls) if f.name not in position and f.name not in given]
+        if missing:
+            raise LookupError(f"{cls.__name__}: no column for {', '.join(missing)}")
+        known = tuple(
+            # The annotations are text (``from __future__ import annotations``).
+            (f.name, position[f.name], _DECODERS.get(str(f.type), _as_is))
+            for f in fields(cls)
+            if f.name not in given
+        )
+        _LAYOUTS[key] = known
     return known
 
 
-_DECODERS_OF: dict[type[Any], tuple[tuple[str, Callable[[Any], object]], ...]] = {}
+_LAYOUTS: dict[tuple[type[Any], tuple[str, ...], tuple[str, ...]], _Layout] = {}
+"""Bounded by the code: one per class and distinct column list its statements read."""
 
 
 def _as_is(value: object) -> object:
