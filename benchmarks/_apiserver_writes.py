@@ -186,7 +186,6 @@ async def writes_bench(args: argparse.Namespace) -> None:
         raise SystemExit("set KUBECONFIG to the cluster to measure")
     prepare(kubeconfig, args.build)
     api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    table = Table()
     runs = [
         (int(n), resources == "true", int(interval))
         for n in args.sessions.split(",")
@@ -200,6 +199,8 @@ async def writes_bench(args: argparse.Namespace) -> None:
         )
         print(f"{label} ...", flush=True)
         run = await one_run(kubeconfig, api, sessions, args.turns, resources, args.pace, interval)
+        # Each run's table as it ends: a run cut short by a timeout keeps the ones before.
+        table = Table()
         table.section(label)
         raw = sum(run.writes.values()) / run.turns
         table.rows.append(
@@ -222,4 +223,4 @@ async def writes_bench(args: argparse.Namespace) -> None:
             ("  turns/s (real echo runners)", f"{run.turns / run.seconds:.1f}", "", "", "")
         )
         write_rows(table, run.writes, run.idle)
-    table.print()
+        table.print()
