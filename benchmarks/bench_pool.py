@@ -75,6 +75,8 @@ class Figures:
     load: list[float] = field(default_factory=list)
     starts: dict[str, list[Start]] = field(default_factory=dict)
     writes: dict[str, Counter[str]] = field(default_factory=dict)
+    refills: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Per pooled burst: its starts, and the seconds from its first to the pool full again."""
 
 
 async def pool_full(api: client.ApiClient, namespace: str, size: int) -> None:
@@ -141,6 +143,16 @@ async def burst(
     figures.starts[f"{kind}: {count} at {rate:g}/s"] = await paced(count, rate, one)
 
 
+async def refilled(
+    helmr: Client, cluster: Cluster, namespace: str, size: int, rate: float, figures: Figures
+) -> None:
+    """A pooled burst of ``size`` starts at ``rate``, and the pool's refill after it."""
+    began = time.monotonic()
+    await burst(helmr, namespace, POOLED, size, rate, figures)
+    await pool_full(cluster.api, namespace, size)
+    figures.refills[f"{POOLED}: {size} at {rate:g}/s"] = (size, time.monotonic() - began)
+
+
 async def measure(args: argparse.Namespace, cluster: Cluster, **plane: str) -> Figures:
     """Every measurement, against a control plane of its own (``plane``: its env)."""
     figures = Figures(load=list(os.getloadavg()))
@@ -155,13 +167,13 @@ async def measure(args: argparse.Namespace, cluster: Cluster, **plane: str) -> F
         async with Client(op.url, op.token) as helmr:
             print(f"one at a time: {args.samples} of each ...", flush=True)
             await one_at_a_time(helmr, cluster, namespace, args, figures)
-            for kind in (POOLED, COLD):
-                await pool_full(cluster.api, namespace, args.pool)
-                await burst(helmr, namespace, kind, args.pool, args.rate, figures)
+            await pool_full(cluster.api, namespace, args.pool)
+            await refilled(helmr, cluster, namespace, args.pool, args.rate, figures)
+            await burst(helmr, namespace, COLD, args.pool, args.rate, figures)
             if args.high_pool:
                 await grow_pool(cluster.api, namespace, args.high_pool)
                 await pool_full(cluster.api, namespace, args.high_pool)
-                await burst(helmr, namespace, POOLED, args.high_pool, args.high_rate, figures)
+                await refilled(helmr, cluster, namespace, args.high_pool, args.high_rate, figures)
     figures.load += os.getloadavg()
     await gone(cluster.core, namespace)
     return figures
@@ -201,6 +213,9 @@ def tabulate(table: Table, title: str, figures: Figures, samples: int) -> dict[s
         )
     pooled, cold = quantiles[f"{POOLED}: one at a time"], quantiles[f"{COLD}: one at a time"]
     table.ratio("ratio pooled / cold, one at a time", pooled, cold)
+    for name, (count, seconds) in figures.refills.items():
+        rate = f"{count / seconds:.2f} pods/s"
+        table.rows.append((f"  refill after {name}: {count} in {seconds:.1f} s", "", rate, "", ""))
     table.section(f"{title}: apiserver writes per start (the apiserver's count, one at a time)")
     for kind, writes in figures.writes.items():
         per_start = sum(writes.values()) / samples

@@ -26,7 +26,11 @@ from helmr.operator.leadership.leader import Leadership, elector
 from helmr.operator.mirror.actor_acceptance import ActorRecheck
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.mirror.status_sync import StatusSync
-from helmr.operator.runners.adoption_answers import AdoptedSessions, AdoptionAnswers
+from helmr.operator.runners.adoption_answers import (
+    AdoptedSessions,
+    AdoptionAnswers,
+    AskingPods,
+)
 from helmr.operator.runners.adoption_writes import AdoptionWrites
 from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runner_reviewer
 from helmr.operator.runners.network_policies import RunnerPolicies, containment
@@ -118,6 +122,8 @@ class ControlPlane:
         adoption_writes = AdoptionWrites(
             self.control, self.kube, pod_gone=lambda row: self.supervisor.pod_gone(row)
         )
+        # The pooled pods whose runners asked this replica to be adopted: offered first.
+        self.asking_pods = AskingPods()
         self.warm_pools = WarmPools(
             self.control,
             self.kube,
@@ -125,6 +131,7 @@ class ControlPlane:
             _pool_settings(settings),
             self.metrics.warm_pools,
             policies=self.runner_policies,
+            asking=self.asking_pods,
         )
         self.adopted_sessions = AdoptedSessions()
         adoptions = PoolAdoptions(
@@ -196,7 +203,11 @@ class ControlPlane:
             traces=self.traces,
             session_names=self.session_names,
             adoptions=AdoptionAnswers(
-                runner_tokens, self.api_control, self.kube, self.adopted_sessions
+                runner_tokens,
+                self.api_control,
+                self.kube,
+                self.adopted_sessions,
+                self.asking_pods,
             ),
         )
 

@@ -16,11 +16,12 @@ from helmr.control.adoptions import PooledPod
 from helmr.kube.errors import NotFound
 from helmr.kube.labels import LABEL_POOL, LABEL_POOLED, LABEL_SESSION_ID
 from helmr.operator.disks.manifests import PoolDisk, WorkspaceRef
+from helmr.operator.runners.adoption_answers import AskingPods
 from helmr.operator.runners.adoption_writes import AdoptionWrites
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.pool_adoptions import PoolAdoptions, takes_pooled_pod
 from helmr.operator.runners.pool_pods import PoolSettings
-from helmr.operator.runners.warm_pools import WarmPools
+from helmr.operator.runners.warm_pools import ASK_GRACE, WarmPools
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.resources import (
     Actor,
@@ -140,10 +141,15 @@ class Pools:
 
     def __init__(self, h: Harness, kube: PoolKube) -> None:
         self.gone: list[AdoptionRow] = []
+        self.kube = kube
+        self.asking = AskingPods()
+        self.now = 0.0
         writes = AdoptionWrites(h.control, kube, pod_gone=self._gone)
         metrics = WarmPoolMetrics()
         settings = PoolSettings(runner_url="http://helmr:8080")
-        self.keeper = WarmPools(h.control, kube, writes, settings, metrics)
+        self.keeper = WarmPools(
+            h.control, kube, writes, settings, metrics, asking=self.asking, clock=lambda: self.now
+        )
         self.adoptions = PoolAdoptions(
             h.control,
             kube,
@@ -156,6 +162,11 @@ class Pools:
 
     async def _gone(self, row: AdoptionRow) -> None:
         self.gone.append(row)
+
+    def all_ask(self) -> None:
+        """Every pod's runner asks to be adopted (its actor imported)."""
+        for uid in self.kube.pooled_uids():
+            self.asking.asked(uid)
 
 
 async def opened(h: Harness, name: str) -> SessionView:
@@ -170,6 +181,7 @@ async def full_pool(h: Harness, kube: PoolKube, a: Actor) -> Pools:
     pools.keeper.seen(None, a)
     await pools.keeper.reconcile()
     kube.run_all()
+    pools.all_ask()
     await pools.keeper.reconcile()
     return pools
 
@@ -332,6 +344,7 @@ async def test_a_crash_between_the_commit_and_the_relabelling_is_mended_by_the_n
 
     # As a restarted operator's first pass finds it.
     restarted = Pools(h, kube)
+    restarted.all_ask()
     restarted.keeper.seen(None, actor())
     await restarted.keeper.reconcile()
 
@@ -342,6 +355,7 @@ async def test_a_crash_between_the_commit_and_the_relabelling_is_mended_by_the_n
     assert [o["kind"] for o in kube.claims[name]["metadata"]["ownerReferences"]] == ["Workspace"]
     assert name not in kube.pooled()
     kube.run_all()
+    restarted.all_ask()
     await restarted.keeper.reconcile()
     assert len(kube.pooled()) == 2
     other = await opened(h, "t")
@@ -381,3 +395,28 @@ async def test_a_refused_adoption_gives_the_pod_back_untouched(h: Harness) -> No
     second = await opened(h, "u")
     assert await pools.adoptions.adopt(fresh, owner("t"), a)
     assert await pools.adoptions.adopt(second, owner("u"), a)  # both pods offered still
+
+
+async def test_a_running_pod_is_offered_once_its_runner_asks_to_be_adopted(h: Harness) -> None:
+    """Running, its runner may still be importing the actor: offered once it asks
+    (here), or once it has run ASK_GRACE seconds (it may ask another replica)."""
+    kube = PoolKube()
+    a = actor(size=1)
+    pools = Pools(h, kube)
+    pools.keeper.seen(None, a)
+    await pools.keeper.reconcile()
+    kube.run_all()
+    await pools.keeper.reconcile()
+    assert not await pools.adoptions.adopt(await opened(h, "s"), owner("s"), a)
+
+    pools.all_ask()
+    await pools.keeper.reconcile()
+    assert await pools.adoptions.adopt(await opened(h, "t"), owner("t"), a)
+
+    await pools.keeper.reconcile()  # its refill
+    kube.run_all()
+    await pools.keeper.reconcile()
+    assert not await pools.adoptions.adopt(await opened(h, "u"), owner("u"), a)
+    pools.now += ASK_GRACE
+    await pools.keeper.reconcile()
+    assert await pools.adoptions.adopt(await opened(h, "v"), owner("v"), a)

@@ -61,6 +61,33 @@ class AdoptedSessions:
         return self._kept.pop(pod_uid, None)
 
 
+def _nobody() -> None:
+    return None
+
+
+class AskingPods:
+    """The pooled pods whose runner has asked this replica to be adopted, by uid: its
+    actor is imported and it long-polls, so an adoption is answered at once. A pod
+    Running is not that yet (its Python may still be importing for seconds on a
+    loaded node): the pools offer only these (``WarmPools``)."""
+
+    def __init__(self) -> None:
+        self._uids: set[str] = set()
+        self.first_asked: Callable[[], None] = _nobody
+        """Told when a pod asks for the first time (the pools' wake)."""
+
+    def asked(self, pod_uid: str) -> None:
+        if pod_uid not in self._uids:
+            self._uids.add(pod_uid)
+            self.first_asked()
+
+    def __contains__(self, pod_uid: str) -> bool:
+        return pod_uid in self._uids
+
+    def forget(self, pod_uid: str) -> None:
+        self._uids.discard(pod_uid)
+
+
 class AdoptionAnswers:
     def __init__(
         self,
@@ -68,16 +95,19 @@ class AdoptionAnswers:
         control: AdoptionReads,
         kube: Kube,
         adopted: AdoptedSessions | None = None,
+        asking: AskingPods | None = None,
     ) -> None:
         self._verifier = verifier
         self._control = control
         self._kube = kube
         self._adopted = adopted or AdoptedSessions()
+        self._asking = asking or AskingPods()
 
     async def answer(self, token: str, timeout: float) -> AdoptionReply:  # noqa: ASYNC109
         pod = await self._verifier.pod(token)
         if pod.service_account != RUNNER_SERVICE_ACCOUNT:
             raise Forbidden(f"pod {pod.name} is not a runner pod")
+        self._asking.asked(pod.uid)
         adoption = await self._control.adoption(pod.uid, timeout)
         if adoption is None:
             raise ReceiveTimeout(f"no Session adopted pod {pod.name} within {timeout:g}s")

@@ -127,11 +127,12 @@ class PoolAdoptions:
             epoch=epoch,
         )
         objects = AdoptedObjects(row, session.name, owner.owner_reference().uid, disk.workspace)
-        with self._pools.adopted(session.id, epoch, pod):
-            try:
-                await self._writes.write(objects)
-            except Exception:  # adopted all the same: the pool's next pass writes them
-                log.exception("session %s: relabelling adopted pod %s failed", session.id, pod.name)
+        self._pools.adopted(session.id, epoch, pod)
+        try:
+            await self._writes.write(objects)
+        except Exception:  # adopted all the same: the pool's next pass writes them
+            log.exception("session %s: relabelling adopted pod %s failed", session.id, pod.name)
+            self._pools.unwritten(pod)
         return True
 
     async def _disk(self, session: SessionView, actor: Actor, env: SessionEnv) -> PoolDisk | None:

@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from helmr.control.operator_api import OperatorControl
 from helmr.kube.client import Kube, namespace_terminating
 from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_EPOCH, LABEL_POOL, LABEL_POOLED, LABEL_SESSION, LABEL_SESSION_ID
+from helmr.operator.runners.adoption_answers import AskingPods
 from helmr.operator.runners.adoption_writes import AdoptionWrites
 from helmr.operator.runners.network_policies import RunnerPolicies
 from helmr.operator.runners.pods import build_service_account_spec, pod_name
@@ -47,6 +49,9 @@ log = logging.getLogger(__name__)
 
 POOL_INTERVAL = 1.0
 """Seconds between two passes over the pools (sooner after an adoption or an Actor change)."""
+ASK_GRACE = 30.0
+"""Seconds after its container started that a pooled pod is offered even if its runner
+never asked this replica to be adopted (it may ask another replica)."""
 
 ActorKey = tuple[str, str]
 
@@ -91,9 +96,18 @@ class WarmPools:
         metrics: WarmPoolMetrics,
         *,
         policies: RunnerPolicies | None = None,
+        asking: AskingPods | None = None,
         interval: float = POOL_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``writes``: the adoptions' Kubernetes side, for those a crash left unwritten."""
+        """``writes``: the adoptions' Kubernetes side, for those a crash left unwritten;
+        ``asking``: the pods whose runners asked to be adopted, the only ones offered
+        (or those started :data:`ASK_GRACE` ago)."""
+        self._asking = asking or AskingPods()
+        self._asking.first_asked = self.wake
+        self._clock = clock
+        # When each pooled pod was first listed started, and its Actor.
+        self._started_at: dict[str, tuple[ActorKey, float]] = {}
         self._control = control
         self._kube = kube
         self._writes = writes
@@ -108,11 +122,10 @@ class WarmPools:
         self._actors: dict[ActorKey, Actor] = {}
         # Per Actor, the pooled pods Running at the last pass, newest last, not yet taken.
         self._ready: dict[ActorKey, list[_Pod]] = {}
-        # Pods whose adoption this process committed and is relabelling now: a pass
-        # leaves their writes to it.
-        self._writing: set[str] = set()
         # Pods this process took from each Actor's pool, by uid: never offered again,
-        # even by a listing made before their adoption (forgotten once unlisted).
+        # even by a listing made before their adoption, and relabelled by their adopter,
+        # not by a pass whose listing came before its patches (forgotten once unlisted,
+        # or once their adopter's patches failed: then a pass writes them).
         self._taken: dict[str, tuple[ActorKey, _Pod]] = {}
         self._statuses: dict[ActorKey, WarmPoolStatus] = {}
         # The adopted pods' names by Session: (its process's epoch, the pod's name); set
@@ -173,6 +186,10 @@ class WarmPools:
         for uid in [uid for uid, (owner, _) in self._taken.items() if owner == key]:
             if uid not in listed:
                 del self._taken[uid]
+        for uid in [uid for uid, (owner, _) in self._started_at.items() if owner == key]:
+            if uid not in listed:
+                del self._started_at[uid]
+                self._asking.forget(uid)
         names = {pod.name for pod in pods}
         for session_id, (_, name, owner) in list(self._adopted_names.items()):
             if owner == key and name not in names:
@@ -196,14 +213,18 @@ class WarmPools:
         await self._claim_each(actor, live, digest)
         for _ in range(size - len(live)):
             live.append(await self._refill(actor, digest))
-        self._ready[key] = [
-            pod
-            for pod in live
-            if pod.phase == "Running" and pod.started and pod.uid not in self._taken
-        ]
+        self._ready[key] = [pod for pod in live if self._offered(key, pod)]
         await self._write_status(
             key, actor, WarmPoolStatus(size=size, ready=len(self._ready[key]), adopted=running)
         )
+
+    def _offered(self, key: ActorKey, pod: _Pod) -> bool:
+        """Whether a live pooled pod may be adopted: Running, not taken, and its runner
+        asked to be (or started long enough ago: it may ask another replica)."""
+        if pod.phase != "Running" or not pod.started or pod.uid in self._taken:
+            return False
+        _, started = self._started_at.setdefault(pod.uid, (key, self._clock()))
+        return pod.uid in self._asking or self._clock() - started >= ASK_GRACE
 
     async def _adopted(self, key: ActorKey, pods: list[_Pod]) -> tuple[set[str], int]:
         """The uids of the listed pods the store says were adopted, and how many of them
@@ -223,7 +244,7 @@ class WarmPools:
                 continue
             self._adopted_names[row.session_id] = (row.epoch, row.pod_name, key)
             running += not (pod.ended or pod.deleting)
-            if pod.pooled and pod.uid not in self._writing:
+            if pod.pooled and pod.uid not in self._taken:
                 try:
                     await self._writes.resume(row)
                 except Exception:  # the others are not kept waiting: the next pass retries
@@ -285,6 +306,7 @@ class WarmPools:
             return None
         pod = ready.pop()
         self._taken[pod.uid] = (key, pod)
+        self._asking.forget(pod.uid)
         return PooledPod(namespace=key[0], name=pod.name, uid=pod.uid, claim=pod.name)
 
     def give_back(self, pod: PooledPod) -> None:
@@ -292,19 +314,17 @@ class WarmPools:
         key, taken = self._taken.pop(pod.uid)
         self._ready.setdefault(key, []).append(taken)
 
-    @contextlib.contextmanager
-    def adopted(self, session_id: str, epoch: int, pod: PooledPod) -> Iterator[None]:
+    def adopted(self, session_id: str, epoch: int, pod: PooledPod) -> None:
         """``pod`` runs the Session's process ``epoch`` (committed): named in its status,
-        the pool refilled, and its relabelling left to the adopter while in the block."""
+        and the pool refilled."""
         key, _ = self._taken[pod.uid]
         self._adopted_names[session_id] = (epoch, pod.name, key)
         self._metrics.adopted.inc()
         self._wake.set()
-        self._writing.add(pod.uid)
-        try:
-            yield
-        finally:
-            self._writing.discard(pod.uid)
+
+    def unwritten(self, pod: PooledPod) -> None:
+        """The adopted ``pod``'s relabelling failed: the next pass writes it."""
+        self._taken.pop(pod.uid, None)
 
     def runner_pod(self, session: SessionView) -> str:
         """The name of the pod of the Session's live process: the pooled pod it
