@@ -306,7 +306,6 @@ class WarmPools:
             return None
         pod = ready.pop()
         self._taken[pod.uid] = (key, pod)
-        self._asking.forget(pod.uid)
         return PooledPod(namespace=key[0], name=pod.name, uid=pod.uid, claim=pod.name)
 
     def give_back(self, pod: PooledPod) -> None:
@@ -318,6 +317,7 @@ class WarmPools:
         """``pod`` runs the Session's process ``epoch`` (committed): named in its status,
         and the pool refilled."""
         key, _ = self._taken[pod.uid]
+        self._asking.forget(pod.uid)
         self._adopted_names[session_id] = (epoch, pod.name, key)
         self._metrics.adopted.inc()
         self._wake.set()
