@@ -128,7 +128,7 @@ def test_the_readme_kubectl_quickstart_runs_as_written(k: Kubectl, runner_image:
 # --- the controls, with kubectl alone
 
 
-def apply_session(k: Kubectl, name: str = "s") -> None:
+def apply_session(k: Kubectl, name: str = "s", **controls: Any) -> None:
     k("apply", "-f", str(REPO / "examples" / "echo" / "actor.yaml"))
     k(
         "apply",
@@ -139,7 +139,7 @@ def apply_session(k: Kubectl, name: str = "s") -> None:
                 "apiVersion": "helmr.dev/v1alpha1",
                 "kind": "Session",
                 "metadata": {"name": name},
-                "spec": {"actorRef": {"name": "echo"}, "workspace": name},
+                "spec": {"actorRef": {"name": "echo"}, "workspace": name, **controls},
             }
         ),
     )
@@ -427,3 +427,32 @@ def test_a_refused_resume_and_an_interrupt_of_a_closed_session_say_so(k: Kubectl
     time.sleep(3)
     assert len(events(k, "s", "ControlRefused")) == 2
     print(k("describe", "session", "s"))  # for the report: the refusals, described
+
+
+def test_a_turn_waits_for_its_session_which_can_open_held(k: Kubectl) -> None:
+    apply_turn(k, "early", "applied before its Session", session="late")
+    deadline = time.monotonic() + 60
+    while not (said := events_of(k, "early", "SessionNotFound")):
+        assert time.monotonic() < deadline, k("get", "events", "-o", "wide")
+        time.sleep(1)
+    assert [e["type"] for e in said] == ["Warning"]
+    assert "Session late does not exist in namespace" in said[0]["message"]
+    assert "phase" not in k.json("turn", "early").get("status", {})
+
+    apply_session(k, "late", interrupt="opened held")
+    wait(k, "Held", "session/late")
+    hold = k.json("session", "late")["status"]["hold"]
+    assert hold["reason"] == "interrupt"
+    deadline = time.monotonic() + 60  # asked again at most 30 s after its last ask
+    while k.json("turn", "early").get("status", {}).get("phase") != "queued":
+        assert time.monotonic() < deadline, "the waiting Turn was never admitted"
+        time.sleep(1)
+    time.sleep(2)
+    assert k.json("turn", "early")["status"]["phase"] == "queued"  # held: it does not run
+    k.patch("session/late", {"resume": {"holdId": hold["holdId"]}})
+    wait(k, "Complete", "turn/early")
+
+
+def events_of(k: Kubectl, name: str, reason: str) -> list[dict[str, Any]]:
+    found = k("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
+    return [e for e in json.loads(found)["items"] if e["reason"] == reason]

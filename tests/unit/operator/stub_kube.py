@@ -24,6 +24,9 @@ class StubKube(Kube):
         self.log: list[str] = []
         self.statuses: dict[tuple[str, str], Status] = {}
         self.deleted_pods: list[str] = []
+        self.events: list[tuple[str, str, str, bool]] = []
+        """Each Event recorded: its object (``Kind/name``), reason, message and
+        whether it is a Warning."""
         self.failing: set[str] = set()
         self.storage_classes = (ClassRef("helmr-hostpath", DRIVER, default=True),)
         self.snapshot_classes: tuple[ClassRef, ...] | None = (
@@ -50,8 +53,19 @@ class StubKube(Kube):
     async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
         return None  # no resource to read back: the mirror writes its statuses afresh
 
-    async def record_event(self, *args: Any, **kwargs: Any) -> None:
+    async def record_event(
+        self,
+        kind: type[Resource[Any, Any]],
+        namespace: str,
+        name: str,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        **_: Any,
+    ) -> None:
         self.log.append("event")
+        self.events.append((f"{kind.KIND}/{name}", reason, message, warning))
 
     async def list_pods(self, namespace: str | None, selector: str) -> list[PodRef]:
         return []

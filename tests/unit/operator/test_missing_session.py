@@ -1,7 +1,8 @@
 """A Turn applied with kubectl naming a Session that does not exist waits for it,
-saying so, and asks again less and less often: each ask is two apiserver writes
-(kopf's progress annotation and its Event), so a typo in ``sessionRef`` must not
-cost them every second for ever."""
+saying so once in a Warning Event, and asks again less and less often: each ask
+is an apiserver write (kopf's progress annotation), so a typo in ``sessionRef``
+must not cost one every second for ever. A Turn for a Session that failed before
+it opened (a refused fork) fails at once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import kopf
 import pytest
 
 from helmr.operator.kopf.handlers import MISSING_SESSION_MAX_DELAY
+from helmr.resources import Session, TurnStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.test_status_writes import (
     KUBECTL_TURN,
@@ -34,6 +36,15 @@ async def test_a_turn_naming_a_missing_session_waits_saying_which_and_backs_off(
     assert delays == sorted(delays)
     assert delays[-1] == MISSING_SESSION_MAX_DELAY
     assert kube.turn_phase(KUBECTL_TURN) is None  # nothing admitted, nothing written
+    assert kube.events == [
+        (
+            f"Turn/{KUBECTL_TURN}",
+            "SessionNotFound",
+            "Session no-such-session does not exist in namespace team-a:"
+            " the Turn is admitted once it is created",
+            True,
+        )
+    ]
 
 
 async def test_the_waiting_turn_is_admitted_once_its_session_exists(h: Harness) -> None:
@@ -47,3 +58,26 @@ async def test_the_waiting_turn_is_admitted_once_its_session_exists(h: Harness) 
 
     page = await h.control.list_events(session.id)
     assert [event.kind for event in page.records] == ["turn.queued"]
+
+
+async def test_a_turn_for_a_session_that_failed_before_it_opened_fails(h: Harness) -> None:
+    kube, mirror, _ = mirroring(h)
+    kube.sessions["refused"] = Session.model_validate(
+        {
+            "metadata": {"name": "refused", "namespace": "team"},
+            "spec": {"actorRef": {"name": "reviewer"}, "workspace": "ws"},
+            "status": {"phase": "failed"},
+        }
+    )
+
+    await admit_kubectl_turn(h, kube, mirror, "team", "refused")
+
+    status = kube.statuses[("Turn", KUBECTL_TURN)]
+    assert isinstance(status, TurnStatus)
+    assert (status.phase, status.reason) == ("failed", "session_failed")
+    assert status.error is not None
+    assert status.error.code == "session_not_open"
+    [(_, reason, message, warning)] = kube.events
+    assert warning
+    assert reason == "SessionFailed"
+    assert "the Session refused failed before it opened" in message

@@ -12,7 +12,7 @@ import pytest
 from helmr.operator.mirror.conditions import camel
 from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.mirror.refusals import CONTROL_REFUSED, Refusal, tell_refused
-from helmr.resources import API_VERSION, Resource, Session, SessionStatus, TurnStatus
+from helmr.resources import API_VERSION, Session, SessionStatus, TurnStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.test_status_writes import (
     KUBECTL_TURN,
@@ -20,25 +20,6 @@ from tests.unit.operator.test_status_writes import (
     admit_kubectl_turn,
     admitted_session,
 )
-
-
-class RefusingKube(SlowKube):
-    """The SlowKube of the status tests, keeping each Event too."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[tuple[str, str, str, bool]] = []
-
-    async def record_event(
-        self,
-        kind: type[Resource[Any, Any]],
-        namespace: str,
-        name: str,
-        reason: str,
-        message: str,
-        **options: Any,
-    ) -> None:
-        self.events.append((f"{kind.KIND}/{name}", reason, message, options["warning"]))
 
 
 def session_resource(status: SessionStatus | None = None) -> Session:
@@ -58,7 +39,7 @@ CLOSED = Refusal("spec.interrupt", "SessionClosed", "spec.interrupt 2: the Sessi
 
 
 async def test_a_refusal_is_told_once_by_an_event_and_the_status() -> None:
-    kube = RefusingKube()
+    kube = SlowKube()
     await tell_refused(kube, session_resource(), [MISMATCH])
     assert kube.events == [("Session/review", CONTROL_REFUSED, MISMATCH.message, True)]
     status = kube.statuses[("Session", "review")]
@@ -74,7 +55,7 @@ async def test_a_refusal_is_told_once_by_an_event_and_the_status() -> None:
     assert set(status.status_patch()["status"]) == {"lastRefused"}
 
     # Told again (kopf's retry, a restart's levels): the status shows it, nothing more.
-    again = RefusingKube()
+    again = SlowKube()
     await tell_refused(again, session_resource(status), [MISMATCH])
     await tell_refused(again, session_resource(status), [])
     assert (again.events, again.log) == ([], [])
@@ -100,7 +81,7 @@ async def test_a_turn_for_a_session_that_admits_none_ends_failed_once(
     h: Harness, end: str, code: str, state: str
 ) -> None:
     reason = camel(code)
-    kube = RefusingKube()
+    kube = SlowKube()
     mirror = CustomResourceMirror(kube)
     session = await h.session()
     if end == "cancel":

@@ -11,16 +11,19 @@ from typing import Any, cast
 
 from helmr.control import SessionView
 from helmr.operator.kopf import handlers
-from helmr.resources import API_VERSION
+from helmr.resources import API_VERSION, SessionStatus
 from tests.unit.control.harness import Harness
-from tests.unit.operator.test_status_writes import mirroring
+from tests.unit.operator.test_status_writes import SlowKube, admitted_session, mirroring
 
 UID = "u-session"
 
 
-async def admit(h: Harness, spec: dict[str, Any]) -> None:
-    """The operator's ``session_admit`` for a Session applied with kubectl."""
+async def admit(h: Harness, spec: dict[str, Any], *others: SessionView) -> SlowKube:
+    """The operator's ``session_admit`` for a Session applied with kubectl, beside the
+    admitted Session resources of ``others``; returns the apiserver it wrote to."""
     kube, mirror, _ = mirroring(h)
+    for view in others:
+        admitted_session(kube, view)
     plane = SimpleNamespace(
         kube=kube, control=h.control, mirror=mirror, supervisor=SimpleNamespace(wake=lambda: None)
     )
@@ -40,6 +43,7 @@ async def admit(h: Harness, spec: dict[str, Any]) -> None:
         labels={},
         memo={"control_plane": plane},
     )
+    return kube
 
 
 async def admitted(h: Harness) -> SessionView:
@@ -67,3 +71,18 @@ async def test_a_session_created_without_one_opens_unheld(h: Harness) -> None:
 
     view = await admitted(h)
     assert (view.status, view.hold) == ("open", None)
+
+
+async def test_a_fork_of_a_turn_with_no_save_fails_saying_why(h: Harness) -> None:
+    source = await h.session()
+
+    kube = await admit(h, {"forkFrom": {"session": source.name, "turn": "turn_unknown"}}, source)
+
+    status = kube.statuses[("Session", "held")]
+    assert isinstance(status, SessionStatus)
+    assert status.phase == "failed"
+    failed = [c for c in status.conditions or () if c.type == "Failed"]
+    assert [(c.status, c.reason) for c in failed] == [("True", "ForkRefused")]
+    [(what, reason, message, warning)] = kube.events
+    assert (what, reason, warning) == ("Session/held", "ForkRefused", True)
+    assert message.startswith("spec.forkFrom refused: ")

@@ -9,18 +9,22 @@ from helmr.control import SessionView
 from helmr.control.operator_api import OperatorControl
 from helmr.errors import Conflict, NotFound, SaveNotReady
 from helmr.kube.client import Kube
+from helmr.operator.mirror.refusals import fail_unopened_session
 from helmr.resources import Session
 
 SAVE_WAIT_SECONDS = 2
 """How soon a fork whose save is being taken is asked again (kopf retries it)."""
+FORK_REFUSED = "ForkRefused"
+"""The reason of a refused fork's ``Failed`` condition and Warning Event."""
 
 
 async def fork_declared(
     control: OperatorControl, kube: Kube, session: Session, idempotency_key: str
-) -> SessionView:
+) -> SessionView | None:
     """Opens the declared fork. A save still being taken is waited for (kopf asks
     again); a source that is not there, or a Turn with no save of its own, refuses
-    the fork for good, saying why in a Kubernetes Event on the Session."""
+    the fork for good: the Session ends ``failed``, its ``Failed`` condition and a
+    Warning Event saying why, and None is returned."""
     spec = session.spec
     fork = spec.fork_from
     namespace, name = session.metadata.namespace, session.metadata.name
@@ -45,4 +49,5 @@ async def fork_declared(
     except SaveNotReady as e:
         raise kopf.TemporaryError(f"spec.forkFrom: {e}", delay=SAVE_WAIT_SECONDS) from e
     except (Conflict, NotFound) as e:
-        raise kopf.PermanentError(f"spec.forkFrom refused: {e}") from e
+        await fail_unopened_session(kube, session, FORK_REFUSED, f"spec.forkFrom refused: {e}")
+        return None

@@ -27,7 +27,12 @@ from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 from helmr.operator.kopf.namespaces import install as read_listed_namespaces
 from helmr.operator.kopf.session_controls import NotYet, apply_spec
 from helmr.operator.mirror.lost_history import HistoryLost, admitted, fail_session, refuse_turn
-from helmr.operator.mirror.refusals import refuse_admission, tell_refused
+from helmr.operator.mirror.refusals import (
+    refuse_admission,
+    refuse_unopened,
+    tell_refused,
+    tell_session_not_found,
+)
 from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.settings import Settings
 from helmr.resources import (
@@ -112,6 +117,8 @@ async def session_admit(
         spec = session.spec
         if spec.fork_from is not None:
             view = await fork_declared(plane.control, plane.kube, session, f"k8s:{uid}")
+            if view is None:
+                return  # refused, and told on the resource
         else:
             view = await plane.control.open_session(
                 namespace=_namespaced(namespace),
@@ -219,8 +226,8 @@ MISSING_SESSION_MAX_DELAY = 30.0
 
 def missing_session_delay(retry: int) -> float:
     """Seconds before a Turn naming a missing Session asks again: 1, 2, 4, ... up to
-    ``MISSING_SESSION_MAX_DELAY``. Each ask costs the apiserver kopf's progress
-    annotation and Event (two writes), so a Turn whose ``sessionRef`` has a typo
+    ``MISSING_SESSION_MAX_DELAY``. Each ask costs the apiserver a write (kopf's
+    progress annotation on the Turn), so a Turn whose ``sessionRef`` has a typo
     must not ask every second for ever; one applied just before its Session is
     still admitted within a second or two of it."""
     return min(2.0 ** min(retry, 16), MISSING_SESSION_MAX_DELAY)
@@ -257,9 +264,13 @@ async def turn_admit(
     session_name = spec.session_ref.name
     owner = await plane.kube.get_resource(Session, namespace, session_name)
     if owner is None:
+        missing = f"Session {session_name} does not exist in namespace {namespace}"
+        if retry == 0:
+            await tell_session_not_found(
+                plane.kube, turn_resource, f"{missing}: the Turn is admitted once it is created"
+            )
         raise kopf.TemporaryError(
-            f"Session {session_name} does not exist in namespace {namespace}:"
-            " the Turn is admitted once it is created",
+            f"{missing}: the Turn is admitted once it is created",
             delay=missing_session_delay(retry),
         )
     view = None
@@ -269,6 +280,9 @@ async def turn_admit(
         await refuse_turn(plane.kube, turn_resource, owner)
         return
     if view is None:
+        if owner.status is not None and owner.status.phase == "failed":
+            await refuse_unopened(plane.kube, turn_resource, owner)  # a refused fork
+            return
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
     session_id = view.id
     asked_at = datetime.now(UTC)

@@ -14,8 +14,6 @@ only: the operator writes their status and a Warning Event directly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from helmr.control import SessionView
@@ -23,15 +21,12 @@ from helmr.control.operator_api import OperatorControl
 from helmr.errors import NotFound
 from helmr.kube import threads as kube_threads
 from helmr.kube.client import Kube
-from helmr.operator.mirror.conditions import Observation, settle
-from helmr.operator.mirror.refusals import fail_turn
+from helmr.operator.mirror.refusals import fail_turn, fail_unopened_session
 from helmr.resources import (
     GROUP,
     TURNS,
     VERSION,
-    Condition,
     Session,
-    SessionStatus,
     Turn,
 )
 from helmr.states import FailureReason
@@ -69,34 +64,11 @@ def _lost_message(session: Session) -> str:
 async def fail_session(kube: Kube, session: Session) -> None:
     """Writes the Session ``failed`` (reason ``history_lost``) with a Warning Event,
     and fails its Turns not yet ended; once only (a later pass finds it failed)."""
+    message = f"the Session failed: {_lost_message(session)}"
+    if not await fail_unopened_session(kube, session, REASON, message):
+        return
     namespace = session.metadata.namespace or ""
     name = session.metadata.name or ""
-    status = session.status
-    previous = None if status is None else status.conditions
-    if status is not None and status.phase == "failed" and _has_reason(previous):
-        return
-    message = f"the Session failed: {_lost_message(session)}"
-    conditions = settle(
-        previous,
-        [
-            Observation("Ready", "False", REASON, message),
-            Observation("Failed", "True", REASON, message),
-        ],
-        datetime.now(UTC),
-        session.metadata.generation,
-    )
-    lost = SessionStatus(
-        phase="failed",
-        hold=None,
-        runner_pod=None,
-        active_turn=None,
-        queued_turns=0,
-        conditions=conditions,
-    )
-    await kube.patch_resource_status(Session, namespace, name, lost)
-    await kube.record_event(
-        Session, namespace, name, REASON, message, warning=True, uid=session.metadata.uid
-    )
     for turn in await _turns_of(kube, namespace, name):
         await refuse_turn(kube, turn, session)
 
@@ -112,10 +84,6 @@ async def refuse_turn(kube: Kube, turn: Turn, session: Session) -> None:
         reason=FailureReason.HISTORY_LOST,
         message=message,
     )
-
-
-def _has_reason(conditions: Sequence[Condition] | None) -> bool:
-    return any(c.type == "Failed" and c.reason == REASON for c in conditions or ())
 
 
 async def _turns_of(kube: Kube, namespace: str, session_name: str) -> list[Turn]:

@@ -12,7 +12,11 @@ operator's log, so every refusal is written there, once:
 - a Turn applied for a Session that admits no Turns ends ``failed`` (error
   ``session_not_open``, its reason naming the Session's state) with its
   ``Failed`` condition and one Warning Event; an ended Turn is never admitted
-  again (helmr.operator.kopf.handlers), so nothing retries it.
+  again (helmr.operator.kopf.handlers), so nothing retries it;
+- a Session that cannot be opened at all (a fork refused, a history the store
+  lost) ends ``failed`` with its ``Failed`` condition and one Warning Event;
+- a Turn naming a Session that does not exist waits for it, and one Warning
+  Event ``SessionNotFound`` on the Turn says so.
 
 The status is written before the Event: it is what says a refusal was told.
 """
@@ -41,6 +45,8 @@ from helmr.states import TERMINAL_TURN_STATUSES
 
 CONTROL_REFUSED = "ControlRefused"
 """The reason of a refused control's Warning Event on the Session."""
+SESSION_NOT_FOUND = "SessionNotFound"
+"""The reason of the Warning Event on a Turn whose Session does not exist."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,16 @@ async def refuse_admission(kube: Kube, turn: Turn, view: SessionView) -> None:
     await fail_turn(kube, turn, code=SessionNotOpen.code, reason=reason, message=message)
 
 
+async def refuse_unopened(kube: Kube, turn: Turn, session: Session) -> None:
+    """The Turn applied for a Session that failed before it ever opened (a refused
+    fork) ends ``failed``, as for any Session that admits no Turns."""
+    message = (
+        f"Turn {turn.metadata.name} was not admitted: the Session {session.metadata.name}"
+        " failed before it opened and admits no Turns"
+    )
+    await fail_turn(kube, turn, code=SessionNotOpen.code, reason="session_failed", message=message)
+
+
 async def fail_turn(kube: Kube, turn: Turn, *, code: str, reason: str, message: str) -> None:
     """Writes the Turn ``failed`` (error ``code``, ``reason``) with its ``Failed``
     condition and a Warning Event (reason ``reason`` in CamelCase), unless it already
@@ -135,4 +151,53 @@ async def fail_turn(kube: Kube, turn: Turn, *, code: str, reason: str, message: 
     await kube.patch_resource_status(Turn, namespace, name, failed)
     await kube.record_event(
         Turn, namespace, name, camel(reason), message, warning=True, uid=turn.metadata.uid
+    )
+
+
+async def fail_unopened_session(kube: Kube, session: Session, reason: str, message: str) -> bool:
+    """Writes a Session the store has no (more) record of ``failed``: its ``Ready``
+    False and ``Failed`` True conditions (``reason``, CamelCase) and one Warning
+    Event. Returns False, writing nothing, when its status shows that failure
+    already (kopf resumes it after a restart)."""
+    status = session.status
+    previous = None if status is None else status.conditions
+    told = any(c.type == "Failed" and c.reason == reason for c in previous or ())
+    if status is not None and status.phase == "failed" and told:
+        return False
+    namespace = session.metadata.namespace or ""
+    name = session.metadata.name or ""
+    conditions = settle(
+        previous,
+        [
+            Observation("Ready", "False", reason, message),
+            Observation("Failed", "True", reason, message),
+        ],
+        datetime.now(UTC),
+        session.metadata.generation,
+    )
+    failed = SessionStatus(
+        phase="failed",
+        hold=None,
+        runner_pod=None,
+        active_turn=None,
+        queued_turns=0,
+        conditions=conditions,
+    )
+    await kube.patch_resource_status(Session, namespace, name, failed)
+    await kube.record_event(
+        Session, namespace, name, reason, message, warning=True, uid=session.metadata.uid
+    )
+    return True
+
+
+async def tell_session_not_found(kube: Kube, turn: Turn, message: str) -> None:
+    """The one Warning Event on a Turn whose Session does not exist (it waits for it)."""
+    await kube.record_event(
+        Turn,
+        turn.metadata.namespace or "",
+        turn.metadata.name or "",
+        SESSION_NOT_FOUND,
+        message,
+        warning=True,
+        uid=turn.metadata.uid,
     )
