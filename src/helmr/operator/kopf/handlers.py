@@ -264,16 +264,13 @@ async def turn_admit(
     session_name = spec.session_ref.name
     owner = await plane.kube.get_resource(Session, namespace, session_name)
     if owner is None:
-        missing = f"Session {session_name} does not exist in namespace {namespace}"
-        if retry == 0:
-            await tell_session_not_found(
-                plane.kube, turn_resource, f"{missing}: the Turn is admitted once it is created"
-            )
-        raise kopf.TemporaryError(
-            f"{missing}: the Turn is admitted once it is created",
-            delay=missing_session_delay(retry),
+        missing = (
+            f"Session {session_name} does not exist in namespace {namespace}:"
+            " the Turn is admitted once it is created"
         )
-    view = None
+        if retry == 0:
+            await tell_session_not_found(plane.kube, turn_resource, missing)
+        raise kopf.TemporaryError(missing, delay=missing_session_delay(retry))
     try:
         view = await _stored_session(plane, owner)
     except HistoryLost:
