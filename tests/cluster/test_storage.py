@@ -34,8 +34,28 @@ def claim(name: str, source: dict[str, str] | None = None) -> client.V1Persisten
     )
 
 
+def wait_bound(
+    core: client.CoreV1Api, namespace: str, claim_name: str, timeout: float = 120
+) -> None:
+    """Waits for the PVC to be Bound. A pod made before its claim of an Immediate
+    class is bound can be left unscheduled for minutes: kube-scheduler may miss the
+    binding (helmr.operator.runners.disk_gates says how; Helmr's runner pods wait
+    gated for it the same way)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pvc = core.read_namespaced_persistent_volume_claim(claim_name, namespace)
+        if pvc.status is not None and pvc.status.phase == "Bound":
+            return
+        assert time.monotonic() < deadline, (
+            f"claim {claim_name} not bound in {timeout}s: {pvc.status}"
+        )
+        time.sleep(0.1)
+
+
 def run_on_volume(core: client.CoreV1Api, namespace: str, claim_name: str, code: str) -> str:
-    """Runs `code` in a restricted pod with the PVC at /computer; returns its log."""
+    """Runs `code` in a restricted pod with the PVC at /computer, once the PVC is
+    bound; returns its log."""
+    wait_bound(core, namespace, claim_name)
     name = f"p-{uuid.uuid4().hex[:8]}"
     container = restricted_container(name, ["python3", "-c", code])
     container.volume_mounts = [client.V1VolumeMount(name="computer", mount_path=MOUNT)]

@@ -77,6 +77,10 @@ APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 """A JSON merge patch: a list given (``ownerReferences``) replaces the object's whole."""
 
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+"""A strategic merge patch: a list keyed by name (``schedulingGates``) is merged
+item by item, so one item can be removed and the others kept."""
+
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 """A list's ``Accept``: the apiserver answers with each object's metadata only."""
 
@@ -105,6 +109,9 @@ class ClassRef:
     name: str
     driver: str
     default: bool
+    binds_at_once: bool = True
+    """A StorageClass's claims are bound as they are made (``volumeBindingMode``
+    Immediate), not once a pod that mounts one is scheduled (WaitForFirstConsumer)."""
 
 
 DEFAULT_STORAGE_CLASS = (
@@ -223,6 +230,7 @@ class Kube:
                 name=str(meta.name),
                 driver=str(sc.provisioner),
                 default=_marked(meta.annotations, DEFAULT_STORAGE_CLASS),
+                binds_at_once=sc.volume_binding_mode != "WaitForFirstConsumer",
             )
             for sc in listing.items
             for meta in [sc.metadata or client.V1ObjectMeta()]
@@ -280,6 +288,19 @@ class Kube:
         await kube_threads.call(
             self.core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE_PATCH
         )
+
+    async def remove_scheduling_gate(self, namespace: str, name: str, gate: str) -> None:
+        """Lets the scheduler place the pod as far as ``gate`` is concerned (any other
+        gate stays); nothing if the pod is gone."""
+        patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
+        with contextlib.suppress(NotFound):
+            await kube_threads.call(
+                self.core.patch_namespaced_pod,
+                name,
+                namespace,
+                patch,
+                _content_type=STRATEGIC_MERGE_PATCH,
+            )
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = await _absent_as_none(self.core.read_namespaced_pod, name, namespace)

@@ -32,6 +32,7 @@ from helmr.operator.runners.adoption_answers import (
     AskingPods,
 )
 from helmr.operator.runners.adoption_writes import AdoptionWrites
+from helmr.operator.runners.disk_gates import disk_gates
 from helmr.operator.runners.identity import RunnerPods, RunnerPodVerifier, runner_reviewer
 from helmr.operator.runners.network_policies import RunnerPolicies, containment
 from helmr.operator.runners.pod_reports import PodReports
@@ -146,13 +147,15 @@ class ControlPlane:
             # With watchNamespaces, the chart's Role in each may read its Secrets.
             read_secrets=bool(settings.watch_namespaces),
         )
+        # Fed by kopf's watch of runner pods too (a pod still gated after a restart).
+        self.disk_gates = disk_gates(self.kube, settings)
         self.supervisor = Supervisor(
             self.control,
             self.kube,
             self.runner_pods,
             settings,
             self.metrics,
-            runners=PodRunners(self.kube, self.runner_policies),
+            runners=PodRunners(self.kube, self.disk_gates, self.runner_policies),
             disks=self.disks,
             pools=adoptions,
         )
@@ -242,6 +245,7 @@ class ControlPlane:
 
     async def stop(self) -> None:
         await self.pod_reports.stop()
+        await self.disk_gates.close()
         await self.disks.close()
         for task in self._tasks:
             task.cancel()

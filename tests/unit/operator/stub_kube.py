@@ -28,7 +28,11 @@ class StubKube(Kube):
         """Each Event recorded: its object (``Kind/name``), reason, message and
         whether it is a Warning."""
         self.failing: set[str] = set()
-        self.storage_classes = (ClassRef("helmr-hostpath", DRIVER, default=True),)
+        # Its claims bind for the pod that mounts them: no runner pod waits gated
+        # (helmr.operator.runners.disk_gates) unless a test makes it so.
+        self.storage_classes = (
+            ClassRef("helmr-hostpath", DRIVER, default=True, binds_at_once=False),
+        )
         self.snapshot_classes: tuple[ClassRef, ...] | None = (
             ClassRef("helmr-hostpath", DRIVER, default=True),
         )

@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from helmr.control import ControlConfig
 from helmr.control.control import Control
 from helmr.errors import Conflict, ReceiveTimeout
-from helmr.kube.client import HELD_POLICY
+from helmr.kube.client import HELD_POLICY, ClassRef
 from helmr.kube.errors import KubeError, translated
 from helmr.operator.at_once import AT_ONCE
 from helmr.operator.disks.backend import RestoreFailed
@@ -25,7 +25,7 @@ from helmr.resources import Actor, Resource, Workspace
 from helmr.store.rows import SaveRow
 from tests.unit.control.harness import Harness
 
-from .stub_kube import StubKube, terminating
+from .stub_kube import DRIVER, StubKube, terminating
 
 R = TypeVar("R", bound=Resource[Any, Any])
 NS = "team"
@@ -602,3 +602,27 @@ async def test_a_forked_workspaces_first_disk_is_restored_from_the_save_it_was_f
         "save": "ws-save-1",
         "turn": done,
     }
+
+
+@pytest.mark.parametrize(
+    ("binds_at_once", "bound_before", "bound"),
+    [
+        (True, False, False),  # made now, its class binds it by itself: the pod waits
+        (False, False, True),  # WaitForFirstConsumer: bound only for its scheduled pod
+        (True, True, True),  # made by an earlier start, Bound since
+    ],
+)
+async def test_a_disk_is_bound_for_its_pod_unless_its_class_binds_it_later(
+    h: Harness, kube: DiskKube, disks: Disks, binds_at_once: bool, bound_before: bool, bound: bool
+) -> None:
+    kube.storage_classes = (
+        ClassRef("helmr-hostpath", DRIVER, default=True, binds_at_once=binds_at_once),
+    )
+    session = await h.control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+    if bound_before:
+        await disks.prepare(session, await _actor(kube))
+        kube.claims["ws-disk-1"]["status"] = {"phase": "Bound"}
+
+    prepared = await disks.prepare(session, await _actor(kube))
+
+    assert (prepared.claim, prepared.bound) == ("ws-disk-1", bound)

@@ -71,6 +71,10 @@ class PreparedDisk:
 
     claim: str
     usage: DiskUsageSpec
+    bound: bool = True
+    """False: the claim is not bound yet, and its StorageClass binds it by itself
+    (Immediate), not for the pod that mounts it: that pod waits for the binding
+    (:mod:`helmr.operator.runners.disk_gates`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +146,11 @@ def build_claim_spec(spec: DiskSpec) -> dict[str, Any]:
         "metadata": metadata,
         "spec": claim,
     }
+
+
+def claim_bound(claim: dict[str, Any] | None) -> bool:
+    """The claim, as read from the apiserver, is Bound to its volume."""
+    return ((claim or {}).get("status") or {}).get("phase") == "Bound"
 
 
 @dataclass(frozen=True, slots=True)

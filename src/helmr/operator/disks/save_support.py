@@ -141,6 +141,17 @@ class SaveSupport:
             )
         return verdict(storage, computer)
 
+    async def binds_at_once(self, computer: ComputerSpec) -> bool:
+        """The disk's StorageClass binds its claims as they are made (Immediate), as
+        the classes were last read; False when that cannot be told (then nothing
+        waits for a binding that may only come once the disk's pod is scheduled)."""
+        try:
+            storage = await self._storage()
+        except KubeError:
+            return False
+        disk_class = _disk_class(storage.storage_classes, computer.storage_class_name)
+        return not isinstance(disk_class, Verdict) and disk_class.binds_at_once
+
     async def _storage(self) -> ClusterStorage:
         async with self._lock:  # one read at a time: a pass's Workspaces share it
             now = asyncio.get_running_loop().time()

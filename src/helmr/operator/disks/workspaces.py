@@ -45,6 +45,7 @@ from helmr.operator.disks.manifests import (
     build_claim_spec,
     build_save_spec,
     build_workspace,
+    claim_bound,
     disk_usage_spec,
 )
 from helmr.operator.disks.save_support import SaveSupport
@@ -111,7 +112,8 @@ class Disks:
         computer = workspace.spec.resolve(actor.spec.computer)
         disk = await self.control.current_disk(namespace, name)
         claim = disk_claim(name, disk.disk, disk.first_claim)
-        if await self.kube.get_claim(namespace, claim) is None:
+        existing = await self.kube.get_claim(namespace, claim)
+        if existing is None:
             restore = restore_point(name, disk)
             if restore is not None:
                 await self._require_ready(namespace, restore)
@@ -129,7 +131,8 @@ class Disks:
         why = await self._resolve_unsaved((namespace, name), computer)
         interval = timedelta(seconds=computer.save_interval_seconds)
         await self.control.align_saves(namespace, name, why is None, interval)
-        return PreparedDisk(claim, usage)
+        bound = claim_bound(existing) or not await self.save_support.binds_at_once(computer)
+        return PreparedDisk(claim, usage, bound)
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
         """The API's deletion, of a Workspace the store holds for no Session (the API

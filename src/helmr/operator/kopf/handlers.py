@@ -34,6 +34,7 @@ from helmr.operator.mirror.refusals import (
     tell_session_not_found,
 )
 from helmr.operator.runners.pod_reports import PodReport
+from helmr.operator.runners.pods import gated_claim
 from helmr.operator.settings import Settings
 from helmr.resources import (
     ACTORS,
@@ -349,4 +350,10 @@ async def runner_pod_event(
     report = PodReport.read(type, _namespaced(namespace), body)
     if report.deleted:  # its token is refused from now on
         plane.runner_pods.forget(report.session_id, report.epoch)
+    else:
+        # Gated by a replica that is gone (else followed already): any replica ungates
+        # it, the leader-to-be among them.
+        claim = gated_claim(body)
+        if claim is not None:
+            plane.disk_gates.follow(report.namespace, report.name, claim)
     plane.pod_reports.put(report)

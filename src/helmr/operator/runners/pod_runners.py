@@ -12,15 +12,20 @@ from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_COMPONENT, LABEL_EPOCH, LABEL_SESSION_ID, RUNNER
 from helmr.operator.runners import pods
 from helmr.operator.runners.backend import RunnerRef, RunnerState, StartRefused
+from helmr.operator.runners.disk_gates import DiskGates
 from helmr.operator.runners.network_policies import RunnerPolicies
 from helmr.operator.runners.preparation import container_started, pending_detail
 
 
 class PodRunners:
-    def __init__(self, kube: Kube, policies: RunnerPolicies | None = None) -> None:
-        """``policies``: the NetworkPolicies put in place before each pod (none: the
-        pods are left to whatever policies the cluster has)."""
+    def __init__(
+        self, kube: Kube, gates: DiskGates, policies: RunnerPolicies | None = None
+    ) -> None:
+        """``gates``: ungate each pod made before its claim was bound; ``policies``: the
+        NetworkPolicies put in place before each pod (none: the pods are left to
+        whatever policies the cluster has)."""
         self.kube = kube
+        self.gates = gates
         self.policies = policies
         # Namespaces whose runner service account this process has made sure of.
         self._accounts: set[str] = set()
@@ -54,13 +59,17 @@ class PodRunners:
                     f" {exc.body}",
                     gone=namespace_terminating(exc),
                 ) from exc
+        body = pods.build_runner_pod_spec(spec)
         try:
-            return await self._create(spec.namespace, pods.build_runner_pod_spec(spec))
+            uid = await self._create(spec.namespace, body)
         except KubeError as exc:
             raise StartRefused(
                 f"runner pod not created: {exc.status} {exc.reason}: {exc.body}",
                 gone=namespace_terminating(exc),
             ) from exc
+        if not spec.disk_bound:
+            self.gates.follow(spec.namespace, body["metadata"]["name"], spec.claim_name)
+        return uid
 
     async def remove(self, namespace: str, name: str) -> None:
         await self.kube.delete_pod(namespace, name)

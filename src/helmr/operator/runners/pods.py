@@ -37,6 +37,11 @@ TOKEN_SECONDS = 600
 """Runner tokens' lifetime, the least Kubernetes allows; the kubelet rewrites the
 file at 80% of it and the runner reads the file for every call."""
 RUNNER_SERVICE_ACCOUNT = "helmr-runner"
+
+DISK_GATE = "helmr.dev/disk-bound"
+"""The scheduling gate a runner pod is made with while its claim is not bound
+(:mod:`helmr.operator.runners.disk_gates` says why and removes it)."""
+_DISK_VOLUME = "computer"
 """The runner pods' service account, one per namespace: no RBAC, no automounted token."""
 
 
@@ -56,6 +61,9 @@ class RunnerSpec:
     for a backend of local processes)."""
     disk_usage: DiskUsageSpec | None = None
     """The disk's size and thresholds the runner measures its usage against."""
+    disk_bound: bool = True
+    """False: the pod is not scheduled before its claim is bound (``DISK_GATE``,
+    :mod:`helmr.operator.runners.disk_gates`)."""
     idle_timeout_seconds: int | None = None
     """The warm wait before suspension: the Session's override, else the Actor's;
     None: the actor's own (``actor(idle_timeout=...)``, else the runner's default)."""
@@ -260,7 +268,7 @@ def _runner_container(spec: RunnerSpec) -> dict[str, Any]:
         "volumeMounts": [
             {"name": "runner-token", "mountPath": TOKEN_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "computer", "mountPath": contract.COMPUTER_DIR},
+            {"name": _DISK_VOLUME, "mountPath": contract.COMPUTER_DIR},
         ],
     }
 
@@ -274,7 +282,7 @@ def _volumes(spec: RunnerSpec) -> list[dict[str, Any]]:
     return [
         {"name": "runner-token", "projected": {"sources": [{"serviceAccountToken": token}]}},
         {"name": "tmp", "emptyDir": {}},
-        {"name": "computer", "persistentVolumeClaim": {"claimName": spec.claim_name}},
+        {"name": _DISK_VOLUME, "persistentVolumeClaim": {"claimName": spec.claim_name}},
     ]
 
 
@@ -306,5 +314,18 @@ def build_runner_pod_spec(spec: RunnerSpec) -> dict[str, Any]:
             },
             "containers": [_runner_container(spec)],
             "volumes": _volumes(spec),
+            **({} if spec.disk_bound else {"schedulingGates": [{"name": DISK_GATE}]}),
         },
     }
+
+
+def gated_claim(pod: Mapping[str, Any]) -> str | None:
+    """The claim a runner pod made with ``DISK_GATE`` waits for; None when the pod
+    is not (or no longer) gated."""
+    spec = pod.get("spec") or {}
+    if not any(gate.get("name") == DISK_GATE for gate in spec.get("schedulingGates") or ()):
+        return None
+    for volume in spec.get("volumes") or ():
+        if volume.get("name") == _DISK_VOLUME:
+            return str(volume["persistentVolumeClaim"]["claimName"])
+    return None

@@ -36,6 +36,7 @@ from helmr.operator.runners.backend import (
     RunnerRef,
     StartRefused,
 )
+from helmr.operator.runners.disk_gates import disk_gates
 from helmr.operator.runners.fork_env import runner_env
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.limits import effective_limits
@@ -84,7 +85,9 @@ class Supervisor:
         self.metrics = metrics
         self.resources: ResourceReader = resources or _cluster(kube)
         self.runner_pods = runner_pods
-        self.runners: RunnerBackend = runners or PodRunners(_cluster(kube))
+        self.runners: RunnerBackend = runners or PodRunners(
+            _cluster(kube), disk_gates(_cluster(kube), settings)
+        )
         self.settings = settings
         self.disks: DiskBackend = disks or Disks(control, _cluster(kube), metrics)
         self.pools = pools
@@ -486,6 +489,7 @@ class Supervisor:
             runner_url=self.settings.runner_url,
             claim_name=disk.claim,
             disk_usage=disk.usage,
+            disk_bound=disk.bound,
             idle_timeout_seconds=session.limits.idle_timeout_seconds,
             log_format=self.settings.log_format,
             node_selector=self.settings.runner_node_selector,
