@@ -115,6 +115,8 @@ class ControlPlane:
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set.
         self.traces = tracing.from_environ(os.environ)
         self.disks = Disks(self.control, self.kube, self.metrics)
+        # Fed by kopf's watch of runner pods too (a pod still gated after a restart).
+        self.disk_gates = disk_gates(self.kube, settings)
         if self.traces is not None:
             self.disks.save_ended = self.traces.save_ended
         # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_network_policies).
@@ -133,6 +135,7 @@ class ControlPlane:
             self.metrics.warm_pools,
             policies=self.runner_policies,
             asking=self.asking_pods,
+            gates=(self.disk_gates, self.disks.save_support.binds_at_once),
         )
         self.adopted_sessions = AdoptedSessions()
         adoptions = PoolAdoptions(
@@ -147,8 +150,6 @@ class ControlPlane:
             # With watchNamespaces, the chart's Role in each may read its Secrets.
             read_secrets=bool(settings.watch_namespaces),
         )
-        # Fed by kopf's watch of runner pods too (a pod still gated after a restart).
-        self.disk_gates = disk_gates(self.kube, settings)
         self.supervisor = Supervisor(
             self.control,
             self.kube,

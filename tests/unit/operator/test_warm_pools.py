@@ -18,15 +18,18 @@ from helmr.kube.labels import LABEL_POOL, LABEL_POOLED, LABEL_SESSION_ID
 from helmr.operator.disks.manifests import PoolDisk, WorkspaceRef
 from helmr.operator.runners.adoption_answers import AskingPods
 from helmr.operator.runners.adoption_writes import AdoptionWrites
+from helmr.operator.runners.disk_gates import DiskGates
 from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.pods import DISK_GATE, gated_claim
 from helmr.operator.runners.pool_adoptions import PoolAdoptions, takes_pooled_pod
 from helmr.operator.runners.pool_pods import PoolSettings
-from helmr.operator.runners.warm_pools import ASK_GRACE, WarmPools
+from helmr.operator.runners.warm_pools import ASK_GRACE, BindsAtOnce, WarmPools
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.resources import (
     Actor,
     ActorSpec,
     ActorStatus,
+    ComputerSpec,
     EnvVar,
     ObjectMeta,
     Session,
@@ -139,7 +142,9 @@ def owner(name: str) -> Session:
 class Pools:
     """A pool keeper and the adopter taking from it, as the control plane wires them."""
 
-    def __init__(self, h: Harness, kube: PoolKube) -> None:
+    def __init__(
+        self, h: Harness, kube: PoolKube, gates: tuple[DiskGates, BindsAtOnce] | None = None
+    ) -> None:
         self.gone: list[AdoptionRow] = []
         self.kube = kube
         self.asking = AskingPods()
@@ -148,7 +153,14 @@ class Pools:
         metrics = WarmPoolMetrics()
         settings = PoolSettings(runner_url="http://helmr:8080")
         self.keeper = WarmPools(
-            h.control, kube, writes, settings, metrics, asking=self.asking, clock=lambda: self.now
+            h.control,
+            kube,
+            writes,
+            settings,
+            metrics,
+            asking=self.asking,
+            gates=gates,
+            clock=lambda: self.now,
         )
         self.adoptions = PoolAdoptions(
             h.control,
@@ -420,3 +432,51 @@ async def test_a_running_pod_is_offered_once_its_runner_asks_to_be_adopted(h: Ha
     pools.now += ASK_GRACE
     await pools.keeper.reconcile()
     assert await pools.adoptions.adopt(await opened(h, "v"), owner("v"), a)
+
+
+class GatingPoolKube(PoolKube):
+    """Its claims bound once ``bind_all`` says so; gates removed as the apiserver would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ungated: list[str] = []
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.claims.get(name)
+
+    async def remove_scheduling_gate(self, namespace: str, name: str, gate: str) -> None:
+        self.ungated.append(name)
+        self.pods[name]["spec"]["schedulingGates"] = []
+
+    def bind_all(self) -> None:
+        for claim in self.claims.values():
+            claim["status"] = {"phase": "Bound"}
+
+
+async def test_a_pooled_pod_of_a_disk_bound_as_made_waits_gated_for_its_claim(
+    h: Harness,
+) -> None:
+    kube = GatingPoolKube()
+    gates = DiskGates(kube, give_up_after=60, first_wait=0.001)
+
+    async def binds_at_once(computer: ComputerSpec) -> bool:
+        return True
+
+    pools = Pools(h, kube, (gates, binds_at_once))
+    pools.keeper.seen(None, actor(size=1))
+    await pools.keeper.reconcile()
+    [name] = kube.pooled()
+    assert gated_claim(kube.pods[name]) == name  # its own claim, made after it
+
+    await asyncio.sleep(0.02)
+    assert kube.ungated == []  # not before the claim is bound
+    kube.bind_all()
+    await gates.drained()
+    assert kube.ungated == [name]
+
+    # A replica that made it gated is gone: the next keeper's pass follows it.
+    kube.pods[name]["spec"]["schedulingGates"] = [{"name": DISK_GATE}]
+    kube.ungated.clear()
+    await pools.keeper.reconcile()
+    await gates.drained()
+    assert kube.ungated == [name]

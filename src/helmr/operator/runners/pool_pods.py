@@ -66,8 +66,9 @@ def _actor_owner(actor: Actor) -> dict[str, Any]:
     }
 
 
-def _template(actor: Actor, settings: PoolSettings) -> dict[str, Any]:
-    """The pooled pod of ``actor``, named :data:`_PLACEHOLDER`, without its hash label."""
+def _template(actor: Actor, settings: PoolSettings, *, disk_bound: bool = True) -> dict[str, Any]:
+    """The pooled pod of ``actor``, named :data:`_PLACEHOLDER`, without its hash label;
+    gated until its claim is bound unless ``disk_bound`` (never part of its hash)."""
     namespace = actor.metadata.namespace or ""
     name = actor.metadata.name or ""
     spec = pods.RunnerSpec(
@@ -84,6 +85,7 @@ def _template(actor: Actor, settings: PoolSettings) -> dict[str, Any]:
         node_selector=dict(settings.node_selector),
         tolerations=settings.tolerations,
         egress_proxy_url=settings.egress_proxy_url,
+        disk_bound=disk_bound,
     )
     body = pods.build_runner_pod_spec(spec)
     labels = {
@@ -112,10 +114,11 @@ def pool_hash(actor: Actor, settings: PoolSettings) -> str:
 
 
 def build_pooled_pod(
-    actor: Actor, settings: PoolSettings, name: str, digest: str
+    actor: Actor, settings: PoolSettings, name: str, digest: str, *, disk_bound: bool = True
 ) -> dict[str, Any]:
-    """The pooled pod ``name`` of ``actor``, mounting the claim of the same name."""
-    body = _template(actor, settings)
+    """The pooled pod ``name`` of ``actor``, mounting the claim of the same name (made
+    after it: gated until that claim is bound unless ``disk_bound``)."""
+    body = _template(actor, settings, disk_bound=disk_bound)
     metadata = body["metadata"]
     metadata["name"] = name
     metadata["labels"][LABEL_POOL] = digest

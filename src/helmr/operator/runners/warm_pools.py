@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +33,9 @@ from helmr.kube.errors import KubeError
 from helmr.kube.labels import LABEL_EPOCH, LABEL_POOL, LABEL_POOLED, LABEL_SESSION, LABEL_SESSION_ID
 from helmr.operator.runners.adoption_answers import AskingPods
 from helmr.operator.runners.adoption_writes import AdoptionWrites
+from helmr.operator.runners.disk_gates import DiskGates
 from helmr.operator.runners.network_policies import RunnerPolicies
-from helmr.operator.runners.pods import build_service_account_spec, pod_name
+from helmr.operator.runners.pods import build_service_account_spec, gated_claim, pod_name
 from helmr.operator.runners.pool_pods import (
     PoolSettings,
     build_pooled_claim,
@@ -43,7 +44,7 @@ from helmr.operator.runners.pool_pods import (
 )
 from helmr.operator.runners.preparation import container_started
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
-from helmr.resources import Actor, ActorStatus, WarmPoolStatus
+from helmr.resources import Actor, ActorStatus, ComputerSpec, WarmPoolStatus
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ ASK_GRACE = 30.0
 never asked this replica to be adopted (it may ask another replica)."""
 
 ActorKey = tuple[str, str]
+BindsAtOnce = Callable[[ComputerSpec], Awaitable[bool]]
+"""Whether a disk of these settings is bound as its claim is made (Immediate)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ class _Pod:
     phase: str
     started: bool
     deleting: bool
+    gated_claim: str | None = None
+    """The claim its scheduling gate waits for (helmr.operator.runners.disk_gates)."""
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> _Pod:
@@ -75,6 +80,7 @@ class _Pod:
             phase=(body.get("status") or {}).get("phase") or "Pending",
             started=container_started(body),
             deleting=metadata.get("deletionTimestamp") is not None,
+            gated_claim=gated_claim(body),
         )
 
     @property
@@ -97,12 +103,16 @@ class WarmPools:
         *,
         policies: RunnerPolicies | None = None,
         asking: AskingPods | None = None,
+        gates: tuple[DiskGates, BindsAtOnce] | None = None,
         interval: float = POOL_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``writes``: the adoptions' Kubernetes side, for those a crash left unwritten;
         ``asking``: the pods whose runners asked to be adopted, the only ones offered
-        (or those started :data:`ASK_GRACE` ago)."""
+        (or those started :data:`ASK_GRACE` ago); ``gates``: what ungates a pooled pod
+        made gated, and whether an Actor's disks are bound as made (then its pooled
+        pods are made gated; none given: never)."""
+        self._gates = gates
         self._asking = asking or AskingPods()
         self._asking.first_asked = self.wake
         self._clock = clock
@@ -263,6 +273,9 @@ class WarmPools:
                 await self._kube.create_claim(
                     namespace, build_pooled_claim(actor, pod.name, digest, pod.uid)
                 )
+            if pod.gated_claim is not None and self._gates is not None:
+                # Made gated by a replica that is gone (else followed already).
+                self._gates[0].follow(namespace, pod.name, pod.gated_claim)
 
     async def _refill(self, actor: Actor, digest: str) -> _Pod:
         """A new pooled pod and its claim (the pod first: the claim is owned by it)."""
@@ -271,10 +284,16 @@ class WarmPools:
         if self._policies is not None:  # never a runner pod before its policies
             await self._policies.ensure(actor)
         await self._kube.ensure_service_account(namespace, build_service_account_spec(namespace))
+        # The claim is made after its pod (owned by it): gated, the pod waits for it.
+        gated = self._gates is not None and await self._gates[1](actor.spec.computer)
+        gates = self._gates[0] if self._gates is not None and gated else None
         uid = await self._kube.create_pod(
-            namespace, build_pooled_pod(actor, self._settings, name, digest)
+            namespace,
+            build_pooled_pod(actor, self._settings, name, digest, disk_bound=gates is None),
         )
         await self._kube.create_claim(namespace, build_pooled_claim(actor, name, digest, uid))
+        if gates is not None:
+            gates.follow(namespace, name, name)
         self._metrics.refills.inc()
         log.info("warm pool %s/%s: pod %s created", namespace, actor.metadata.name, name)
         return _Pod(name, uid, {LABEL_POOL: digest}, "Pending", False, False)
