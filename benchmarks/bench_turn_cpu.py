@@ -1,5 +1,6 @@
-"""The control plane's CPU per no-op Turn in Control and the store alone: no HTTP, no
-status mirror, one Turn at a time (issue 31).
+"""The control plane's CPU per no-op Turn in Control and the store alone (or, with
+``--http``, through the REST and runner API too): no status mirror, one Turn at a time
+(issue 31).
 
 A process of its own opens a store (SQLite, or a database on a throwaway PostgreSQL
 server), opens ``--sessions`` Sessions with their processes started, and runs no-op
@@ -13,6 +14,16 @@ still, ``--instructions`` counts the instructions each Turn runs (valgrind's
 callgrind, counting from the end of the warm-up; about 50 times slower, so use a
 few hundred Turns): the same code runs the same count within 0.2% at any load.
 
+``--http``: the same Turns as a client and a runner make them, over HTTP: the child
+serves the REST and runner API (``static_app``) over its Control, and this process
+calls it (its own work is not counted), so aiohttp, the middlewares, the routes'
+inputs and answers are measured with the rest.
+
+``--profile FILE``: the child runs the counted Turns under cProfile (its event loop's
+thread only: the store's threads are not seen) and writes the stats to ``FILE``; the
+functions taking the most time and their calls per Turn are printed. Slower, so not
+with ``--instructions``.
+
 ``--before SRC`` runs another version's ``src`` (``git worktree add /tmp/before REV``:
 ``/tmp/before/src``) the same way, alternating (``--rounds`` pairs), and prints each
 pair's ratio after / before and their median.
@@ -20,45 +31,94 @@ pair's ratio after / before and their median.
     .venv/bin/python benchmarks/bench_turn_cpu.py [--turns 2000] [--store sqlite,postgres] \\
         [--before SRC --rounds 5]
     .venv/bin/python benchmarks/bench_turn_cpu.py --instructions --turns 100 --rounds 1 \\
-        --before SRC
+        --before SRC [--http]
+    .venv/bin/python benchmarks/bench_turn_cpu.py --http --turns 500 --rounds 1 \\
+        --store sqlite --profile /tmp/turn.prof
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import json
 import os
+import pstats
 import re
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import aiohttp
+from _fleet import enqueue
 from _stores import stores
-from tests.compose import open_plane
+from tests.compose import open_plane, serving, static_app
+
+from helmr.control.control import Control
+from helmr.protocol import routes
+from helmr.protocol.contract import EPOCH_HEADER
+from helmr.server import Grant, StaticRunnerTokens, User
 
 WARM_UP = 200
 RECEIVE_WAIT = 60.0
 """Seconds a receive may wait: long enough for a child under valgrind."""
 
 
-async def turns(store: str, sessions: int, count: int, gated: bool) -> float:
+TOKEN = "bench"
+"""The client's bearer token and every Session's runner token (``--http``)."""
+
+
+@dataclass
+class Api:
+    """The child's REST API (``--http``), as ``_fleet.enqueue`` calls it."""
+
+    url: str
+    token: str = TOKEN
+
+
+@contextmanager
+def profiled(path: str | None) -> Iterator[None]:
+    """cProfile over the block, in this thread, its stats written to ``path`` (if given)."""
+    if path is None:
+        yield
+        return
+    profile = cProfile.Profile(time.thread_time)  # this thread's CPU, not the waits
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        profile.dump_stats(path)
+
+
+async def open_sessions(control: Control, sessions: int) -> dict[str, int]:
+    """``sessions`` new Sessions with their processes started: each one's epoch."""
+    epochs = {}
+    for i in range(sessions):
+        view = await control.open_session(
+            namespace="bench", name=f"s{i}", actor="noop", workspace=f"ws{i}"
+        )
+        epochs[view.id] = await control.process_started(view.id)
+    return epochs
+
+
+async def turns(
+    store: str, sessions: int, count: int, gated: bool, profile: str | None = None
+) -> float:
     """CPU seconds per Turn of ``count`` no-op Turns after a warm-up, in this process.
     ``gated``: prints ``ready`` after the warm-up and waits for a line on stdin first
     (``--instructions`` starts counting then), and ends the process right after."""
     async with open_plane(store) as plane:
         control = plane.control
-        epochs = {}
-        for i in range(sessions):
-            view = await control.open_session(
-                namespace="bench", name=f"s{i}", actor="noop", workspace=f"ws{i}"
-            )
-            epochs[view.id] = await control.process_started(view.id)
+        epochs = await open_sessions(control, sessions)
         ids = list(epochs)
 
         async def one(n: int) -> None:
@@ -75,18 +135,114 @@ async def turns(store: str, sessions: int, count: int, gated: bool) -> float:
         if gated:
             print("ready", flush=True)
             await asyncio.to_thread(sys.stdin.readline)
-        began = time.process_time()
-        for n in range(count):
-            await one(n)
-        spent = (time.process_time() - began) / count
+        with profiled(profile):
+            began = time.process_time()
+            for n in range(count):
+                await one(n)
+            spent = (time.process_time() - began) / count
         if gated:
             print(spent, flush=True)
             os._exit(0)  # what closing the store costs is not counted
         return spent
 
 
+async def serve(store: str, sessions: int, profile: str | None) -> None:
+    """``--http``'s child: serves the REST and runner API over its Control and prints
+    its URL and each Session's epoch (a JSON line); then counts its CPU from a line on
+    stdin (answered ``counting``) to the next, prints it and ends the process."""
+    async with open_plane(store) as plane:
+        epochs = await open_sessions(plane.control, sessions)
+        runner_tokens = StaticRunnerTokens(dict.fromkeys(epochs, TOKEN))
+        app = static_app(plane.control, {TOKEN: Grant(User("bench"))}, runner_tokens)
+        async with serving(app) as url:
+            print(json.dumps({"url": url, "epochs": epochs}), flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+            with profiled(profile):
+                began = time.process_time()
+                print("counting", flush=True)
+                await asyncio.to_thread(sys.stdin.readline)
+                spent = time.process_time() - began
+            print(spent, flush=True)
+            os._exit(0)  # what closing the store costs is not counted
+
+
+async def http_turns(url: str, epochs: dict[str, int], first: int, count: int) -> None:
+    """``count`` no-op Turns over HTTP, one at a time, as a client and each Session's
+    runner make them: the enqueue, the runner's ``receive`` that starts it, its
+    ``complete`` (keep-alive connections, as a runner's)."""
+    ids = list(epochs)
+    async with aiohttp.ClientSession() as http:
+        for n in range(first, first + count):
+            session_id = ids[n % len(ids)]
+            headers = {EPOCH_HEADER: str(epochs[session_id]), "Authorization": f"Bearer {TOKEN}"}
+            turn_id = await enqueue(http, Api(url), session_id)
+            receive = {"timeout": RECEIVE_WAIT}
+            url_receive = url + routes.receive(session_id)
+            async with http.post(url_receive, json=receive, headers=headers) as answer:
+                answer.raise_for_status()
+                running = await answer.json()
+            if running.get("id") != turn_id:
+                raise RuntimeError(f"receive answered {running!r}, not turn {turn_id}")
+            url_complete = url + routes.complete(session_id, turn_id)
+            async with http.post(url_complete, json={}, headers=headers) as done:
+                done.raise_for_status()
+
+
+def run_served(command: list[str], env: dict[str, str] | None, args: argparse.Namespace) -> float:
+    """``--http``: the child serves, this process makes the Turns; the child's CPU
+    seconds per Turn, or the instructions it ran per Turn (``--instructions``)."""
+    if args.instructions:
+        command = [*VALGRIND, *command]
+    with piped([*command, "--http"], env) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("{"):
+            raise RuntimeError(f"the child did not serve: {process.communicate()[1]}")
+        hello = json.loads(line)
+        asyncio.run(http_turns(hello["url"], hello["epochs"], 0, WARM_UP))
+        if args.instructions:
+            start_counting(process)
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        if process.stdout.readline().strip() != "counting":
+            raise RuntimeError(f"the child did not count: {process.communicate()[1]}")
+        asyncio.run(http_turns(hello["url"], hello["epochs"], WARM_UP, args.turns))
+        output, errors = process.communicate("stop\n")
+    if args.instructions:
+        return collected(errors) / float(args.turns)
+    return float(output.split()[-1]) / float(args.turns)
+
+
+VALGRIND = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+
+
+def piped(command: list[str], env: dict[str, str] | None) -> subprocess.Popen[str]:
+    """A child with its stdin, stdout and stderr piped to this process, as text."""
+    pipe = subprocess.PIPE
+    return subprocess.Popen(command, env=env, stdin=pipe, stdout=pipe, stderr=pipe, text=True)
+
+
+def start_counting(process: subprocess.Popen[str]) -> None:
+    """Callgrind counts the child's instructions from now on."""
+    control = ["callgrind_control", "--instr=on", str(process.pid)]
+    subprocess.run(control, check=True, capture_output=True)
+
+
+def collected(errors: str) -> int:
+    """The instructions callgrind counted, from its report on stderr."""
+    found = re.search(r"Collected : (\d+)", errors)
+    if found is None:
+        raise RuntimeError(f"callgrind counted nothing: {errors}")
+    return int(found.group(1))
+
+
 def child(args: argparse.Namespace) -> None:
-    print(asyncio.run(turns(args.child, args.sessions, args.turns, args.gated)), flush=True)
+    if args.http:
+        asyncio.run(serve(args.child, args.sessions, args.profile))
+        return
+    spent = asyncio.run(turns(args.child, args.sessions, args.turns, args.gated, args.profile))
+    print(spent, flush=True)
 
 
 def run_version(store: str, args: argparse.Namespace, src: Path | None) -> float:
@@ -97,29 +253,20 @@ def run_version(store: str, args: argparse.Namespace, src: Path | None) -> float
     env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
     command = [sys.executable, __file__, "--child", store]
     command += ["--sessions", str(args.sessions), "--turns", str(args.turns)]
+    if args.profile is not None:
+        command += ["--profile", args.profile]
+    if args.http:
+        return run_served(command, env, args)
     if not args.instructions:
         output = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
         return float(output.stdout.split()[-1])
-    valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
-    valgrind += ["--callgrind-out-file=/dev/null"]
-    with subprocess.Popen(
-        [*valgrind, *command, "--gated"],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
+    with piped([*VALGRIND, *command, "--gated"], env) as process:
         assert process.stdout is not None
         if process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the child did not warm up: {process.communicate()[1]}")
-        control = ["callgrind_control", "--instr=on", str(process.pid)]
-        subprocess.run(control, check=True, capture_output=True)
+        start_counting(process)
         _, errors = process.communicate("go\n")
-    collected = re.search(r"Collected : (\d+)", errors)
-    if collected is None:
-        raise RuntimeError(f"callgrind counted nothing: {errors}")
-    return int(collected.group(1)) / float(args.turns)
+    return collected(errors) / float(args.turns)
 
 
 def compare(kind: str, new_store: Callable[[], Any], args: argparse.Namespace) -> None:
@@ -142,6 +289,22 @@ def compare(kind: str, new_store: Callable[[], Any], args: argparse.Namespace) -
         print(f"{kind}, after / before: {statistics.median(ratios):.3f} (each pair: {each})")
 
 
+def print_profile(path: str, turns: int, top: int = 30) -> None:
+    """The functions that took the most time of the last child's counted Turns (its
+    own time, not its callees'), with their calls per Turn."""
+    profile = pstats.Stats(path).get_stats_profile()
+    rows = sorted(profile.func_profiles.items(), key=lambda item: item[1].tottime, reverse=True)
+    total = profile.total_tt
+    print(f"profile of {turns} turns, {total / turns * 1e3:.3f} ms per turn in the event loop")
+    for name, row in rows[:top]:
+        calls = int(row.ncalls.split("/")[0])  # "total/primitive" for a recursive one
+        where = f"{Path(row.file_name).name}:{row.line_number}({name})"
+        print(
+            f"  {row.tottime / total:6.1%} own {row.cumtime / total:6.1%} cum"
+            f" {calls / turns:7.2f} calls/turn  {where}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default="sqlite,postgres")
@@ -154,6 +317,12 @@ def main() -> None:
         action="store_true",
         help="count instructions per turn with valgrind's callgrind instead of CPU time",
     )
+    parser.add_argument(
+        "--http", action="store_true", help="through the REST and runner API, over HTTP"
+    )
+    parser.add_argument(
+        "--profile", help="cProfile the counted Turns' event loop thread into this file"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--gated", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -164,6 +333,8 @@ def main() -> None:
     with stores(args.store.split(",")) as factories:
         for kind, factory in factories:
             compare(kind, factory, args)
+            if args.profile is not None:
+                print_profile(args.profile, args.turns)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
