@@ -160,6 +160,7 @@ class PublicApi:
         routes.SESSION_TURNS,
         verb="update",
         summary="Enqueue a turn (always FIFO work).",
+        per_turn=True,
     )
     async def enqueue(self, path: SessionPath, body: EnqueueBody) -> TurnView:
         """A repeated idempotency_key returns the same turn. A held session still admits."""
@@ -181,6 +182,7 @@ class PublicApi:
         routes.TURN_WAIT,
         verb="get",
         summary="Wait for a turn's terminal status.",
+        per_turn=True,
     )
     async def wait_turn(self, path: TurnPath, query: WaitQuery) -> TurnWaitView:
         """A timeout ends the wait, not the turn: the current view with timeout=true."""

@@ -47,6 +47,9 @@ class RouteSpec:
     errors: tuple[int, ...] = ()  # statuses beyond those implied by the inputs
     # A streaming route (server-sent events): the model each message's data is.
     stream_item: type[BaseModel] | None = None
+    per_turn: bool = False
+    """Called for every Turn (its enqueue, its runner's receive and settlement):
+    matched before the other routes (``register``)."""
 
 
 _MARK = "__helmr_route__"
@@ -64,11 +67,22 @@ def route(
     media_type: str = JSON,
     errors: tuple[int, ...] = (),
     stream_item: type[BaseModel] | None = None,
+    per_turn: bool = False,
 ) -> Callable[[F], F]:
     if (access == "public") != (verb is not None):
         raise TypeError("public routes, and only they, name the Kubernetes verb they need")
     spec = RouteSpec(
-        method, path, summary, access, tag, verb, resource, media_type, errors, stream_item
+        method,
+        path,
+        summary,
+        access,
+        tag,
+        verb,
+        resource,
+        media_type,
+        errors,
+        stream_item,
+        per_turn,
     )
 
     def mark(fn: F) -> F:
@@ -175,7 +189,11 @@ def _endpoint(
 
 
 def register(app: web.Application, ops: Iterable[Operation], guard: Guard) -> None:
-    for op in ops:
+    """Adds the routes of ``ops``, the ``per_turn`` ones first. aiohttp tries the routes
+    that share a path's fixed prefix (``/runner/v1/sessions``: 15 of them) one after
+    another, each a regular expression, in the order they were added; no two of
+    Helmr's patterns match one path, so the order changes only how soon one does."""
+    for op in sorted(ops, key=lambda op: not op.spec.per_turn):
         app.router.add_route(
             op.spec.method, op.spec.path, _endpoint(op, guard), name=op.operation_id
         )

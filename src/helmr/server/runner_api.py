@@ -121,7 +121,12 @@ class RunnerApi:
             raise NotFound("this control plane keeps no warm pools")
         return await self._adoptions.answer(bearer_token(request), min(body.timeout, MAX_WAIT))
 
-    @post(routes.RECEIVE, errors=(408,), summary="Long-poll for the turn this process runs next.")
+    @post(
+        routes.RECEIVE,
+        errors=(408,),
+        summary="Long-poll for the turn this process runs next.",
+        per_turn=True,
+    )
     async def receive(
         self, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
     ) -> ReceiveResponse:
@@ -192,7 +197,7 @@ class RunnerApi:
         await self._control.output_batch(path.session_id, headers.process_epoch, None, _items(body))
         return Ack()
 
-    @post(routes.TURN_OUTPUT_BATCH, summary="Append a burst of the turn's output.")
+    @post(routes.TURN_OUTPUT_BATCH, summary="Append a burst of the turn's output.", per_turn=True)
     async def turn_output_batch(
         self, path: TurnPath, headers: RunnerHeaders, body: OutputBatchRequest
     ) -> Ack:
@@ -209,7 +214,11 @@ class RunnerApi:
         )
         return Ack()
 
-    @post(routes.COMPLETE, summary="Settle the turn as completed ({} without a result).")
+    @post(
+        routes.COMPLETE,
+        summary="Settle the turn as completed ({} without a result).",
+        per_turn=True,
+    )
     async def complete(
         self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest
     ) -> Settled:
@@ -225,7 +234,7 @@ class RunnerApi:
         )
         return Settled(next=None if after is None else _receive_reply(after))
 
-    @route("POST", routes.FAIL, access="runner", tag=TAG, summary="Settle the turn as failed.")
+    @post(routes.FAIL, summary="Settle the turn as failed.", per_turn=True)
     async def fail(self, path: TurnPath, headers: RunnerHeaders, body: FailRequest) -> Settled:
         """With ``next``, also starts this process's next turn in the same transaction."""
         session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
