@@ -26,6 +26,9 @@ class Dialect:
     json_array_agg: str
     """``json_array_agg.format(value)``: the rows' values as one JSON array, as text
     (``[]`` for no row)."""
+    updates_in_with: bool
+    """Whether a ``WITH`` may hold an ``UPDATE`` whose rows the statement then uses:
+    one statement, one round trip to the server, where SQLite takes two (in process)."""
 
     def statement(self, sql: str) -> str:
         """The statement as this backend's driver takes it."""
@@ -42,6 +45,7 @@ SQLITE = Dialect(
     json_object="json_object",
     json_parse="json({})",
     json_array_agg="json_group_array({})",
+    updates_in_with=False,
 )
 
 POSTGRES = Dialect(
@@ -50,6 +54,7 @@ POSTGRES = Dialect(
     json_object="json_build_object",
     json_parse="{}::json",
     json_array_agg="coalesce(json_agg({}), '[]')::text",
+    updates_in_with=True,
 )
 
 # Outside string literals: a placeholder, or a percent sign psycopg would read as one.

@@ -31,6 +31,20 @@ _EVENT_FIELDS = (
     " 'created_at', created_at, 'kind', kind, 'data', {data}, 'process_epoch', epoch"
 )
 _EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+_TAKE_SEQUENCE = (
+    "UPDATE sessions SET last_event_seq = last_event_seq + 1"
+    " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
+)
+_TAKE_AND_INSERT = (
+    f"WITH taken AS ({_TAKE_SEQUENCE} RETURNING last_event_seq)"
+    f" INSERT INTO events ({_COLUMNS})"
+    # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
+    " SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), last_event_seq,"
+    " CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM taken"
+    " RETURNING sequence"
+)
+"""Where a ``WITH`` may update (``Dialect.updates_in_with``): the sequence taken and
+the event inserted with it, in one statement; no row if the event was there."""
 
 
 def append(
@@ -68,26 +82,27 @@ def _append(
     """:func:`append` under the Session's lock, which the caller holds."""
     if event_id is None:
         event_id = new_id("evt")
+    encoded = dump_json(data)
+    created_at = dump_time(tx.now)
     # The sequence is taken only if the event is new (one statement, where a probe
     # and the counter's update were two), so a repeat leaves no gap.
-    taken = tx.conn.execute(
-        "UPDATE sessions SET last_event_seq = last_event_seq + 1"
-        " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
-        " RETURNING last_event_seq",
-        (session_id, event_id),
-    ).fetchone()
+    take = (session_id, event_id)
+    if tx.dialect.updates_in_with:  # and the event inserted with it: one round trip
+        values = (event_id, session_id, turn_id, created_at, kind, encoded, process_epoch)
+        taken = tx.conn.execute(_TAKE_AND_INSERT, (*take, *values)).fetchone()
+    else:
+        taken = tx.conn.execute(_TAKE_SEQUENCE + " RETURNING last_event_seq", take).fetchone()
+        if taken is not None:
+            tx.conn.execute(
+                f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (event_id, session_id, turn_id, taken[0], created_at, kind, encoded, process_epoch),
+            )
     if taken is None:
         # A repeat (rare, so the stored event is read only now), or no such Session.
         existing = get(tx, event_id)
         if existing is None:
             raise NotFound(f"no session {session_id}", session_id=session_id)
         return existing
-    encoded = dump_json(data)
-    created_at = dump_time(tx.now)
-    tx.conn.execute(
-        f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (event_id, session_id, turn_id, taken[0], created_at, kind, encoded, process_epoch),
-    )
     tx.touch(session_id)
     return Event(
         id=event_id,

@@ -16,6 +16,7 @@ from helmr.events import EventKind, lifecycle_event_id
 from helmr.store import Expired, Store, Tx, sessions, timeline, turns
 from helmr.store.schema import SCHEMA_VERSION
 from tests.compose import Clock, new_session
+from tests.unit.counting import CountingConnection
 from tests.unit.store.raw import Plain, plain
 
 OUTPUT = EventKind.TURN_OUTPUT
@@ -49,6 +50,25 @@ async def test_a_lifecycle_event_is_inserted_once_and_leaves_no_gap(store: Store
     assert again == first
     assert first.id == f"{session}:session.close"
     assert after.sequence == first.sequence + 1
+
+
+async def test_an_event_takes_one_statement_where_a_with_may_update(store: Store) -> None:
+    session = await new_session(store)
+
+    def append(tx: Tx) -> list[str]:
+        counted = CountingConnection(tx.conn)
+        within = Tx(counted, tx.dialect, tx.now)
+        within.lock(session)  # as a write of the Session does first (PostgreSQL)
+        counted.statements.clear()
+        timeline.append(within, session, OUTPUT, "x")
+        return counted.statements
+
+    statements = await store.write(append)
+    # SQLite takes the sequence and inserts in two (in process, no round trip to save).
+    dialect = await store.read(lambda tx: tx.dialect)
+    assert len(statements) == (1 if dialect.updates_in_with else 2), statements
+    page = await store.page(session)
+    assert [(e.sequence, e.data) for e in page.records] == [(1, "x")]
 
 
 async def test_pages_follow_after_and_limit(store: Store) -> None:
