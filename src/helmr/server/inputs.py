@@ -66,6 +66,12 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# parse_constant: Python would accept NaN/Infinity, which no other JSON reader can
+# read back from the timeline. One decoder for every body: json.loads with an
+# argument builds a new one (and its scanner) on each call.
+_JSON = json.JSONDecoder(parse_constant=_no_constants)
+
+
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object; an empty body counts as ``{}``."""
     raw = await request.read()
@@ -76,9 +82,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
             f"send the body as 'Content-Type: application/json', not {request.content_type!r}"
         )
     try:
-        # parse_constant: Python would accept NaN/Infinity, which no other JSON
-        # reader can read back from the timeline.
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+        data = _JSON.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise InvalidInput(f"the body is not valid UTF-8 JSON: {e}") from None
     if not isinstance(data, dict):
