@@ -37,7 +37,7 @@ FIRST_READ_SECONDS = 0.05
 """The claim's first read after the pod's creation; each next one waits twice as
 long, up to ``LONGEST_WAIT_SECONDS``: an empty claim binds in a fraction of a
 second, a restore takes its copy's time."""
-LONGEST_WAIT_SECONDS = 1.0
+LONGEST_WAIT_SECONDS = 0.5
 
 
 class DiskGates:
