@@ -37,12 +37,13 @@ TOKEN_SECONDS = 600
 """Runner tokens' lifetime, the least Kubernetes allows; the kubelet rewrites the
 file at 80% of it and the runner reads the file for every call."""
 RUNNER_SERVICE_ACCOUNT = "helmr-runner"
+"""The runner pods' service account, one per namespace: no RBAC, no automounted token."""
 
 DISK_GATE = "helmr.dev/disk-bound"
 """The scheduling gate a runner pod is made with while its claim is not bound
 (:mod:`helmr.operator.runners.disk_gates` says why and removes it)."""
 _DISK_VOLUME = "computer"
-"""The runner pods' service account, one per namespace: no RBAC, no automounted token."""
+"""The runner pod's volume of its Computer disk's claim."""
 
 
 @dataclass(frozen=True, slots=True)
