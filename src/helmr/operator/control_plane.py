@@ -116,7 +116,7 @@ class ControlPlane:
         self.traces = tracing.from_environ(os.environ)
         self.disks = Disks(self.control, self.kube, self.metrics)
         # Fed by kopf's watch of runner pods too (a pod still gated after a restart).
-        self.disk_gates = disk_gates(self.kube, settings)
+        self.disk_gates = disk_gates(self.kube, settings, self.disks.save_support.binds_at_once)
         if self.traces is not None:
             self.disks.save_ended = self.traces.save_ended
         # Fed by kopf's watch of Actors too (helmr.operator.kopf.handlers.actor_network_policies).
@@ -135,7 +135,7 @@ class ControlPlane:
             self.metrics.warm_pools,
             policies=self.runner_policies,
             asking=self.asking_pods,
-            gates=(self.disk_gates, self.disks.save_support.binds_at_once),
+            gates=self.disk_gates,
         )
         self.adopted_sessions = AdoptedSessions()
         adoptions = PoolAdoptions(

@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from helmr.kube.errors import translated
 from helmr.operator.runners import pods
 from helmr.operator.runners.disk_gates import DiskGates
+from helmr.resources import ComputerSpec
 
 from .stub_kube import StubKube
 from .test_volumes import _runner_spec
@@ -81,3 +82,14 @@ async def test_closing_ends_every_follow(unbound_reads: int) -> None:
     await gates.close()
 
     await gates.drained()  # nothing left to wait for
+
+
+async def test_a_pod_made_before_its_claim_is_gated_only_where_disks_bind_as_made() -> None:
+    async def binds_at_once(computer: ComputerSpec) -> bool:
+        return computer.storage_class_name == "immediate"
+
+    gates = DiskGates(GateKube(0), give_up_after=60, binds_at_once=binds_at_once)
+
+    assert await gates.gated(ComputerSpec(storage_class_name="immediate"))
+    assert not await gates.gated(ComputerSpec(storage_class_name="late"))
+    assert not await DiskGates(GateKube(0), give_up_after=60).gated(ComputerSpec())

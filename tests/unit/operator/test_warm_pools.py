@@ -23,7 +23,7 @@ from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.pods import DISK_GATE, gated_claim
 from helmr.operator.runners.pool_adoptions import PoolAdoptions, takes_pooled_pod
 from helmr.operator.runners.pool_pods import PoolSettings
-from helmr.operator.runners.warm_pools import ASK_GRACE, BindsAtOnce, WarmPools
+from helmr.operator.runners.warm_pools import ASK_GRACE, WarmPools
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.resources import (
     Actor,
@@ -142,9 +142,7 @@ def owner(name: str) -> Session:
 class Pools:
     """A pool keeper and the adopter taking from it, as the control plane wires them."""
 
-    def __init__(
-        self, h: Harness, kube: PoolKube, gates: tuple[DiskGates, BindsAtOnce] | None = None
-    ) -> None:
+    def __init__(self, h: Harness, kube: PoolKube, gates: DiskGates | None = None) -> None:
         self.gone: list[AdoptionRow] = []
         self.kube = kube
         self.asking = AskingPods()
@@ -457,12 +455,12 @@ async def test_a_pooled_pod_of_a_disk_bound_as_made_waits_gated_for_its_claim(
     h: Harness,
 ) -> None:
     kube = GatingPoolKube()
-    gates = DiskGates(kube, give_up_after=60, first_wait=0.001)
 
     async def binds_at_once(computer: ComputerSpec) -> bool:
         return True
 
-    pools = Pools(h, kube, (gates, binds_at_once))
+    gates = DiskGates(kube, give_up_after=60, binds_at_once=binds_at_once, first_wait=0.001)
+    pools = Pools(h, kube, gates)
     pools.keeper.seen(None, actor(size=1))
     await pools.keeper.reconcile()
     [name] = kube.pooled()

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from helmr.kube.client import Kube
 from helmr.kube.errors import KubeError
 from helmr.operator.disks.manifests import claim_bound
 from helmr.operator.runners.pods import DISK_GATE
 from helmr.operator.settings import Settings
+from helmr.resources import ComputerSpec
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,9 @@ long, up to ``LONGEST_WAIT_SECONDS``: an empty claim binds in a fraction of a
 second, a restore takes its copy's time."""
 LONGEST_WAIT_SECONDS = 0.5
 
+BindsAtOnce = Callable[[ComputerSpec], Awaitable[bool]]
+"""Whether a disk of these settings is bound as its claim is made (Immediate)."""
+
 
 class DiskGates:
     """Removes each gated pod's ``DISK_GATE`` once its claim is bound; gives up after
@@ -46,12 +51,25 @@ class DiskGates:
     preparation has failed and the pod is removed)."""
 
     def __init__(
-        self, kube: Kube, *, give_up_after: float, first_wait: float = FIRST_READ_SECONDS
+        self,
+        kube: Kube,
+        *,
+        give_up_after: float,
+        binds_at_once: BindsAtOnce | None = None,
+        first_wait: float = FIRST_READ_SECONDS,
     ) -> None:
+        """``binds_at_once``: whether a disk's claim is bound as it is made, for a pod
+        made before its claim (a pooled one, :meth:`gated`); none: never gated."""
         self._kube = kube
         self._give_up_after = give_up_after
+        self._binds_at_once = binds_at_once
         self._first_wait = first_wait
         self._following: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    async def gated(self, computer: ComputerSpec) -> bool:
+        """A pod made before its claim, of a disk with the settings ``computer``, is
+        made gated (then :meth:`follow` it once its claim is made)."""
+        return self._binds_at_once is not None and await self._binds_at_once(computer)
 
     def follow(self, namespace: str, pod: str, claim: str) -> None:
         """Ungates ``pod`` once ``claim`` is bound; nothing if it is followed already."""
@@ -96,6 +114,12 @@ class DiskGates:
             wait = min(wait * 2, LONGEST_WAIT_SECONDS)
 
 
-def disk_gates(kube: Kube, settings: Settings) -> DiskGates:
+def disk_gates(
+    kube: Kube, settings: Settings, binds_at_once: BindsAtOnce | None = None
+) -> DiskGates:
     """The gates of the runner pods of an operator with ``settings``."""
-    return DiskGates(kube, give_up_after=settings.preparation_timeout.total_seconds())
+    return DiskGates(
+        kube,
+        give_up_after=settings.preparation_timeout.total_seconds(),
+        binds_at_once=binds_at_once,
+    )

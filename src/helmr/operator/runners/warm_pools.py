@@ -21,7 +21,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ from helmr.operator.runners.pool_pods import (
 )
 from helmr.operator.runners.preparation import container_started
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
-from helmr.resources import Actor, ActorStatus, ComputerSpec, WarmPoolStatus
+from helmr.resources import Actor, ActorStatus, WarmPoolStatus
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,6 @@ ASK_GRACE = 30.0
 never asked this replica to be adopted (it may ask another replica)."""
 
 ActorKey = tuple[str, str]
-BindsAtOnce = Callable[[ComputerSpec], Awaitable[bool]]
-"""Whether a disk of these settings is bound as its claim is made (Immediate)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,15 +101,14 @@ class WarmPools:
         *,
         policies: RunnerPolicies | None = None,
         asking: AskingPods | None = None,
-        gates: tuple[DiskGates, BindsAtOnce] | None = None,
+        gates: DiskGates | None = None,
         interval: float = POOL_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``writes``: the adoptions' Kubernetes side, for those a crash left unwritten;
         ``asking``: the pods whose runners asked to be adopted, the only ones offered
-        (or those started :data:`ASK_GRACE` ago); ``gates``: what ungates a pooled pod
-        made gated, and whether an Actor's disks are bound as made (then its pooled
-        pods are made gated; none given: never)."""
+        (or those started :data:`ASK_GRACE` ago); ``gates``: whether a pooled pod is
+        made gated, and what ungates it (none given: never gated)."""
         self._gates = gates
         self._asking = asking or AskingPods()
         self._asking.first_asked = self.wake
@@ -275,7 +272,7 @@ class WarmPools:
                 )
             if pod.gated_claim is not None and self._gates is not None:
                 # Made gated by a replica that is gone (else followed already).
-                self._gates[0].follow(namespace, pod.name, pod.gated_claim)
+                self._gates.follow(namespace, pod.name, pod.gated_claim)
 
     async def _refill(self, actor: Actor, digest: str) -> _Pod:
         """A new pooled pod and its claim (the pod first: the claim is owned by it)."""
@@ -285,15 +282,14 @@ class WarmPools:
             await self._policies.ensure(actor)
         await self._kube.ensure_service_account(namespace, build_service_account_spec(namespace))
         # The claim is made after its pod (owned by it): gated, the pod waits for it.
-        gated = self._gates is not None and await self._gates[1](actor.spec.computer)
-        gates = self._gates[0] if self._gates is not None and gated else None
+        gated = self._gates is not None and await self._gates.gated(actor.spec.computer)
         uid = await self._kube.create_pod(
             namespace,
-            build_pooled_pod(actor, self._settings, name, digest, disk_bound=gates is None),
+            build_pooled_pod(actor, self._settings, name, digest, disk_bound=not gated),
         )
         await self._kube.create_claim(namespace, build_pooled_claim(actor, name, digest, uid))
-        if gates is not None:
-            gates.follow(namespace, name, name)
+        if gated and self._gates is not None:
+            self._gates.follow(namespace, name, name)
         self._metrics.refills.inc()
         log.info("warm pool %s/%s: pod %s created", namespace, actor.metadata.name, name)
         return _Pod(name, uid, {LABEL_POOL: digest}, "Pending", False, False)
