@@ -443,7 +443,7 @@ def test_a_turn_waits_for_its_session_which_can_open_held(k: Kubectl) -> None:
     wait(k, "Held", "session/late")
     hold = k.json("session", "late")["status"]["hold"]
     assert hold["reason"] == "interrupt"
-    deadline = time.monotonic() + 60  # asked again at most 30 s after its last ask
+    deadline = time.monotonic() + 60  # admitted with its Session (kopf asks too, up to 30 s apart)
     while k.json("turn", "early").get("status", {}).get("phase") != "queued":
         assert time.monotonic() < deadline, "the waiting Turn was never admitted"
         time.sleep(1)

@@ -10,8 +10,10 @@ import kopf
 import pytest
 
 from helmr.operator.kopf.handlers import MISSING_SESSION_MAX_DELAY
+from helmr.operator.kopf.waiting_turns import WaitingTurns
 from helmr.resources import Session, TurnStatus
 from tests.unit.control.harness import Harness
+from tests.unit.operator.test_session_admit import admit, admitted
 from tests.unit.operator.test_status_writes import (
     KUBECTL_TURN,
     admit_kubectl_turn,
@@ -81,3 +83,45 @@ async def test_a_turn_for_a_session_that_failed_before_it_opened_fails(h: Harnes
     assert warning
     assert reason == "SessionFailed"
     assert "the Session refused failed before it opened" in message
+
+
+async def test_a_waiting_turn_is_admitted_by_its_sessions_admission(h: Harness) -> None:
+    # kopf's next ask could be 30 s away: the Session's admission admits the Turn.
+    kube, mirror, _ = mirroring(h)
+    waiting = WaitingTurns()
+    with pytest.raises(kopf.TemporaryError):
+        await admit_kubectl_turn(h, kube, mirror, "team", "held", retry=5, waiting=waiting)
+
+    await admit(h, {}, kube=kube, waiting=waiting)
+
+    page = await h.control.list_events((await admitted(h)).id)
+    assert [event.kind for event in page.records] == ["turn.queued"]
+    assert waiting.take("team", "held") == {}  # admitted once, forgotten
+
+
+async def test_a_waiting_turn_deleted_before_its_session_came_is_not_admitted(
+    h: Harness,
+) -> None:
+    kube, mirror, _ = mirroring(h)
+    waiting = WaitingTurns()
+    with pytest.raises(kopf.TemporaryError):
+        await admit_kubectl_turn(h, kube, mirror, "team", "held", waiting=waiting)
+    del kube.turns[KUBECTL_TURN]
+
+    await admit(h, {}, kube=kube, waiting=waiting)
+
+    page = await h.control.list_events((await admitted(h)).id)
+    assert page.records == []
+
+
+def test_a_turn_that_found_its_session_by_itself_no_longer_waits() -> None:
+    waiting = WaitingTurns()
+    waiting.wait("team", "held", "first", "u-1")
+    waiting.wait("team", "held", "second", "u-2")
+    waiting.wait("team", "other", "third", "u-3")
+
+    waiting.found("team", "held", "first")
+
+    assert waiting.take("team", "held") == {"second": "u-2"}
+    assert waiting.take("team", "held") == {}
+    assert waiting.take("team", "other") == {"third": "u-3"}

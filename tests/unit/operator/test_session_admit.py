@@ -11,6 +11,8 @@ from typing import Any, cast
 
 from helmr.control import SessionView
 from helmr.operator.kopf import handlers
+from helmr.operator.kopf.waiting_turns import WaitingTurns
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.resources import API_VERSION, SessionStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.test_status_writes import SlowKube, admitted_session, mirroring
@@ -18,14 +20,27 @@ from tests.unit.operator.test_status_writes import SlowKube, admitted_session, m
 UID = "u-session"
 
 
-async def admit(h: Harness, spec: dict[str, Any], *others: SessionView) -> SlowKube:
+async def admit(
+    h: Harness,
+    spec: dict[str, Any],
+    *others: SessionView,
+    kube: SlowKube | None = None,
+    waiting: WaitingTurns | None = None,
+) -> SlowKube:
     """The operator's ``session_admit`` for a Session applied with kubectl, beside the
-    admitted Session resources of ``others``; returns the apiserver it wrote to."""
-    kube, mirror, _ = mirroring(h)
+    admitted Session resources of ``others`` (in ``kube``, if given, with the Turns
+    ``waiting`` for their Sessions); returns the apiserver it wrote to."""
+    if kube is None:
+        kube, _, _ = mirroring(h)
+    mirror = CustomResourceMirror(kube)
     for view in others:
         admitted_session(kube, view)
     plane = SimpleNamespace(
-        kube=kube, control=h.control, mirror=mirror, supervisor=SimpleNamespace(wake=lambda: None)
+        kube=kube,
+        control=h.control,
+        mirror=mirror,
+        supervisor=SimpleNamespace(wake=lambda: None),
+        traces=None,  # tracing off (helmr.operator.telemetry.turn_traces)
     )
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
@@ -41,7 +56,7 @@ async def admit(h: Harness, spec: dict[str, Any], *others: SessionView) -> SlowK
         namespace="team",
         uid=UID,
         labels={},
-        memo={"control_plane": plane},
+        memo={"control_plane": plane, "waiting_turns": waiting or WaitingTurns()},
     )
     return kube
 

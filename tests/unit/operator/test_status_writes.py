@@ -14,6 +14,7 @@ import pytest
 
 from helmr.control import SessionView
 from helmr.operator.kopf import handlers
+from helmr.operator.kopf.waiting_turns import WaitingTurns
 from helmr.operator.mirror.custom_resources import (
     CustomResourceMirror,
     session_manifest,
@@ -22,7 +23,7 @@ from helmr.operator.mirror.custom_resources import (
 )
 from helmr.operator.mirror.status_sync import StatusSync
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.resources import API_VERSION, Resource, Session, TurnStatus
+from helmr.resources import API_VERSION, Resource, Session, Turn, TurnStatus
 from tests.unit.control.harness import Harness
 from tests.unit.operator.stub_kube import StubKube
 
@@ -39,6 +40,7 @@ class SlowKube(StubKube):
         self.written = asyncio.Event()
         self.created = {KUBECTL_TURN}
         self.sessions: dict[str, Session] = {}
+        self.turns: dict[str, Turn] = {}
 
     async def patch_resource_status(
         self, kind: type[Resource[Any, Any]], namespace: str, name: str, status: Any
@@ -53,7 +55,9 @@ class SlowKube(StubKube):
         return written
 
     async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
-        return self.sessions.get(name) if kind is Session else None
+        if kind is Session:
+            return self.sessions.get(name)
+        return self.turns.get(name) if kind is Turn else None
 
     async def create_resource(self, resource: Any) -> Any:
         self.created.add(resource.metadata.name)
@@ -86,10 +90,12 @@ async def admit_kubectl_turn(
     session_name: str,
     status: TurnStatus | None = None,
     retry: int = 0,
+    waiting: WaitingTurns | None = None,
 ) -> None:
     """The operator's ``turn_admit`` for a Turn applied with kubectl (its ``status``, as
     the resource has it when the operator resumes it after a restart; ``retry``, kopf's
-    count of its earlier tries)."""
+    count of its earlier tries; ``waiting``, the operator's Turns waiting for their
+    Sessions). The Turn is in ``kube`` from then on."""
     plane = SimpleNamespace(
         kube=kube,
         control=h.control,
@@ -105,6 +111,7 @@ async def admit_kubectl_turn(
     }
     if status is not None:
         body["status"] = status.to_wire()
+    kube.turns[KUBECTL_TURN] = Turn.from_manifest(body)
     # kopf types its decorated handlers as its own callback protocol.
     turn_admit = cast(Callable[..., Coroutine[Any, Any, None]], handlers.turn_admit)
     await turn_admit(
@@ -112,8 +119,7 @@ async def admit_kubectl_turn(
         name=KUBECTL_TURN,
         namespace=namespace,
         uid="u-1",
-        labels={},
-        memo={"control_plane": plane},
+        memo={"control_plane": plane, "waiting_turns": waiting or WaitingTurns()},
         retry=retry,
     )
 

@@ -26,6 +26,7 @@ from helmr.operator.kopf.forks import fork_declared
 from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
 from helmr.operator.kopf.namespaces import install as read_listed_namespaces
 from helmr.operator.kopf.session_controls import NotYet, apply_spec
+from helmr.operator.kopf.waiting_turns import WaitingTurns
 from helmr.operator.mirror.lost_history import HistoryLost, admitted, fail_session, refuse_turn
 from helmr.operator.mirror.refusals import (
     refuse_admission,
@@ -67,6 +68,11 @@ def _plane(memo: Any) -> ControlPlane:
     return plane
 
 
+def _waiting_turns(memo: Any) -> WaitingTurns:
+    waiting: WaitingTurns = memo["waiting_turns"]
+    return waiting
+
+
 @kopf.on.startup()
 async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     plane_settings = Settings()
@@ -76,6 +82,9 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
     KOPF_OBJECTS.addFilter(RoutineSuccesses())
     kopf_settings.configure(settings)
     plane = memo["control_plane"] = await ControlPlane.start(plane_settings)
+    # In the operator's memo before any resource's handler copies it (kopf gives
+    # each resource a shallow copy): one registry shared by Turns and Sessions.
+    memo["waiting_turns"] = WaitingTurns()
     # kopf watches nothing until its startup handlers return: the handlers below
     # are the leader's work, so a replica that does not lead serves only the APIs.
     await plane.leadership.elected.wait()
@@ -136,6 +145,7 @@ async def session_admit(
         # Resumed after a restart: its status patched again only where it changed.
         plane.mirror.status_seen(view.id, session.status)
     await _apply_controls(plane, view, session, asked)
+    await _admit_waiting(plane, _waiting_turns(memo), session, view)
 
 
 @kopf.on.update(GROUP, VERSION, SESSIONS, field="spec")
@@ -229,8 +239,9 @@ def missing_session_delay(retry: int) -> float:
     """Seconds before a Turn naming a missing Session asks again: 1, 2, 4, ... up to
     ``MISSING_SESSION_MAX_DELAY``. Each ask costs the apiserver a write (kopf's
     progress annotation on the Turn), so a Turn whose ``sessionRef`` has a typo
-    must not ask every second for ever; one applied just before its Session is
-    still admitted within a second or two of it."""
+    must not ask every second for ever. The wait is not the Turn's admission
+    delay: its Session's admission admits it (helmr.operator.kopf.waiting_turns);
+    these asks are for after a restart, which forgets the Turns waiting."""
     return min(2.0 ** min(retry, 16), MISSING_SESSION_MAX_DELAY)
 
 
@@ -241,7 +252,6 @@ async def turn_admit(
     name: str,
     namespace: str | None,
     uid: str,
-    labels: kopf.Labels,
     memo: Any,
     retry: int = 0,
     **_: Any,
@@ -251,18 +261,17 @@ async def turn_admit(
     replays a completed, interrupted or failed Turn"); one for a Session that admits
     no Turns (closing or ended) fails (``session_not_open``), as does one for a
     Session whose history the store lost (``history_lost``). One naming a Session
-    that does not exist waits for it, as a pod waits for its ConfigMap, asking again
-    less and less often (``missing_session_delay``)."""
+    that does not exist waits for it, as a pod waits for its ConfigMap: the
+    Session's admission admits it (helmr.operator.kopf.waiting_turns), and kopf asks
+    again less and less often (``missing_session_delay``) in case this process
+    restarts meanwhile."""
     plane = _plane(memo)
-    if LABEL_TURN_ID in labels:
-        return  # admitted by the API, which created this CR
     namespace = _namespaced(namespace)
     turn_resource = Turn.from_manifest(body)
-    status = turn_resource.status
-    if status is not None and status.phase in TERMINAL_TURN_STATUSES:
+    if _admitted_or_ended(turn_resource):
         return
-    spec = turn_resource.spec
-    session_name = spec.session_ref.name
+    session_name = turn_resource.spec.session_ref.name
+    waiting = _waiting_turns(memo)
     owner = await plane.kube.get_resource(Session, namespace, session_name)
     if owner is None:
         missing = (
@@ -271,7 +280,9 @@ async def turn_admit(
         )
         if retry == 0:
             await tell_session_not_found(plane.kube, turn_resource, missing)
+        waiting.wait(namespace, session_name, name, uid)
         raise kopf.TemporaryError(missing, delay=missing_session_delay(retry))
+    waiting.found(namespace, session_name, name)
     try:
         view = await _stored_session(plane, owner)
     except HistoryLost:
@@ -282,13 +293,22 @@ async def turn_admit(
             await refuse_unopened(plane.kube, turn_resource, owner)  # a refused fork
             return
         raise kopf.TemporaryError(f"Session {session_name} is not admitted yet", delay=1)
+    await _admit_turn(plane, turn_resource, view)
+
+
+async def _admit_turn(plane: ControlPlane, turn_resource: Turn, view: SessionView) -> None:
+    """Enqueues the Turn applied with kubectl into its admitted Session ``view``
+    (once: keyed by the resource's uid)."""
+    meta = turn_resource.metadata
+    namespace, name = _namespaced(meta.namespace), str(meta.name)
+    spec = turn_resource.spec
     session_id = view.id
     asked_at = datetime.now(UTC)
     try:
         turn = await plane.control.enqueue(
             session_id,
             spec.input,
-            idempotency_key=f"k8s:{uid}",
+            idempotency_key=f"k8s:{meta.uid}",
             source=spec.source or TurnSource.KUBERNETES,
         )
     except SessionNotOpen:
@@ -298,7 +318,7 @@ async def turn_admit(
         return
     if plane.traces is not None:
         # The admission began when the Turn resource was created.
-        created = body["metadata"].get("creationTimestamp")
+        created = (meta.model_extra or {}).get("creationTimestamp")
         requested = datetime.fromisoformat(created) if created else asked_at
         plane.traces.admitted(turn, requested, asked_at=asked_at)
     plane.mirror.turn_names[turn.id] = (namespace, name)
@@ -306,6 +326,31 @@ async def turn_admit(
     # could have written the Turn running or completed (see helmr.operator.mirror.custom_resources).
     plane.mirror.request(session_id, turn.id)
     plane.supervisor.wake()
+
+
+async def _admit_waiting(
+    plane: ControlPlane, waiting: WaitingTurns, owner: Session, view: SessionView
+) -> None:
+    """The Turns applied before ``owner`` was (helmr.operator.kopf.waiting_turns),
+    admitted now rather than at kopf's next ask, up to 30 s later; each read again
+    first (one deleted meanwhile is not admitted). One Turn's trouble is logged
+    and left to kopf's next ask: it stops no other."""
+    namespace, session_name = _namespaced(owner.metadata.namespace), str(owner.metadata.name)
+    for name, uid in waiting.take(namespace, session_name).items():
+        try:
+            turn = await plane.kube.get_resource(Turn, namespace, name)
+            if turn is None or turn.metadata.uid != uid or _admitted_or_ended(turn):
+                continue
+            await _admit_turn(plane, turn, view)
+        except Exception:
+            log.exception("turn %s/%s: admitting it with its Session failed", namespace, name)
+
+
+def _admitted_or_ended(turn: Turn) -> bool:
+    """Admitted by the API (which created it) or ended: never admitted (again)."""
+    status = turn.status
+    ended = status is not None and status.phase in TERMINAL_TURN_STATUSES
+    return ended or LABEL_TURN_ID in (turn.metadata.labels or {})
 
 
 @kopf.on.resume(GROUP, VERSION, ACTORS)
