@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from helmr.control import SessionView
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.supervisor import Supervisor
@@ -52,6 +54,29 @@ async def test_a_pass_meeting_an_admissions_start_starts_it_once(h: Harness) -> 
     await settled(plane)
 
     # Its disk is prepared once too (two starts' second would fail after making it again).
+    assert kube.created.count("team/claim") == 1
+    assert kube.created.count("team/pod") == 1
+    assert (await h.control.get_session(session.id)).process_epoch == 1
+
+
+async def test_a_pass_whose_listing_an_admissions_start_overtakes_starts_nothing_again(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pass lists the Session as needing a runner; the admission's start commits
+    # before the pass's start runs: the listing is stale, and nothing starts twice.
+    kube = SlowPods()
+    plane = supervisor(h, kube)
+    session = await admitted(h, plane)
+    listed = plane.control.sessions_needing_runner
+
+    async def overtaken(now: float) -> list[SessionView]:
+        waiting = await listed(now)
+        await settled(plane)
+        return waiting
+
+    monkeypatch.setattr(plane.control, "sessions_needing_runner", overtaken)
+    await plane.reconcile()
+
     assert kube.created.count("team/claim") == 1
     assert kube.created.count("team/pod") == 1
     assert (await h.control.get_session(session.id)).process_epoch == 1

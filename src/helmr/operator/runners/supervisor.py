@@ -121,10 +121,7 @@ class Supervisor:
 
     async def _start_admitted(self, session_id: str) -> None:
         async with self._admitting:
-            # Read again: held, backing off, or started since, it needs none.
-            session = await self.control.session_needing_runner(session_id, self.clock())
-            if session is not None:
-                await self._isolated(session_id, self.start(session))
+            await self._isolated(session_id, self.start(session_id))
 
     async def run(self) -> None:
         try:
@@ -210,7 +207,7 @@ class Supervisor:
         self.metrics.sessions_waiting.set(len(waiting))
         under_pressure = await self.control.sessions_under_storage_pressure()
         self.metrics.storage_pressure.sessions.set(under_pressure)
-        await self._each_at_once(waiting, self.start)
+        await self._each_at_once(waiting, lambda session: self.start(session.id))
         await self.disks.reconcile()
 
     async def _follow_ending(self) -> None:
@@ -401,16 +398,22 @@ class Supervisor:
         )
         await self.pod_reported(PodReport.of(runner, deleted=True, started=False, outcome="lost"))
 
-    async def start(self, session: SessionView) -> None:
-        """Starts the Session's next runner; nothing if its start is under way already
-        (a pass's and an admission's may come together)."""
-        if session.id in self._starting:
+    async def start(self, session_id: str) -> None:
+        """Starts the Session's next runner if it needs one; nothing if its start is
+        under way already (a pass's and an admission's may come together). The
+        Session is read here, under that guard: a view read before another start of
+        it ended (a pass's listing, as an admission's start commits) would start it
+        twice, the second refused as the first's process is live, its claim made
+        again. Held, backing off, or started since, it needs none."""
+        if session_id in self._starting:
             return
-        self._starting.add(session.id)
+        self._starting.add(session_id)
         try:
-            await self._start(session)
+            session = await self.control.session_needing_runner(session_id, self.clock())
+            if session is not None:
+                await self._start(session)
         finally:
-            self._starting.discard(session.id)
+            self._starting.discard(session_id)
 
     async def _start(self, session: SessionView) -> None:
         # The three reads go out together: on the cold start's path, each is an
