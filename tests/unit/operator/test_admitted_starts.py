@@ -5,6 +5,7 @@ starts it once, and a Session that needs no runner (held, or running one) starts
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 import pytest
 
@@ -69,7 +70,7 @@ async def test_a_pass_whose_listing_an_admissions_start_overtakes_starts_nothing
     session = await admitted(h, plane)
     listed = plane.control.sessions_needing_runner
 
-    async def overtaken(now: float) -> list[SessionView]:
+    async def overtaken(now: datetime) -> list[SessionView]:
         waiting = await listed(now)
         await settled(plane)
         return waiting
