@@ -93,14 +93,21 @@ class Transport:
         self._ssl = ssl
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        if self._closed:
+            # Opening a new connection pool here would leak it: nothing closes it.
+            raise RuntimeError("the Helmr client is closed: open a new Client")
+        if self._session is None:
             connector = aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True)
             self._session = aiohttp.ClientSession(headers=self._headers, connector=connector)
         return self._session
 
     async def close(self) -> None:
+        """Closes the connections; the client (and every reference made from it)
+        sends nothing after."""
+        self._closed = True
         if self._session is not None:
             await self._session.close()
 

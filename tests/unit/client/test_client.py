@@ -230,3 +230,13 @@ async def test_stream_rides_through_a_control_plane_that_answers_503(
     assert streamed == everything.records
     # refused, from 0; refused again after 4 records, then resumed from the 4th
     assert proxy.cursors == ["0", "0", "4", "4", "8"]
+
+
+async def test_a_closed_client_sends_nothing_and_says_so(api: Api) -> None:
+    # A reference outliving its client reopened a connection pool nothing closed.
+    async with Client(api.url, ADMIN) as client:
+        session = await _session(client)
+    with pytest.raises(RuntimeError, match="the Helmr client is closed"):
+        await session.retrieve()
+    with pytest.raises(RuntimeError, match="the Helmr client is closed"):
+        await anext(aiter(session.events.stream(after=0)))
