@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from helmr.kube import threads as kube_threads
 from helmr.kube.errors import Conflict, Forbidden, NotFound
-from helmr.kube.snapshots import SNAPSHOT_CLASSES, SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.kube.snapshots import (
+    SNAPSHOT_CLASSES,
+    SNAPSHOT_CONTENTS,
+    SNAPSHOT_GROUP,
+    SNAPSHOT_VERSION,
+    SNAPSHOTS,
+)
 from helmr.resources import API_VERSION, GROUP, VERSION, Resource, Status
 
 if TYPE_CHECKING:
@@ -430,6 +436,13 @@ class Kube:
             self.custom.get_namespaced_custom_object, *_SNAPSHOTS, namespace, SNAPSHOTS, name
         )
         return snapshot
+
+    async def get_snapshot_content(self, name: str) -> dict[str, Any] | None:
+        """The VolumeSnapshotContent (cluster-scoped) ``name``, or None."""
+        content: dict[str, Any] | None = await _absent_as_none(
+            self.custom.get_cluster_custom_object, *_SNAPSHOTS, SNAPSHOT_CONTENTS, name
+        )
+        return content
 
     async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
         await _exists_as_ok(

@@ -39,6 +39,7 @@ class DiskKube(StubKube):
         self.resources: dict[tuple[str, str], dict[str, Any]] = {}
         self.claims: dict[str, dict[str, Any]] = {}
         self.snapshots: dict[str, dict[str, Any]] = {}
+        self.contents: dict[str, dict[str, Any]] = {}
         self.created_snapshots: list[str] = []
         self.cut_at_once = True
         self.ready_at_once = False
@@ -72,6 +73,9 @@ class DiskKube(StubKube):
 
     async def get_snapshot(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.snapshots.get(name)
+
+    async def get_snapshot_content(self, name: str) -> dict[str, Any] | None:
+        return self.contents.get(name)
 
     async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
         self.created_snapshots.append(body["metadata"]["name"])
@@ -276,6 +280,53 @@ async def test_the_next_turn_runs_once_the_snapshot_of_its_predecessors_save_is_
     [cut] = [m for m in metric.samples if m.name.endswith("_count")]
     assert cut.value == 1
     assert [s.status for s in await h.control.pending_saves()] == ["pending"]  # not ready
+
+
+def _content(snapshot: dict[str, Any], uid: str, cut: bool) -> dict[str, Any]:
+    """A VolumeSnapshotContent naming ``snapshot`` and the uid ``uid``, as the
+    snapshot controller makes it and the CSI snapshotter writes its status."""
+    meta = snapshot["metadata"]
+    return {
+        "metadata": {"name": f"snapcontent-{uid}"},
+        "spec": {
+            "volumeSnapshotRef": {"namespace": NS, "name": meta["name"], "uid": uid},
+        },
+        "status": {"creationTime": 1893456000000000000, "readyToUse": True} if cut else {},
+    }
+
+
+async def test_the_cut_is_read_off_the_snapshots_content_before_its_own_status_says_it(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """The snapshot controller copies the content's creationTime to the snapshot
+    seconds later: the next Turn runs once the content says it, and a content
+    naming another snapshot of that name (another uid) says nothing."""
+    kube.cut_at_once = False
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    snapshot = kube.snapshots["ws-save-1"]
+    snapshot["metadata"]["uid"] = "u1"
+    kube.contents["snapcontent-u1"] = _content(snapshot, "u0", cut=True)  # another's
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    await h.control.enqueue(session_id, "next")
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session_id, epoch, timeout=0.3)
+
+    kube.contents["snapcontent-u1"] = _content(snapshot, "u1", cut=False)
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session_id, epoch, timeout=0.3)
+    kube.contents["snapcontent-u1"] = _content(snapshot, "u1", cut=True)
+    assert await h.control.receive(session_id, epoch, timeout=5) is not None
+    assert [s.cut_at is not None for s in await h.control.pending_saves()] == [True]
+
+    # Followed on until its own status says it (ready, here): committed then, the
+    # cut counted once.
+    snapshot["status"] = {"creationTime": "2030-01-01T00:00:00Z", "readyToUse": True}
+    await asyncio.gather(*disks._cutting.values())
+    assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-1"
+    [metric] = disks.metrics.save_cut.collect()
+    [cut] = [m for m in metric.samples if m.name.endswith("_count")]
+    assert cut.value == 1
 
 
 async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(

@@ -49,6 +49,7 @@ from helmr.operator.disks.manifests import (
     disk_usage_spec,
 )
 from helmr.operator.disks.save_support import SaveSupport
+from helmr.operator.disks.snapshot_cuts import content_cut, content_name, snapshot_settled
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
@@ -256,11 +257,14 @@ class Disks:
     async def _follow_cut(self, save: SaveRow) -> None:
         """Reads the snapshot just asked for, at short and growing intervals, until
         its point in time is cut (its Session's next Turn waits for that), it failed,
-        or it is gone; the passes leave its Workspace alone meanwhile. A snapshot
-        ready as it is cut (the local driver's, and many others') commits then: the
-        Workspace has no save in flight when its Session's next Turn ends, so that
-        Turn's save is cut at its own end too. Readiness that comes later is the
-        passes' to follow, as is everything after ``CUT_FOLLOW_SECONDS``."""
+        or it is gone; the passes leave its Workspace alone meanwhile. The cut is
+        read off the snapshot's content, seconds before the snapshot's own status
+        says it (:mod:`helmr.operator.disks.snapshot_cuts`); the snapshot is followed
+        on until its status says it too. A snapshot ready as it is cut (the local
+        driver's, and many others') commits then: the Workspace has no save in
+        flight when its Session's next Turn ends, so that Turn's save is cut at its
+        own end too. Readiness that comes later is the passes' to follow, as is
+        everything after ``CUT_FOLLOW_SECONDS``."""
         namespace, name = save.namespace, save.workspace
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + CUT_FOLLOW_SECONDS, CUT_POLL_FIRST
@@ -271,16 +275,27 @@ class Disks:
                 snapshot = await self.kube.get_snapshot(namespace, save_name(name, save.version))
                 if snapshot is None:
                     return
-                status = snapshot.get("status") or {}
-                if status.get("creationTime") or status.get("readyToUse") or status.get("error"):
+                if snapshot_settled(snapshot):
                     await self._follow(save, snapshot)
                     return
+                if save.cut_at is None and await self._content_cut(snapshot):
+                    save = await self._cut(save)
         except Exception:
             log.exception("workspace %s/%s: following save %d", namespace, name, save.version)
 
-    async def _cut(self, save: SaveRow) -> None:
-        """The save's snapshot has its ``creationTime``: recorded once, whoever saw it."""
-        self._observe_cut(await self.control.save_cut(save.namespace, save.workspace, save.version))
+    async def _content_cut(self, snapshot: dict[str, Any]) -> bool:
+        """Whether the snapshot's content says it is cut (None: it has none yet)."""
+        name = content_name(snapshot)
+        if name is None:
+            return False
+        return content_cut(await self.kube.get_snapshot_content(name), snapshot)
+
+    async def _cut(self, save: SaveRow) -> SaveRow:
+        """The save's snapshot is cut: recorded once, whoever saw it; the save as it
+        is now (as given if it was cut before)."""
+        cut = await self.control.save_cut(save.namespace, save.workspace, save.version)
+        self._observe_cut(cut)
+        return save if cut is None else cut
 
     def _observe_cut(self, cut: SaveRow | None) -> None:
         if cut is not None and cut.cut_at is not None:
