@@ -588,8 +588,8 @@ CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     # An Actor's SavesAvailable condition: can the cluster save a Computer disk?
     ("storage.k8s.io", "storageclasses"): {"list"},
     ("snapshot.storage.k8s.io", "volumesnapshotclasses"): {"list"},
-    # A save's cut, read off its VolumeSnapshotContent: read-only.
-    ("snapshot.storage.k8s.io", "volumesnapshotcontents"): {"get"},
+    # A save's cut, read off its VolumeSnapshotContent (watched): read-only.
+    ("snapshot.storage.k8s.io", "volumesnapshotcontents"): {"get", "list", "watch"},
 }
 # kopf lists and watches namespaces only when serving a list of them
 # (kopf/_core/reactor/observation.py: namespace_observer skips it when clusterwide).

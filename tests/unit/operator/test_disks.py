@@ -40,6 +40,7 @@ class DiskKube(StubKube):
         self.claims: dict[str, dict[str, Any]] = {}
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.contents: dict[str, dict[str, Any]] = {}
+        self.snapshot_reads = 0
         self.created_snapshots: list[str] = []
         self.cut_at_once = True
         self.ready_at_once = False
@@ -72,9 +73,11 @@ class DiskKube(StubKube):
         self.claims.pop(name, None)
 
     async def get_snapshot(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.snapshot_reads += 1
         return self.snapshots.get(name)
 
     async def get_snapshot_content(self, name: str) -> dict[str, Any] | None:
+        self.snapshot_reads += 1
         return self.contents.get(name)
 
     async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
@@ -139,9 +142,18 @@ def kube() -> DiskKube:
     return _with_actor(DiskKube())
 
 
+def unwatched_disks(h: Harness, kube: DiskKube) -> Disks:
+    """The disk keeper over ``kube``, which has no watch: a snapshot just taken is
+    read at once (as when the watch tells nothing), unless a test feeds the
+    watch's events itself."""
+    disks = Disks(h.control, kube, OperatorMetrics())
+    disks.unwatched_read_first = 0.005
+    return disks
+
+
 @pytest.fixture
 async def disks(h: Harness, kube: DiskKube) -> AsyncIterator[Disks]:
-    disks = Disks(h.control, kube, OperatorMetrics())
+    disks = unwatched_disks(h, kube)
     yield disks
     await disks.close()
 
@@ -234,7 +246,7 @@ async def test_a_save_in_a_namespace_being_deleted_fails_its_attempts_and_is_giv
     h: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     kube = _with_actor(TerminatingKube())
-    disks = Disks(h.control, kube, OperatorMetrics())
+    disks = unwatched_disks(h, kube)
     ended: list[SaveRow] = []
     disks.save_ended = ended.append
     await _session_with_a_completed_turn(h.control, disks, kube)
@@ -327,6 +339,40 @@ async def test_the_cut_is_read_off_the_snapshots_content_before_its_own_status_s
     [metric] = disks.metrics.save_cut.collect()
     [cut] = [m for m in metric.samples if m.name.endswith("_count")]
     assert cut.value == 1
+
+
+async def test_the_watch_tells_the_cut_and_the_readiness_with_no_read_of_the_snapshot(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """kopf's watches of snapshots and contents tell the follower each change: the
+    next Turn runs once the content says the cut, and the save commits once the
+    snapshot says it is ready, with no GET of either (the 0.25 s reads were a third
+    of the apiserver's requests under test_turn_stress.py)."""
+    kube.cut_at_once = False
+    disks.unwatched_read_first = 60.0  # the watch works
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    reads = kube.snapshot_reads  # the pass's, before it took the save
+    snapshot = {**kube.snapshots["ws-save-1"], "metadata": {"namespace": NS, "uid": "u1"}}
+    snapshot["metadata"]["name"] = "ws-save-1"
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    await h.control.enqueue(session_id, "next")
+
+    disks.snapshots.snapshot_event("ADDED", snapshot)
+    disks.snapshots.content_event("ADDED", _content(snapshot, "u1", cut=False))
+    disks.snapshots.content_event(
+        "ADDED", _content({"metadata": {"name": "other"}}, "u2", cut=True)
+    )
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session_id, epoch, timeout=0.2)
+    disks.snapshots.content_event("MODIFIED", _content(snapshot, "u1", cut=True))
+    assert await h.control.receive(session_id, epoch, timeout=5) is not None
+
+    ready = {**snapshot, "status": {"creationTime": "2030-01-01T00:00:00Z", "readyToUse": True}}
+    disks.snapshots.snapshot_event("MODIFIED", ready)
+    await asyncio.gather(*disks._cutting.values())
+    assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-1"
+    assert kube.snapshot_reads == reads
 
 
 async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(
@@ -538,7 +584,7 @@ async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_st
 ) -> None:
     count = AT_ONCE + 4
     kube = _with_actor(GatedSnapshotReads(broken="ws-0"))
-    disks = Disks(h.control, kube, OperatorMetrics())
+    disks = unwatched_disks(h, kube)
     for i in range(count):
         session = await h.control.open_session(
             namespace=NS, name=f"s{i}", actor="files", workspace=f"ws-{i}"

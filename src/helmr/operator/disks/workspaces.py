@@ -4,7 +4,8 @@ VolumeSnapshots of its saves, pruning, and the Workspace's status.
 
 A save is taken at its Turn's end, its Session's next Turn waiting until its
 point in time is cut (``helmr.control.disks``): each snapshot taken is followed
-closely (:meth:`Disks._follow_cut`) until its ``creationTime`` is set.
+through kopf's watches (:meth:`Disks._follow_cut`) until its ``creationTime``
+is set.
 
 One save of a Workspace is taken at a time. While its snapshot is not ready,
 the Turns completed meanwhile each request a save; when it ends, the newest of
@@ -49,7 +50,13 @@ from helmr.operator.disks.manifests import (
     disk_usage_spec,
 )
 from helmr.operator.disks.save_support import SaveSupport
-from helmr.operator.disks.snapshot_cuts import content_cut, content_name, snapshot_settled
+from helmr.operator.disks.snapshot_cuts import (
+    Followed,
+    SnapshotWatch,
+    content_cut,
+    content_name,
+    snapshot_settled,
+)
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.operator.written_statuses import WrittenStatuses
 from helmr.resources import Actor, ComputerSpec, Workspace, WorkspaceStatus
@@ -64,11 +71,14 @@ holds it for no Session, each after writing its status again, before the API
 answers Conflict."""
 
 
-CUT_POLL_FIRST = 0.005
-CUT_POLL_MOST = 0.25
-"""Seconds between reads of a snapshot just asked for, growing from the first to
-the most: its Session's next Turn waits for its cut, which a constant-time
-driver makes within tens of milliseconds, a cloud's within seconds."""
+UNWATCHED_READ_FIRST = 5.0
+UNWATCHED_READ_MOST = 20.0
+"""Seconds the watch may tell nothing of a snapshot just asked for (and its content)
+before they are read all the same, growing from the first to the most: the watch
+tells of each change within milliseconds, but may be reconnecting. The snapshot
+controller changes a new snapshot or its content every few seconds until it is
+cut (the local cluster: created, content made ~4 s later, cut at once), so a
+watch that works leaves nothing to read."""
 CUT_FOLLOW_SECONDS = 60.0
 RETAKE_AFTER = 2.0
 """Seconds before a save whose take was refused (not at its Turn's end, or not due
@@ -97,8 +107,11 @@ class Disks:
         # Why each Workspace's disk cannot be saved (None: it can, or may), as last
         # resolved: when a runner's disk is prepared and when a save is taken.
         self._unsaved: dict[tuple[str, str], str | None] = {}
-        # The snapshots being followed until cut, by Workspace.
+        # The snapshots being followed until cut, by Workspace, and what kopf's
+        # watches tell of them.
         self._cutting: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.snapshots = SnapshotWatch()
+        self.unwatched_read_first = UNWATCHED_READ_FIRST
         # The newest save each Workspace's take refused lately, and until when it is
         # not asked again (in memory: a restart asks sooner).
         self._not_now: dict[tuple[str, str], tuple[int, float]] = {}
@@ -249,14 +262,15 @@ class Disks:
         self._not_now.pop(key, None)
         if covered:
             self.metrics.saves.labels("covered").inc(len(covered))
-        if await self._take(newest):
-            task = asyncio.create_task(self._follow_cut(newest))
+        followed = await self._take(newest)
+        if followed is not None:
+            task = asyncio.create_task(self._follow_cut(newest, followed))
             self._cutting[key] = task
             task.add_done_callback(lambda _: self._cutting.pop(key, None))
 
-    async def _follow_cut(self, save: SaveRow) -> None:
-        """Reads the snapshot just asked for, at short and growing intervals, until
-        its point in time is cut (its Session's next Turn waits for that), it failed,
+    async def _follow_cut(self, save: SaveRow, followed: Followed) -> None:
+        """Follows the snapshot just asked for as the watch tells of it, until its
+        point in time is cut (its Session's next Turn waits for that), it failed,
         or it is gone; the passes leave its Workspace alone meanwhile. The cut is
         read off the snapshot's content, seconds before the snapshot's own status
         says it (:mod:`helmr.operator.disks.snapshot_cuts`); the snapshot is followed
@@ -266,29 +280,40 @@ class Disks:
         own end too. Readiness that comes later is the passes' to follow, as is
         everything after ``CUT_FOLLOW_SECONDS``."""
         namespace, name = save.namespace, save.workspace
+        snapshot_name = save_name(name, save.version)
         loop = asyncio.get_running_loop()
-        give_up, delay = loop.time() + CUT_FOLLOW_SECONDS, CUT_POLL_FIRST
+        give_up, unwatched = loop.time() + CUT_FOLLOW_SECONDS, self.unwatched_read_first
         try:
-            while loop.time() < give_up:
-                await asyncio.sleep(delay)
-                delay = min(delay * 1.5, CUT_POLL_MOST)
-                snapshot = await self.kube.get_snapshot(namespace, save_name(name, save.version))
-                if snapshot is None:
+            while (left := give_up - loop.time()) > 0:
+                if not await followed.changed(min(unwatched, left)):
+                    await self._read(followed, namespace, snapshot_name)
+                    unwatched = min(unwatched * 2, UNWATCHED_READ_MOST)
+                snapshot = followed.snapshot
+                if followed.gone:
                     return
+                if snapshot is None:
+                    continue
                 if snapshot_settled(snapshot):
                     await self._follow(save, snapshot)
                     return
-                if save.cut_at is None and await self._content_cut(snapshot):
+                if save.cut_at is None and content_cut(followed.content, snapshot):
                     save = await self._cut(save)
         except Exception:
             log.exception("workspace %s/%s: following save %d", namespace, name, save.version)
+        finally:
+            self.snapshots.forget(namespace, snapshot_name)
 
-    async def _content_cut(self, snapshot: dict[str, Any]) -> bool:
-        """Whether the snapshot's content says it is cut (None: it has none yet)."""
-        name = content_name(snapshot)
-        if name is None:
-            return False
-        return content_cut(await self.kube.get_snapshot_content(name), snapshot)
+    async def _read(self, followed: Followed, namespace: str, name: str) -> None:
+        """Reads the followed snapshot, and its content while it is not cut: the
+        watch told nothing of them for a while."""
+        snapshot = await self.kube.get_snapshot(namespace, name)
+        if snapshot is None:
+            followed.gone = True
+            return
+        followed.snapshot = snapshot
+        content = content_name(snapshot)
+        if content is not None and not snapshot_settled(snapshot):
+            followed.content = await self.kube.get_snapshot_content(content)
 
     async def _cut(self, save: SaveRow) -> SaveRow:
         """The save's snapshot is cut: recorded once, whoever saw it; the save as it
@@ -425,8 +450,9 @@ class Disks:
         self._unsaved[key] = why
         return why
 
-    async def _take(self, save: SaveRow) -> bool:
-        """Asks for the save's snapshot; False if none was asked for."""
+    async def _take(self, save: SaveRow) -> Followed | None:
+        """Asks for the save's snapshot, followed from before it is made (its first
+        events carry its uid, which its content names); None if none was asked for."""
         resolved = await self._resolved(save)
         if resolved is None:
             await self.control.save_failed(
@@ -435,12 +461,12 @@ class Disks:
                 save.version,
                 "the Workspace or the session's Actor is gone: cannot take the save",
             )
-            return False
+            return None
         workspace, computer = resolved
         why = await self._resolve_unsaved((save.namespace, save.workspace), computer)
         if why is not None:
             await self._unavailable(save, why)
-            return False
+            return None
         spec = SaveSpec(
             workspace=WorkspaceRef.of(workspace),
             version=save.version,
@@ -458,16 +484,19 @@ class Disks:
                 )
             ),
         )
+        body = build_save_spec(spec)
+        followed = self.snapshots.follow(save.namespace, body["metadata"]["name"])
         try:
-            await self.kube.create_snapshot(save.namespace, build_save_spec(spec))
+            await self.kube.create_snapshot(save.namespace, body)
         except Exception as exc:
+            self.snapshots.forget(save.namespace, body["metadata"]["name"])
             if not namespace_terminating(exc):
                 raise
             # Its namespace is going, and the Workspace with it: an attempt that
             # failed (given up after the last), not a step to retry at every pass.
             await self._attempt_failed(save, "its namespace is being deleted")
-            return False
-        return True
+            return None
+        return followed
 
     async def _prune(self, namespace: str, name: str, keep: int) -> None:
         for save in await self.control.saves_to_prune(namespace, name, keep):

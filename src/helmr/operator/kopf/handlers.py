@@ -16,10 +16,12 @@ from helmr.control import SessionView
 from helmr.errors import NotFound, SessionNotOpen
 from helmr.kube.labels import (
     LABEL_COMPONENT,
+    LABEL_SAVE_VERSION,
     LABEL_SESSION_ID,
     LABEL_TURN_ID,
     RUNNER,
 )
+from helmr.kube.snapshots import SNAPSHOT_CONTENTS, SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.operator.control_plane import ControlPlane
 from helmr.operator.kopf import settings as kopf_settings
 from helmr.operator.kopf.forks import fork_declared
@@ -380,6 +382,22 @@ async def actor_seen(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> 
     actor = Actor.from_manifest(body)
     _plane(memo).actor_recheck.seen(type, actor)
     _plane(memo).warm_pools.seen(type, actor)
+
+
+# The saves' snapshots (labelled with their version) and every snapshot's content
+# (cluster-scoped, unlabelled: the follower passes over those it does not follow).
+@kopf.on.event(
+    SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS, labels={LABEL_SAVE_VERSION: kopf.PRESENT}
+)
+async def save_snapshot_event(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
+    """A save just taken is cut as soon as its snapshot or its content says so
+    (helmr.operator.disks.snapshot_cuts): its Session's next Turn waits for it."""
+    _plane(memo).disks.snapshots.snapshot_event(type, body)
+
+
+@kopf.on.event(SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOT_CONTENTS)
+async def snapshot_content_event(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
+    _plane(memo).disks.snapshots.content_event(type, body)
 
 
 # A pooled pod has no Session until adopted (then it is labelled with one): the warm
