@@ -176,7 +176,7 @@ class ControlPlane:
             self.control,
             self.mirror,
             self.metrics,
-            wake=self.supervisor.wake,
+            wake=self._store_changed,
             hooks=(self._sync_workspace,),
             turn_events=settings.turn_events,
             traces=self.traces,
@@ -239,6 +239,7 @@ class ControlPlane:
         """The leader's work, while this replica leads (helmr.operator.leadership.leader)."""
         async with asyncio.TaskGroup() as work:
             work.create_task(self.supervisor.run())
+            work.create_task(self.disks.run())
             work.create_task(self.status_sync.run())
             work.create_task(expire_history_periodically(self.control))
             work.create_task(self.actor_recheck.run())
@@ -265,6 +266,12 @@ class ControlPlane:
     async def _count_sessions(self) -> None:
         self.metrics.count_sessions(await self.api_control.session_counts())
         self.metrics.recovery_points(await self.api_control.recovery_points())
+
+    def _store_changed(self) -> None:
+        """A Session changed in the store: the supervisor passes, and a Turn that
+        ended has its save taken at once (``Disks.run``)."""
+        self.supervisor.wake()
+        self.disks.wake()
 
     def _turn_admitted(self, session: SessionView) -> None:
         self.supervisor.wake()

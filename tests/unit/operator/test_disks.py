@@ -375,6 +375,38 @@ async def test_the_watch_tells_the_cut_and_the_readiness_with_no_read_of_the_sna
     assert kube.snapshot_reads == reads
 
 
+async def _until(done: Callable[[], bool]) -> None:
+    """Yields to the loop until ``done()`` (at most a few seconds)."""
+    for _ in range(500):
+        if done():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_a_wake_takes_the_save_asked_for_with_no_pass_and_leaves_taken_ones_to_the_passes(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """A Turn's end wakes the disks (the store changed): its save is taken then, not
+    at the supervisor's next pass; a Workspace with a save taken already is the
+    passes' to follow (a wake comes with every change, a pass once a second)."""
+    running = asyncio.create_task(disks.run())
+    try:
+        session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+        disks.wake()
+        await _until(lambda: bool(kube.created_snapshots))
+        assert kube.created_snapshots == ["ws-save-1"]
+        await asyncio.gather(*disks._cutting.values())  # cut (not ready)
+
+        await _complete_another(h.control, session_id)  # save 2, while save 1 is taken
+        reads = kube.snapshot_reads
+        await disks.reconcile(untaken_only=True)  # what a wake does
+        assert (kube.created_snapshots, kube.snapshot_reads) == (["ws-save-1"], reads)
+        await disks.reconcile()  # a pass reads save 1's snapshot
+        assert kube.snapshot_reads == reads + 1
+    finally:
+        running.cancel()
+
+
 async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:

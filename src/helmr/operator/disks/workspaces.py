@@ -112,6 +112,10 @@ class Disks:
         self._cutting: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.snapshots = SnapshotWatch()
         self.unwatched_read_first = UNWATCHED_READ_FIRST
+        # The Workspaces whose step is under way: a pass's, or a wake's (:meth:`run`).
+        self._advancing: set[tuple[str, str]] = set()
+        # Set when the store changed (a Turn may have ended, asking for a save).
+        self._requested = asyncio.Event()
         # The newest save each Workspace's take refused lately, and until when it is
         # not asked again (in memory: a restart asks sooner).
         self._not_now: dict[tuple[str, str], tuple[int, float]] = {}
@@ -182,9 +186,28 @@ class Disks:
             held_by=held_by,
         )
 
-    async def reconcile(self) -> None:
+    def wake(self) -> None:
+        """The store changed: a Turn may have ended, asking for a save (:meth:`run`)."""
+        self._requested.set()
+
+    async def run(self) -> None:
+        """Takes each save asked for as soon as :meth:`wake` says one may be, not at
+        the supervisor's next pass, whose steps before the saves' (runners started
+        among them) made a Turn's end to its save taken 1.3-2 s under
+        ``tests/cluster/test_turn_stress.py``, all waited by the Session's next Turn.
+        Only Workspaces with no save taken yet: following saves taken is the passes'."""
+        while True:
+            await self._requested.wait()
+            self._requested.clear()
+            try:
+                await self.reconcile(untaken_only=True)
+            except Exception:
+                log.exception("taking the saves asked for failed; the passes take them")
+
+    async def reconcile(self, *, untaken_only: bool = False) -> None:
         """Moves every Workspace's pending saves one step: follow the one being
-        taken (ready, or failed and retried), else take the newest.
+        taken (ready, or failed and retried), else take the newest; ``untaken_only``:
+        only of the Workspaces none of whose pending saves was taken yet.
 
         A step is apiserver round trips, so Workspaces take theirs a few at once
         (``AT_ONCE``): one after another, thousands of Workspaces with a save
@@ -200,6 +223,12 @@ class Disks:
                 log.exception("workspace %s/%s: a save failed a step; retrying", namespace, name)
 
         pending = by_workspace(await self.control.pending_saves())
+        if untaken_only:
+            pending = {
+                key: saves
+                for key, saves in pending.items()
+                if all(save.taken_at is None for save in saves)
+            }
         await each_at_once(
             AT_ONCE,
             (partial(advance, ns, name, saves) for (ns, name), saves in pending.items()),
@@ -231,11 +260,22 @@ class Disks:
         )
 
     async def _advance(self, namespace: str, name: str, saves: list[SaveRow]) -> None:
-        """One Workspace's pending saves, oldest first: the one with a snapshot is
-        being taken (the oldest: newer ones were requested after it was taken)."""
+        """One Workspace's pending saves, oldest first, unless its step is under way
+        (a pass's and a wake's at once would take its save twice) or its save just
+        taken is followed (:meth:`_follow_cut`)."""
         key = (namespace, name)
-        if key in self._cutting:
-            return  # its save just taken is followed closely (_follow_cut)
+        if key in self._cutting or key in self._advancing:
+            return
+        self._advancing.add(key)
+        try:
+            await self._step(key, saves)
+        finally:
+            self._advancing.discard(key)
+
+    async def _step(self, key: tuple[str, str], saves: list[SaveRow]) -> None:
+        """The one with a snapshot is being taken (the oldest: newer ones were
+        requested after it was taken)."""
+        namespace, name = key
         newest = saves[-1]
         for save in saves:
             if save.taken_at is None and save is not newest:
