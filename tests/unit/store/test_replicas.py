@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from functools import partial
 
 import pytest
@@ -91,6 +91,28 @@ async def test_a_commit_on_one_replica_wakes_the_others_waiters_and_feed(
     with one.watching(session) as own:
         await one.append_event(session, OUTPUT, "again")
         assert own.is_set()
+
+
+async def test_a_replicas_feed_drops_the_echo_of_its_own_commits_and_hears_the_others(
+    replicas: tuple[Store, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = replicas
+    own, others = await new_session(one, "w1"), await new_session(one, "w2")
+    published: list[list[str]] = []
+    publish = one._signals.publish
+
+    def recorded(session_ids: Iterable[str]) -> None:
+        published.append(list(session_ids))
+        publish(published[-1])
+
+    monkeypatch.setattr(one._signals, "publish", recorded)
+    await one.append_event(own, OUTPUT, "own")  # published as the write returns
+    # Committed after it, so notified after it on the one channel: once one's
+    # feed hears this, it has read (and dropped) the echo of its own commit.
+    with one.watching(others) as heard:
+        await two.append_event(others, OUTPUT, "the other's")
+        await asyncio.wait_for(heard.wait(), timeout=5)
+    assert published == [[own], [others]]
 
 
 async def test_both_replicas_carry_on_after_the_server_restarts(
