@@ -27,7 +27,7 @@ from helmr.protocol.api import SessionView
 from helmr.protocol.api_requests import RunnerHeaders
 from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
 from helmr.server.inputs import headers_of, parse
-from helmr.server.routing import RouteSpec
+from helmr.server.routing import Admission, RouteSpec
 from helmr.server.session_names import SessionNames
 
 
@@ -48,11 +48,11 @@ class AccessGuard:
 
     async def __call__(
         self, request: web.Request, spec: RouteSpec, path: BaseModel | None, wants_subject: bool
-    ) -> SessionView | None:
-        """The session the call is about when it was read to decide (always when the
-        handler ``wants_subject``), else None."""
+    ) -> Admission:
+        """The session the call is about as the subject when it was read to decide
+        (always when the handler ``wants_subject``); a runner route's headers."""
         if spec.access == "none":
-            return None
+            return Admission()
         # routing.operations checked that each route's path names what is needed here.
         token = bearer_token(request)
         session_id: str | None = getattr(path, "session_id", None)
@@ -64,7 +64,7 @@ class AccessGuard:
                     f"this token is not the runner token of session {session_id}, "
                     f"process {epoch.process_epoch}"
                 )
-            return None
+            return Admission(headers=epoch)
         user = await self._authenticator.authenticate(token)
         if user is None:
             raise Unauthenticated(
@@ -88,4 +88,4 @@ class AccessGuard:
                 namespace=namespace,
                 verb=spec.verb,
             )
-        return session
+        return Admission(subject=session)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, is_dataclass
-from typing import Any, Literal, TypeVar, get_type_hints
+from typing import Any, Literal, NamedTuple, TypeVar, get_type_hints
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -149,10 +149,20 @@ def operations(*apis: object) -> list[Operation]:
     return found
 
 
+class Admission(NamedTuple):
+    """What a guard read to decide, for the handler to take rather than read again
+    (a tuple: made for every request, and cheaper to make than a frozen dataclass)."""
+
+    subject: object = None
+    """The handler's ``subject`` (the session, for a public route that reads it)."""
+    headers: BaseModel | None = None
+    """The headers parsed, when they are part of the credentials (a runner route's
+    process epoch): the handler's ``headers`` if it declares this model."""
+
+
 # Checks a request's credentials for an operation, given its parsed path and
-# whether the handler takes the subject; returns what it looked up to decide (or
-# None), which is the subject.
-Guard = Callable[[web.Request, RouteSpec, BaseModel | None, bool], Awaitable[object]]
+# whether the handler takes the subject; returns what it read to decide.
+Guard = Callable[[web.Request, RouteSpec, BaseModel | None, bool], Awaitable[Admission]]
 
 
 def _endpoint(
@@ -165,20 +175,23 @@ def _endpoint(
             kwargs["path"] = parse(path_model, dict(request.match_info), "path")
         # Credentials before the rest of the input: a stranger learns nothing
         # about the request's shape.
-        subject = await guard(request, op.spec, kwargs.get("path"), op.wants_subject)
+        admission = await guard(request, op.spec, kwargs.get("path"), op.wants_subject)
         if "query" in op.inputs:
             kwargs["query"] = parse(op.inputs["query"], query_of(request), "query")
         if "headers" in op.inputs:
             model = op.inputs["headers"]
-            kwargs["headers"] = parse(model, headers_of(request, model), "headers")
+            if isinstance(admission.headers, model):
+                kwargs["headers"] = admission.headers
+            else:
+                kwargs["headers"] = parse(model, headers_of(request, model), "headers")
         if "body" in op.inputs:
             kwargs["body"] = parse(op.inputs["body"], await json_body(request), "body")
         if op.wants_request:
             kwargs["request"] = request
         if op.wants_subject:
-            kwargs["subject"] = subject
+            kwargs["subject"] = admission.subject
         call = op.handler(**kwargs)
-        del kwargs, subject  # the handler has them: a waiting long poll keeps less
+        del kwargs, admission  # the handler has them: a waiting long poll keeps less
         result = await call
         if op.response is None:
             response: web.StreamResponse = result

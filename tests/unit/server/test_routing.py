@@ -1,12 +1,16 @@
 """The routes' order in the router: the per-Turn ones are tried first, which is safe
-because no path matches two routes."""
+because no path matches two routes. A runner call's headers are parsed once."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
 from helmr.protocol import routes
+from helmr.protocol.api_requests import RunnerHeaders
 from helmr.protocol.api_routes import SESSION_TURNS
+from helmr.server.inputs import adapter
 from tests.unit.api import Api
 
 
@@ -34,3 +38,23 @@ def test_the_routes_every_turn_calls_are_tried_first(api: Api) -> None:
     order = [template for template, _ in _patterns(api)]
     first = {SESSION_TURNS, routes.RECEIVE, routes.COMPLETE, routes.FAIL}
     assert first <= set(order[: len(first) + 2]), order
+
+
+async def test_a_runner_calls_epoch_header_is_parsed_once(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard parses it to check the runner token's epoch; the handler takes that."""
+    session = await api.start()
+    await api.enqueue(session)
+    headers = adapter(RunnerHeaders)
+    parsed: list[object] = []
+    validate = headers.validate_python
+
+    def counted(data: object) -> RunnerHeaders:
+        parsed.append(data)
+        return validate(data)
+
+    monkeypatch.setattr(headers, "validate_python", counted)
+    turn, runner = await api.run_turn(session)
+    await api.call("POST", routes.complete(session, turn), headers=runner, json={})
+    assert len(parsed) == 2  # the receive's, the complete's
