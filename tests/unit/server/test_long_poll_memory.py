@@ -45,9 +45,13 @@ async def test_a_waiting_receive_keeps_none_of_helmrs_per_request_objects(api: A
         for sid, headers in calls
     ]
     try:
-        watches = api.control._store._signals._watches
+        store = api.control._store
+        watches, reads = store._signals._watches, store._reads
         async with asyncio.timeout(30):  # bounds a hang only
-            while len(watches) < WAITING:  # noqa: ASYNC110 (the store's waiters, counted)
+            # Each waiter watches, and has no read of the store in flight: a read asked
+            # holds its function, a partial, until answered (under load, in a full
+            # unit run, the 20 waiters' last reads were counted as kept).
+            while len(watches) < WAITING or reads._asked or reads._running:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         await asyncio.sleep(0.1)  # each has gone on to its wait
         grown = _alive() - before
