@@ -407,6 +407,23 @@ async def test_a_wake_takes_the_save_asked_for_with_no_pass_and_leaves_taken_one
         running.cancel()
 
 
+async def test_a_wake_reads_nothing_of_a_save_refused_lately(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """A save its take refused lately (not at its Turn's end, or not due under the
+    save policy) is asked again after a while by the passes, not at every change
+    of the store; a newer save is taken at once."""
+    await _session_with_a_completed_turn(h.control, disks, kube)
+    [save] = await h.control.pending_saves()
+    far = asyncio.get_running_loop().time() + 60
+    disks._not_now[(NS, "ws")] = (save.version, far)  # as a refused take leaves it
+    await disks.reconcile(untaken_only=True)  # what a wake does
+    assert (kube.snapshot_reads, kube.created_snapshots) == (0, [])
+    disks._not_now[(NS, "ws")] = (save.version - 1, far)  # an older one was refused
+    await disks.reconcile(untaken_only=True)
+    assert kube.created_snapshots == ["ws-save-1"]
+
+
 async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:

@@ -224,15 +224,23 @@ class Disks:
 
         pending = by_workspace(await self.control.pending_saves())
         if untaken_only:
-            pending = {
-                key: saves
-                for key, saves in pending.items()
-                if all(save.taken_at is None for save in saves)
-            }
+            pending = {key: saves for key, saves in pending.items() if self._to_take(key, saves)}
         await each_at_once(
             AT_ONCE,
             (partial(advance, ns, name, saves) for (ns, name), saves in pending.items()),
         )
+
+    def _to_take(self, key: tuple[str, str], saves: list[SaveRow]) -> bool:
+        """Whether a wake moves the Workspace's saves: none was taken yet, its newest
+        was not refused lately and no failed attempt backs off. A wake comes with
+        every change of the store; the passes, once a second, read the rest."""
+        now = asyncio.get_running_loop().time()
+        refused = self._not_now.get(key)
+        if refused is not None and refused[0] == saves[-1].version and now < refused[1]:
+            return False
+        if now < self._retry_at.get(key, 0.0):
+            return False
+        return all(save.taken_at is None for save in saves)
 
     async def sync_status(self, namespace: str, name: str, *, again: bool = False) -> None:
         """Mirrors the store's view of the Workspace into its status (if it exists),
