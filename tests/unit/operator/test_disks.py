@@ -177,6 +177,13 @@ async def reconciled(disks: Disks) -> None:
     await asyncio.gather(*disks._cutting.values())
 
 
+def cuts_observed(disks: Disks) -> float:
+    """How many save cuts the operator's ``save_cut`` histogram has observed."""
+    [metric] = disks.metrics.save_cut.collect()
+    [count] = [m for m in metric.samples if m.name.endswith("_count")]
+    return count.value
+
+
 async def _actor(kube: DiskKube) -> Actor:
     actor = await kube.get_resource(Actor, NS, "files")
     assert actor is not None
@@ -288,9 +295,7 @@ async def test_the_next_turn_runs_once_the_snapshot_of_its_predecessors_save_is_
     turn = await h.control.receive(session_id, epoch, timeout=5)  # no pass in between
     assert turn is not None
     assert turn.status == "running"
-    [metric] = disks.metrics.save_cut.collect()
-    [cut] = [m for m in metric.samples if m.name.endswith("_count")]
-    assert cut.value == 1
+    assert cuts_observed(disks) == 1
     assert [s.status for s in await h.control.pending_saves()] == ["pending"]  # not ready
 
 
@@ -336,9 +341,7 @@ async def test_the_cut_is_read_off_the_snapshots_content_before_its_own_status_s
     snapshot["status"] = {"creationTime": "2030-01-01T00:00:00Z", "readyToUse": True}
     await asyncio.gather(*disks._cutting.values())
     assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-1"
-    [metric] = disks.metrics.save_cut.collect()
-    [cut] = [m for m in metric.samples if m.name.endswith("_count")]
-    assert cut.value == 1
+    assert cuts_observed(disks) == 1
 
 
 async def test_the_watch_tells_the_cut_and_the_readiness_with_no_read_of_the_snapshot(
@@ -445,9 +448,7 @@ async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is
     assert await h.control.receive(session_id, epoch, timeout=5) is not None
     assert kube.created_snapshots == ["ws-save-1", "ws-save-2"]
     assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-2"
-    [metric] = disks.metrics.save_cut.collect()
-    [cut] = [m for m in metric.samples if m.name.endswith("_count")]
-    assert cut.value == 2
+    assert cuts_observed(disks) == 2
 
 
 async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_the_rest(
