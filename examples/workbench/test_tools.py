@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from .planner import (
     parse_script,
     planner_from_env,
 )
-from .tools import NOTES, Computer, ToolError, run_command
+from .tools import NOTES, Computer, ToolError, _group_alive, run_command
 
 
 def test_a_script_is_one_step_a_line() -> None:
@@ -131,12 +133,24 @@ async def test_a_stopped_command_takes_its_children_with_it(tmp_path: Path) -> N
     assert status is None
     assert lines == ["started"]
     assert open_fds() == before, "the command's output pipe is left open"
-    child = int((tmp_path / "child.pid").read_text())
-    for _ in range(100):
-        if gone(child):
-            break
-        await asyncio.sleep(0.05)
-    assert gone(child)
+    # Gone as the command returns, not a moment later: the turn ends next.
+    assert gone(int((tmp_path / "child.pid").read_text()))
+
+
+def test_a_group_of_zombies_is_not_alive() -> None:
+    alive = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    dead = subprocess.Popen(["true"], start_new_session=True)
+    try:
+        while not gone(dead.pid):
+            time.sleep(0.01)
+        os.killpg(dead.pid, 0)  # the zombie still counts for the kernel's own test
+        assert _group_alive(alive.pid)
+        assert not _group_alive(dead.pid)
+    finally:
+        alive.kill()
+        alive.wait()
+        dead.wait()
+    assert not _group_alive(dead.pid)
 
 
 def open_fds() -> set[str]:

@@ -146,3 +146,37 @@ async def _stop_group(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     await process.wait()
+    # A killed process dies when it is next scheduled, not when the signal is
+    # sent: the turn must not end while what the command started can still
+    # write to the Computer (its save would hold half of a write).
+    deadline = asyncio.get_running_loop().time() + STOP_GRACE
+    while await asyncio.to_thread(_group_alive, process.pid):
+        if asyncio.get_running_loop().time() > deadline:
+            break  # stuck in the kernel (uninterruptible I/O): nothing more to send it
+        await asyncio.sleep(0.01)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of ``group`` is still alive. A zombie is not: a runner
+    that is its pod's PID 1 reaps no orphans, so a dead grandchild may stay a
+    zombie for good, and ``killpg(group, 0)`` counts zombies."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit() and _live_in(Path(entry.path, "stat"), group):
+                return True
+    return False
+
+
+def _live_in(stat_file: Path, group: int) -> bool:
+    """Whether the process whose ``/proc/<pid>/stat`` this is lives, in ``group``."""
+    try:
+        stat = stat_file.read_text()
+    except OSError:  # it ended while /proc was read
+        return False
+    # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split(" ", 3)[:3]
+    return int(pgrp) == group and state != "Z"
