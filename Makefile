@@ -59,13 +59,23 @@ lint: venv ## ruff, mypy --strict, import-linter, shellcheck, CRDs in step with 
 	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: run hack/install-deps.sh as root"; exit 1; }
 	shellcheck hack/*.sh hack/lib/*.sh .ci/run
 
+# The unit tests in UNIT_WORKERS processes (pytest-xdist): they wait on
+# subprocesses, databases and sockets more than they compute, so two workers on
+# two cores take about two thirds of one's time. The cluster tests run after
+# them in one process: they share one cluster, and their timings need its CPU.
+UNIT_WORKERS ?= 2
+
 .PHONY: unit
 unit: venv ## Unit tests only (no cluster)
-	$(VENV)/bin/pytest -m "not cluster"
+	$(VENV)/bin/pytest -m "not cluster" -n $(UNIT_WORKERS)
 
 .PHONY: test
+test: export HELMR_REQUIRE_HELM = 1
+test: export HELMR_REQUIRE_PROMTOOL = 1
+test: export HELMR_REQUIRE_POSTGRES = 1
 test: deps venv lint ## Every test, cluster tests included (brings the local cluster up)
-	HELMR_REQUIRE_HELM=1 HELMR_REQUIRE_PROMTOOL=1 HELMR_REQUIRE_POSTGRES=1 $(VENV)/bin/pytest --durations=25
+	$(VENV)/bin/pytest -m "not cluster" -n $(UNIT_WORKERS) --durations=15
+	$(VENV)/bin/pytest -m cluster --durations=25
 
 .PHONY: demo
 demo: deps venv ## Helm-install Helmr on the local cluster and drive a demo session
