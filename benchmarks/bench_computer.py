@@ -10,11 +10,15 @@ save and restore, for each size (default 100 MB and 1 GB: one turn writes that
 many random, incompressible bytes, ``{"fill": {"data.bin": size}}``, fsynced
 before it completes; with ``--unsynced`` also without the fsync, so the save's
 cut flushes what the turn left dirty):
-  - save: the writing turn's ``turn.completed`` → the operator's VolumeSnapshot
-    (``<workspace>-save-1``) created → bound to the VolumeSnapshotContent the
-    snapshot controller makes (the CSI driver's snapshot starts) → its
-    ``creationTime`` set (the cut) and the next turn, queued behind the writing
-    one, ``turn.running`` (it waits for that cut: turn-aligned saves) →
+  - save: the writing turn's ``turn.completed`` → the save taken (the operator's
+    store, ``taken_at``) → the operator's VolumeSnapshot (``<workspace>-save-1``)
+    created → its VolumeSnapshotContent created by the snapshot controller →
+    marked being created by the CSI snapshotter (it calls the driver) → the
+    driver's cut (the content's ``creationTime``, the driver's own clock) → that
+    ``creationTime`` seen on the content → the cut recorded (the operator's
+    store, ``cut_at``) → the next turn, queued behind the writing one,
+    ``turn.running`` (it waits for that cut: turn-aligned saves); beside them the
+    snapshot bound to its content and its own ``creationTime`` →
     ``readyToUse`` → the Workspace's ``status.computerVersion`` naming it (the
     committed Computer version; the operator polls pending saves once a
     supervisor pass, 1 s by default);
@@ -62,11 +66,13 @@ import argparse
 import asyncio
 import math
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +100,7 @@ from tests.cluster import conftest
 from tests.cluster.sessions import all_events, create_actor, eventually
 
 from helmr.client import Client, SessionRef, Turn, TurnRef
-from helmr.kube.snapshots import SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
+from helmr.kube.snapshots import SNAPSHOT_CONTENTS, SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOTS
 from helmr.operator.runners.pods import pod_name
 from helmr.resources import GROUP, VERSION, WORKSPACES
 from helmr.resources.workspace import claim_name, save_name
@@ -106,6 +112,8 @@ GIB = 1 << 30
 LONG = 1800.0
 """Seconds any one step of a large size may take before the run gives up."""
 UNITS = {"K": 10**3, "M": 10**6, "G": 10**9}
+BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
+"""The CSI snapshotter's mark on a content while it asks the driver for the snapshot."""
 
 
 # --- what the cluster shows, timestamped as this host sees it -------------------------------
@@ -154,6 +162,38 @@ class SnapshotTimes(Follower):
             self.ready.setdefault(name, at)
 
 
+class ContentTimes(Follower):
+    """When the VolumeSnapshotContent of each VolumeSnapshot of a namespace (by the
+    snapshot's name) was first seen (the snapshot controller made it), marked as
+    being created (the CSI snapshotter is about to call the driver), and cut (its
+    ``creationTime`` set by the CSI snapshotter); and the driver's own time of the
+    cut, the ``creationTime`` itself (nanoseconds since the epoch, this host's clock)."""
+
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str) -> None:
+        super().__init__(
+            custom.list_cluster_custom_object, SNAPSHOT_GROUP, SNAPSHOT_VERSION, SNAPSHOT_CONTENTS
+        )
+        self.namespace = namespace
+        self.added: dict[str, float] = {}
+        self.being_created: dict[str, float] = {}
+        self.cut: dict[str, float] = {}
+        self.driver_cut: dict[str, float] = {}
+
+    def note(self, change: str, obj: Any, at: float) -> None:
+        ref = (obj.get("spec") or {}).get("volumeSnapshotRef") or {}
+        if ref.get("namespace") != self.namespace:
+            return
+        name = ref["name"]
+        self.added.setdefault(name, at)
+        if BEING_CREATED in (obj["metadata"].get("annotations") or {}):
+            self.being_created.setdefault(name, at)
+        created = (obj.get("status") or {}).get("creationTime")
+        if created:
+            self.being_created.setdefault(name, at)  # the mark came and went between events
+            self.cut.setdefault(name, at)
+            self.driver_cut.setdefault(name, int(created) / 1e9)
+
+
 class CommitTimes(Follower):
     """When each save was first the committed version of its Workspace
     (``status.computerVersion``), or an older save of a version it passed over:
@@ -180,6 +220,7 @@ class Watched:
     pods: PodTimes
     claims: ClaimTimes
     snapshots: SnapshotTimes
+    contents: ContentTimes
     commits: CommitTimes
 
     async def wait(self, follower: Follower, record: dict[str, float], name: str) -> float:
@@ -193,9 +234,16 @@ def watching(kubeconfig: str, namespace: str) -> Iterator[Watched]:
         PodTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace),
         ClaimTimes(client.CoreV1Api(new_api_client(kubeconfig)), namespace),
         SnapshotTimes(client.CustomObjectsApi(new_api_client(kubeconfig)), namespace),
+        ContentTimes(client.CustomObjectsApi(new_api_client(kubeconfig)), namespace),
         CommitTimes(client.CustomObjectsApi(new_api_client(kubeconfig)), namespace),
     )
-    followers: list[Follower] = [watched.pods, watched.claims, watched.snapshots, watched.commits]
+    followers: list[Follower] = [
+        watched.pods,
+        watched.claims,
+        watched.snapshots,
+        watched.contents,
+        watched.commits,
+    ]
     for follower in followers:
         follower.start()
     try:
@@ -208,8 +256,24 @@ def watching(kubeconfig: str, namespace: str) -> Iterator[Watched]:
 # --- save and restore ---------------------------------------------------------------------
 
 
+def store_save_times(
+    store: Path, namespace: str, workspace: str, version: int
+) -> tuple[float, float]:
+    """When the operator took the save (``taken_at``: about to create its snapshot)
+    and recorded its cut (``cut_at``: its Session's next Turn may run), as its store
+    says (read-only; the operator's store is SQLite on this host)."""
+    with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+        taken, cut = db.execute(
+            "SELECT taken_at, cut_at FROM saves"
+            " WHERE namespace = ? AND workspace = ? AND version = ?",
+            (namespace, workspace, version),
+        ).fetchone()
+    return datetime.fromisoformat(taken).timestamp(), datetime.fromisoformat(cut).timestamp()
+
+
 async def save_and_restore(
     helmr: Client,
+    store: Path,
     core: client.CoreV1Api,
     watched: Watched,
     namespace: str,
@@ -234,9 +298,20 @@ async def save_and_restore(
     cut = await watched.wait(watched.snapshots, watched.snapshots.cut, save)
     ready = await watched.wait(watched.snapshots, watched.snapshots.ready, save)
     committed = await watched.wait(watched.commits, watched.commits.committed, save)
+    contents = watched.contents
+    content_added = await watched.wait(contents, contents.added, save)
+    being_created = await watched.wait(contents, contents.being_created, save)
+    content_cut = await watched.wait(contents, contents.cut, save)
+    taken, recorded = store_save_times(store, namespace, workspace, 1)
     out = {
         "fill_write": completed - running,
+        "save_taken": taken - completed,
         "save_created": created - completed,
+        "content_added": content_added - completed,
+        "content_being_created": being_created - completed,
+        "driver_cut": contents.driver_cut[save] - completed,
+        "content_cut": content_cut - completed,
+        "cut_recorded": recorded - completed,
         "save_bound": bound - completed,
         "save_cut": cut - completed,
         "turn_gap": first(events, "turn.running", after.id) - completed,
@@ -492,7 +567,14 @@ async def bench(args: argparse.Namespace) -> None:
                     print(f"save and restore: {label} x {args.samples} ...", flush=True)
                     saves[(size, sync)] = [
                         await save_and_restore(
-                            helmr, core, watched, namespace, _workspace(size, sync, i), size, sync
+                            helmr,
+                            Path(op.env["HELMR_STORE_PATH"]),
+                            core,
+                            watched,
+                            namespace,
+                            _workspace(size, sync, i),
+                            size,
+                            sync,
                         )
                         for i in range(args.samples)
                     ]
@@ -521,9 +603,19 @@ async def bench(args: argparse.Namespace) -> None:
         how = "fsynced by the turn" if sync else "not fsynced: the cut flushes them"
         table.section(f"{label} of files on the Computer disk, {how}")
         table.latency("fill turn: turn.running -> turn.completed", column("fill_write"))
+        table.latency("save: turn.completed -> taken (the operator's store)", column("save_taken"))
         table.latency("save: turn.completed -> VolumeSnapshot created", column("save_created"))
+        table.latency("save: turn.completed -> content created", column("content_added"))
+        table.latency(
+            "save: turn.completed -> content marked being created", column("content_being_created")
+        )
+        table.latency("save: turn.completed -> the driver's cut (its time)", column("driver_cut"))
+        table.latency("save: turn.completed -> content creationTime seen", column("content_cut"))
+        table.latency(
+            "save: turn.completed -> cut recorded (the operator's store)", column("cut_recorded")
+        )
         table.latency("save: turn.completed -> content bound", column("save_bound"))
-        table.latency("save: turn.completed -> creationTime (cut)", column("save_cut"))
+        table.latency("save: turn.completed -> snapshot's creationTime", column("save_cut"))
         table.latency(
             "turn.completed -> the next queued turn.running (waits for the cut)",
             column("turn_gap"),

@@ -5,6 +5,7 @@ and a lost disk is replaced by one restored from the last ready save."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -378,6 +379,18 @@ async def test_the_watch_tells_the_cut_and_the_readiness_with_no_read_of_the_sna
     assert kube.snapshot_reads == reads
 
 
+async def test_a_save_never_taken_is_created_with_no_read_of_its_snapshot(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """A save is marked taken before its snapshot is made, so one never taken has
+    none to look for: the GET before it was made was in the wait of its Session's
+    next Turn, on every save (issue 28)."""
+    disks.unwatched_read_first = 60.0  # the watch works
+    await _session_with_a_completed_turn(h.control, disks, kube)
+    await disks.reconcile()
+    assert (kube.created_snapshots, kube.snapshot_reads) == (["ws-save-1"], 0)
+
+
 async def _until(done: Callable[[], bool]) -> None:
     """Yields to the loop until ``done()`` (at most a few seconds)."""
     for _ in range(500):
@@ -607,24 +620,33 @@ async def test_a_prepared_disk_stores_its_usage_thresholds_with_the_workspaces_o
     assert await h.control.report_storage(session.id, epoch, 11 << 20) == "paused"
 
 
-class GatedSnapshotReads(DiskKube):
-    """Snapshot reads that yield to the loop, counting how many are under way at
-    once; reads for the Workspace ``broken`` raise."""
+class GatedSnapshotCreations(DiskKube):
+    """Snapshot creations (each step's last call) that count how many are under way
+    at once, the first ``together`` of them each waiting until all are (so a step
+    beyond the limit would be under way with them), for at most ``wait`` seconds;
+    creations for the Workspace ``broken`` raise."""
 
-    def __init__(self, broken: str) -> None:
+    def __init__(self, broken: str, together: int, wait: float = 5.0) -> None:
         super().__init__()
         self.broken = broken
+        self.together = together
+        self.wait = wait
+        self.all_under_way = asyncio.Event()
         self.under_way = 0
         self.most_under_way = 0
 
-    async def get_snapshot(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
         self.under_way += 1
         self.most_under_way = max(self.most_under_way, self.under_way)
+        if self.under_way >= self.together:
+            self.all_under_way.set()
         try:
-            await asyncio.sleep(0)  # another Workspace's step may start meanwhile
-            if name.startswith(f"{self.broken}-save-"):
+            # Fewer at once than ``together``: the wait ends, and the count says so.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.all_under_way.wait(), self.wait)
+            if body["metadata"]["name"].startswith(f"{self.broken}-save-"):
                 raise RuntimeError("apiserver said no")
-            return await super().get_snapshot(namespace, name)
+            return await super().create_snapshot(namespace, body)
         finally:
             self.under_way -= 1
 
@@ -633,7 +655,7 @@ async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_st
     h: Harness,
 ) -> None:
     count = AT_ONCE + 4
-    kube = _with_actor(GatedSnapshotReads(broken="ws-0"))
+    kube = _with_actor(GatedSnapshotCreations(broken="ws-0", together=AT_ONCE))
     disks = unwatched_disks(h, kube)
     for i in range(count):
         session = await h.control.open_session(
