@@ -155,7 +155,12 @@ class _Receive:
     async def look_first(self) -> TurnView | turns.Drained | None:
         """``take_next``, in a write transaction only when a read one cannot answer
         (:func:`~helmr.control.turns.look`): most receives find nothing to do, all
-        of them at once after a restart."""
+        of them at once after a restart. But when this replica has just queued a Turn
+        for the Session (:meth:`Store.turn_queued`), the read would only find that
+        Turn to start: the write comes at once (a stale hint costs a write that
+        answers as the read would)."""
+        if self._store.turn_queued(self._session_id):
+            return await self.take_next()
         look = partial(turns.look, session_id=self._session_id, epoch=self._epoch)
         answer = await self._store.read(look)
         if answer is not turns.Unanswered.TAKE_NEXT:

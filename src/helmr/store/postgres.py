@@ -225,7 +225,7 @@ class PostgresBackend:
                 raise
             # Not retried if the connection breaks now: the commit may have landed.
             conn.execute(commit(self._origin, tx.touched), prepare=False)
-        self._loop.call_soon_threadsafe(self._signals.publish, tx.touched)
+        self._loop.call_soon_threadsafe(self._signals.publish, tx.touched, tx.queues)
         return value
 
     def _read(self, fn: Callable[[ReadTx], T]) -> T:

@@ -9,7 +9,11 @@ landed before it is already visible to the read, so no wake-up is lost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+QUEUED_HINTS = 4096
+"""Sessions :meth:`Signals.turn_queued` remembers at most (about 0.5 MiB): past it the
+oldest is forgotten, and its runner's next ``receive`` reads first, as with no hint."""
 
 
 class _Watch:
@@ -75,6 +79,9 @@ class Signals:
         # one consumer that mirrors all Sessions (the operator's status sync).
         self._changed: set[str] = set()
         self._any = asyncio.Event()
+        # Sessions a commit of this process left a Turn queued for, oldest first
+        # (a dict: ordered): see turn_queued.
+        self._queued: dict[str, None] = {}
 
     def watching(self, session_id: str) -> Wakeup:
         """The wake-up the next commit touching the Session sets (use it as ``with``)."""
@@ -104,7 +111,23 @@ class Signals:
         self._any.clear()
         return changed
 
-    def publish(self, session_ids: Iterable[str]) -> None:
+    def turn_queued(self, session_id: str) -> bool:
+        """Whether a commit of this process queued a Turn for the Session and none
+        of its Turns started since (forgotten once asked): then the runner's
+        ``receive`` writes at once, where a read would only find that Turn to start.
+        A hint, never the answer: another replica's commit is not seen here (its
+        ``receive`` reads first, as without it), and a Turn since cancelled or
+        held makes it stale, which costs a write that answers as the read would."""
+        if session_id not in self._queued:
+            return False
+        del self._queued[session_id]
+        return True
+
+    def publish(self, session_ids: Iterable[str], queues: Mapping[str, bool] | None = None) -> None:
+        """Wakes the waiters on ``session_ids``; ``queues``: the commit's
+        :attr:`Tx.queues <helmr.store.tx.Tx.queues>`, for :meth:`turn_queued`."""
+        if queues:
+            self._note_queues(queues)
         session_ids = list(session_ids)
         # Keys with a ":" wake waiters on something else than a Session (a pooled pod's
         # adoption): Session ids have none, and only Sessions go to the change feed.
@@ -116,6 +139,14 @@ class Signals:
             watch = self._watches.pop(session_id, None)
             if watch is not None:
                 watch.fire()
+
+    def _note_queues(self, queues: Mapping[str, bool]) -> None:
+        for session_id, queued in queues.items():
+            self._queued.pop(session_id, None)
+            if queued:
+                self._queued[session_id] = None  # the newest
+        while len(self._queued) > QUEUED_HINTS:
+            del self._queued[next(iter(self._queued))]
 
     def publish_watched(self) -> None:
         """Wakes every waiter as if its Session had changed: for when commits may

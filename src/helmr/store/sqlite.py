@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -56,7 +56,7 @@ class SqliteBackend:
         path: str,
         *,
         clock: Clock,
-        publish: Callable[[Iterable[str]], None],
+        publish: Callable[[Iterable[str], Mapping[str, bool]], None],
         synchronous: Synchronous,
         readers: int,
     ) -> SqliteBackend:

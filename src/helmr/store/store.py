@@ -176,6 +176,12 @@ class Store:
         finally:
             self.observe("read", self.lane, time.perf_counter() - started)
 
+    def turn_queued(self, session_id: str) -> bool:
+        """Whether a commit of this process queued a Turn for the Session and none of
+        its Turns started since: a hint, forgotten once asked (see
+        :meth:`.signals.Signals.turn_queued`)."""
+        return self._signals.turn_queued(session_id)
+
     def watching(self, session_id: str) -> Wakeup:
         """``with store.watching(sid) as signal``: set by the next commit that touches
         the Session (see :mod:`.signals` for the order of watch and read)."""

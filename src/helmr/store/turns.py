@@ -29,6 +29,7 @@ def insert(
         (new_id("turn"), session_id, sequence, encoded, idempotency_key, source, dump_time(tx.now)),
     ).fetchone()
     tx.touch(session_id)
+    tx.queue_changed(session_id, queued=True)
     return TurnRow.load(row)
 
 
@@ -117,6 +118,7 @@ def _update(tx: Tx, turn: TurnRow, **changes: object) -> TurnRow:
 
 def started(tx: Tx, turn: TurnRow, epoch: int, deadline: datetime | None) -> TurnRow:
     """``turn`` runs on process ``epoch``, until ``deadline`` at most (``maxTurnDuration``)."""
+    tx.queue_changed(turn.session_id, queued=False)
     return _update(tx, turn, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline)
 
 
@@ -124,6 +126,7 @@ def released(tx: Tx, turn: TurnRow) -> TurnRow:
     """``turn`` is queued again: its process gave it back unseen. Its ``epoch`` stays
     the releasing process's (a queued Turn's view shows none): its next start is not
     its first (``helmr.control.turns``)."""
+    tx.queue_changed(turn.session_id, queued=True)
     return _update(tx, turn, status="queued", started_at=None, deadline_at=None)
 
 

@@ -57,6 +57,9 @@ class Tx(ReadTx):
     def __init__(self, conn: DbConnection, dialect: Dialect, now: datetime) -> None:
         super().__init__(conn, dialect, now)
         self.touched: set[str] = set()
+        self.queues: dict[str, bool] = {}
+        """Per Session whose Turn this transaction queued (True) or started (False),
+        the last: whether it left one to start (see :meth:`Signals.turn_queued`)."""
         self._locked: set[str] = set()
 
     @property
@@ -72,6 +75,12 @@ class Tx(ReadTx):
     def touch(self, session_id: str) -> None:
         """Wakes the Session's waiters once this transaction commits."""
         self.touched.add(session_id)
+
+    def queue_changed(self, session_id: str, *, queued: bool) -> None:
+        """A Turn of the Session was queued (``queued``) or started here: once this
+        transaction commits, this replica's next ``receive`` for the Session knows
+        whether a Turn is likely waiting for it (:meth:`Signals.turn_queued`)."""
+        self.queues[session_id] = queued
 
     def lock(self, session_id: str) -> None:
         """Holds the Session's row until commit, so no other replica's write to the

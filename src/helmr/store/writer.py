@@ -14,7 +14,7 @@ import asyncio
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -47,7 +47,7 @@ class Writer:
         *,
         clock: Clock,
         loop: asyncio.AbstractEventLoop,
-        publish: Callable[[Iterable[str]], None],
+        publish: Callable[[Iterable[str], Mapping[str, bool]], None],
         max_batch: int = 512,
     ) -> None:
         self._conn = conn
@@ -83,14 +83,15 @@ class Writer:
                     stopping = True
                     break
                 batch.append(more)
-            outcomes, touched = self._commit(batch)
-            self._loop.call_soon_threadsafe(self._deliver, outcomes, touched)
+            outcomes, touched, queues = self._commit(batch)
+            self._loop.call_soon_threadsafe(self._deliver, outcomes, touched, queues)
             if stopping:
                 return
 
-    def _commit(self, batch: list[_Job[Any]]) -> tuple[list[_Outcome], set[str]]:
+    def _commit(self, batch: list[_Job[Any]]) -> tuple[list[_Outcome], set[str], dict[str, bool]]:
         outcomes: list[_Outcome] = []
         touched: set[str] = set()
+        queues: dict[str, bool] = {}  # in commit order: a later job's change wins
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             for job in batch:
@@ -105,6 +106,7 @@ class Writer:
                 else:
                     self._conn.execute("RELEASE job")
                     touched |= tx.touched
+                    queues |= tx.queues
                     outcomes.append(_Outcome(job, value=value))
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -112,11 +114,13 @@ class Writer:
             # nothing of the batch is committed, so no job may be acknowledged.
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-            return [_Outcome(job, error=exc) for job in batch], set()
-        return outcomes, touched
+            return [_Outcome(job, error=exc) for job in batch], set(), {}
+        return outcomes, touched, queues
 
-    def _deliver(self, outcomes: list[_Outcome], touched: set[str]) -> None:
-        self._publish(touched)
+    def _deliver(
+        self, outcomes: list[_Outcome], touched: set[str], queues: dict[str, bool]
+    ) -> None:
+        self._publish(touched, queues)
         for outcome in outcomes:
             future = outcome.job.future
             if future.done():  # the caller stopped waiting; the write stands

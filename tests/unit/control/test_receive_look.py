@@ -212,6 +212,23 @@ async def test_an_idle_receive_writes_nothing(h: Harness) -> None:
     assert writes == ["write", "write"]  # the enqueue and the receive that started the Turn
 
 
+async def test_a_receive_after_this_replicas_enqueue_writes_without_reading(h: Harness) -> None:
+    """The read would only find the Turn to start (``Store.turn_queued``); once it
+    started, the next receive (nothing queued) reads first again."""
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    kinds: list[str] = []
+    turn = await h.control.enqueue(session.id, "x")
+    h.store.observe = lambda kind, lane, seconds: kinds.append(kind)
+    running = await h.control.receive(session.id, epoch, timeout=0)
+    assert (running and running.id, kinds) == (turn.id, ["write"])
+    await h.control.complete(session.id, epoch, turn.id)
+    kinds.clear()
+    with pytest.raises(ReceiveTimeout):
+        await h.control.receive(session.id, epoch, timeout=0)
+    assert kinds == ["read"]
+
+
 async def test_a_receive_that_waits_in_vain_reads_once_and_writes_nothing(h: Harness) -> None:
     """Its time up with nothing committed to the Session meanwhile, a long poll
     answers what it read: asking again was a write transaction per idle runner."""

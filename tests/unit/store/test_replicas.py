@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from functools import partial
 
 import pytest
@@ -101,9 +101,9 @@ async def test_a_replicas_feed_drops_the_echo_of_its_own_commits_and_hears_the_o
     published: list[list[str]] = []
     publish = one._signals.publish
 
-    def recorded(session_ids: Iterable[str]) -> None:
+    def recorded(session_ids: Iterable[str], queues: Mapping[str, bool] | None = None) -> None:
         published.append(list(session_ids))
-        publish(published[-1])
+        publish(published[-1], queues)
 
     monkeypatch.setattr(one._signals, "publish", recorded)
     await one.append_event(own, OUTPUT, "own")  # published as the write returns

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Coroutine
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from helmr.errors import InvalidInput, NotFound
 from helmr.events import EventKind, lifecycle_event_id
 from helmr.store import Expired, Store, Tx, sessions, timeline, turns
 from helmr.store.schema import SCHEMA_VERSION
+from helmr.store.signals import QUEUED_HINTS, Signals
 from tests.compose import Clock, new_session
 from tests.unit.counting import CountingConnection
 from tests.unit.store.raw import Plain, plain
@@ -194,6 +196,42 @@ async def test_the_change_feed_lists_each_touched_session_once(store: Store) -> 
     await store.append_event(two, OUTPUT, "y")
     assert await store.changed_sessions(timeout=0) == {one, two}
     assert await store.changed_sessions(timeout=0) == set()
+
+
+async def test_a_commit_that_queues_a_turn_leaves_a_hint_asked_once(store: Store) -> None:
+    one, two = await new_session(store, "w1"), await new_session(store, "w2")
+    queue = partial(turns.insert, input="x", idempotency_key=None, source="api")
+    turn = await store.write(partial(queue, session_id=one))
+    await store.append_event(two, OUTPUT, "x")  # touches, queues nothing
+    assert (store.turn_queued(two), store.turn_queued(one), store.turn_queued(one)) == (
+        False,
+        True,
+        False,
+    )
+    await store.write(partial(queue, session_id=one))
+    await store.write(lambda tx: turns.started(tx, turn, epoch=1, deadline=None))
+    assert not store.turn_queued(one)  # a Turn started since: a receive reads first
+
+
+async def test_the_last_queue_change_of_a_transaction_wins(store: Store) -> None:
+    session = await new_session(store, "w1")
+
+    def queued_then_started(tx: Tx) -> None:
+        turn = turns.insert(tx, session, input="x", idempotency_key=None, source="api")
+        turns.started(tx, turn, epoch=1, deadline=None)
+        turns.insert(tx, session, input="y", idempotency_key=None, source="api")
+
+    await store.write(queued_then_started)
+    assert store.turn_queued(session)
+
+
+def test_queued_hints_are_capped_the_oldest_forgotten() -> None:
+    signals = Signals()
+    sessions_ = [f"s{n}" for n in range(QUEUED_HINTS + 1)]
+    signals.publish([], dict.fromkeys(sessions_, True))
+    assert not signals.turn_queued(sessions_[0])
+    assert signals.turn_queued(sessions_[1])
+    assert len(signals._queued) == QUEUED_HINTS - 1
 
 
 async def test_a_database_of_another_schema_version_is_refused(
