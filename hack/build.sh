@@ -83,7 +83,7 @@ build_helm() {
 
 build_coredns() {
   check_pin coredns github.com/coredns/coredns "$COREDNS_VERSION"
-  build_module coredns "" github.com/coredns/coredns
+  build_module coredns "" .
 }
 
 build_pause() { build_module pause "" .; }
