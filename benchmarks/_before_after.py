@@ -23,8 +23,8 @@ import uuid
 import aiohttp
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load
+from _plane import Plane, counted_load, seed
 from _plane_counts import per_turn
-from bench_scale import Plane, counted_load, seed
 
 CPU = ("cpu s, process", "cpu s, event loop")
 

@@ -26,9 +26,9 @@ from urllib.parse import urlparse
 import aiohttp
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load
+from _plane import Plane, plane_counts, seed
 from _profile import available, record, shares
 from _stores import stores
-from bench_scale import Plane, plane_counts, seed
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
