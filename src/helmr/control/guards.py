@@ -14,9 +14,10 @@ def accepting_controls(session: SessionRow) -> None:
         raise SessionNotOpen(f"session {session.id} is {_describe(session)}", session_id=session.id)
 
 
-def admitting(rt: ReadTx, session: SessionRow) -> None:
+def admitting(rt: ReadTx, session: SessionRow, queued: int | None = None) -> None:
     """New FIFO work needs an open Session (held is fine) with room in its queue:
-    fewer queued Turns than its ``queueLimit`` (QueueFull, 429, otherwise)."""
+    fewer queued Turns than its ``queueLimit`` (QueueFull, 429, otherwise).
+    ``queued``: the Session's queued Turns, when the caller read them with it."""
     if session.status != "open":
         raise SessionNotOpen(
             f"session {session.id} is {_describe(session)} and admits no new turns",
@@ -24,7 +25,8 @@ def admitting(rt: ReadTx, session: SessionRow) -> None:
         )
     if session.limits is None:
         return  # not resolved yet: the first supervisor pass reads the Actor
-    queued = turns.count_queued(rt, session.id)
+    if queued is None:
+        queued = turns.count_queued(rt, session.id)
     if queued >= session.limits.queue:
         raise QueueFull(
             f"session {session.id} already holds {queued} queued turns, its queueLimit;"

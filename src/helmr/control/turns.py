@@ -24,7 +24,7 @@ from helmr.control.lifecycle import (
 )
 from helmr.control.record import record
 from helmr.control.stops import stop_request
-from helmr.control.views import load_session, turn_view
+from helmr.control.views import load_session, session_view, turn_view
 from helmr.events import Event, EventKind
 from helmr.protocol.api import SessionView, TurnView
 from helmr.states import NO_RESULT, ErrorInfo, NoResult, Outcome, StopReason, TurnSource
@@ -48,12 +48,24 @@ def enqueue(
     A known idempotency key returns the Turn it admitted, whatever the
     Session's state is now.
     """
+    return _enqueue(tx, session_id, input, idempotency_key, source)[1]
+
+
+def _enqueue(
+    tx: Tx, session_id: str, input: JsonValue, idempotency_key: str | None, source: str
+) -> tuple[SessionView | None, TurnView]:
+    """:func:`enqueue`, answering the Session as the admission left it too (None
+    when a known idempotency key answered: the Session was not read)."""
     if idempotency_key is not None:
         existing = turns.by_idempotency_key(tx, session_id, idempotency_key)
         if existing is not None:
-            return turn_view(existing)
-    guards.admitting(tx, sessions.require(tx, session_id))
-    return turn_view(admit(tx, session_id, input, idempotency_key=idempotency_key, source=source))
+            return None, turn_view(existing)
+    # The Session and its queue read in one statement, for the guard and the answer:
+    # admitting changes none of a Session's view but its queue, one Turn longer.
+    session, queued = sessions.require_counted(tx, session_id, lock=True)
+    guards.admitting(tx, session, queued)
+    turn = admit(tx, session_id, input, idempotency_key=idempotency_key, source=source)
+    return session_view(session, queued_turns=queued + 1), turn_view(turn)
 
 
 def enqueue_answering_session(
@@ -67,8 +79,8 @@ def enqueue_answering_session(
     """:func:`enqueue`, answering the Session as the admission left it too: one
     transaction where the API's enqueue read the Session apart before (for the
     Turn's Kubernetes object), a thread hop and a read each."""
-    turn = enqueue(tx, session_id, input, idempotency_key=idempotency_key, source=source)
-    return load_session(tx, session_id), turn
+    session, turn = _enqueue(tx, session_id, input, idempotency_key, source)
+    return session or load_session(tx, session_id), turn
 
 
 def admit(

@@ -57,12 +57,14 @@ def require(rt: ReadTx, session_id: str) -> SessionRow:
     return session
 
 
-def require_counted(rt: ReadTx, session_id: str) -> tuple[SessionRow, int]:
+def require_counted(rt: ReadTx, session_id: str, *, lock: bool = False) -> tuple[SessionRow, int]:
     """The Session and how many of its Turns are queued, in one statement: a round
     trip fewer on PostgreSQL for every Session read (a restart reads each Session
-    several times: kopf's resume, its runner's token check and reconnection)."""
+    several times: kopf's resume, its runner's token check and reconnection).
+    ``lock``: in a write transaction, its row is locked until commit, as :func:`get`'s."""
+    locking = rt.locking(session_id) if lock else ""
     row = rt.conn.execute(
-        f"SELECT *, ({turns.COUNT_QUEUED}) AS queued_turns FROM sessions WHERE id = ?",
+        f"SELECT *, ({turns.COUNT_QUEUED}) AS queued_turns FROM sessions WHERE id = ?{locking}",
         (session_id, session_id),
     ).fetchone()
     if row is None:

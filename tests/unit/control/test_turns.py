@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from helmr.control import turns as control_turns
 from helmr.control.control import Control
 from helmr.errors import (
     InvalidInput,
@@ -21,7 +22,9 @@ from helmr.errors import (
 )
 from helmr.protocol import ErrorInfo
 from helmr.states import MessageOutcome
+from helmr.store import Tx
 from tests.unit.control.harness import Harness
+from tests.unit.counting import CountingConnection
 
 
 @pytest.fixture
@@ -63,6 +66,37 @@ async def test_a_held_open_session_still_admits_work(h: Harness) -> None:
     session = await h.session()
     await h.control.interrupt(session.id)
     assert (await h.control.enqueue(session.id, 1)).status == "queued"
+
+
+async def test_an_enqueue_answers_the_session_as_a_read_after_it(h: Harness) -> None:
+    """The API's enqueue answers the Session (for the Turn's Kubernetes object) from
+    the guard's read before the admission, its queue one Turn longer: it must be what
+    a read after the commit gives, resolved limits or not, held or not, and for a
+    repeated idempotency key."""
+    unresolved, resolved = await h.session(), await h.session(timedelta(minutes=5))
+    await h.control.interrupt(unresolved.id)
+    for session_id in (unresolved.id, resolved.id, resolved.id):
+        answered, _ = await h.control.enqueue_answering_session(session_id, "x")
+        assert answered == await h.control.get_session(session_id)
+    again, _ = await h.control.enqueue_answering_session(resolved.id, "y", idempotency_key="k")
+    repeated, _ = await h.control.enqueue_answering_session(resolved.id, "y", idempotency_key="k")
+    assert again.queued_turns == repeated.queued_turns == 3
+    assert repeated == await h.control.get_session(resolved.id)
+
+
+async def test_the_apis_enqueue_reads_the_session_and_its_queue_once(h: Harness) -> None:
+    """For the guard (the queue limit) and the answer: one statement, where the guard
+    read the Session and counted its queue apart, and the answer read both again."""
+    session = await h.session(timedelta(minutes=5))  # its queue limit resolved
+
+    def enqueue_counted(tx: Tx) -> list[str]:
+        tx.conn = counted = CountingConnection(tx.conn)
+        control_turns.enqueue_answering_session(tx, session.id, "x")
+        return counted.statements
+
+    statements = await h.store.write(enqueue_counted)
+    session_reads = [s for s in statements if s.startswith("SELECT") and "FROM sessions" in s]
+    assert (len(session_reads), sum("count(*)" in s for s in statements)) == (1, 1)
 
 
 async def test_input_must_be_json(h: Harness) -> None:
