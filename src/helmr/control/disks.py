@@ -135,7 +135,11 @@ def align_saves(
 ) -> None:
     """Whether the Workspace's saves are cut at Turns' ends, each Session's next
     Turn waiting for the cut (the disk backend cuts them, and can save this disk),
-    and its save policy: at most one save per ``interval`` (zero: every Turn)."""
+    and its save policy: at most one save per ``interval`` (zero: every Turn),
+    counted from the last save's cut. Counted from the cut, not from when the save
+    was asked for, a cut slower than the interval (a loaded snapshot controller)
+    still leaves an interval of Turns between two saves, instead of every Turn
+    being saved and waiting for its cut."""
     disks.set_policy(tx, namespace, workspace, aligned=aligned, interval=interval)
 
 
@@ -207,6 +211,7 @@ def save_cut(tx: Tx, namespace: str, workspace: str, version: int) -> SaveRow | 
     if save.cut_at is not None or save.status != "pending":
         return None
     _cut_waited(tx, save)
+    disks.set_cut(tx, namespace, workspace)
     return disks.update_save(tx, save, cut_at=tx.now)
 
 
@@ -237,6 +242,8 @@ def save_ready(tx: Tx, namespace: str, workspace: str, version: int) -> SaveRow:
         return save
     tx.touch(save.session_id)
     _cut_waited(tx, save)
+    if save.cut_at is None:
+        disks.set_cut(tx, namespace, workspace)
     disks.set_taking(tx, namespace, workspace, None)
     for covered in disks.covered_by(tx, namespace, workspace, version):
         disks.update_save(tx, covered, ready_at=tx.now)

@@ -158,9 +158,10 @@ class ComputerSpec(WireModel):
         default=0,
         description=(
             "The save policy. 0: a save at every Turn's end (coalesced: one in flight per"
-            " Workspace). N: at most one save per N seconds, the Turns between covered by the"
-            " next. Either way a Session's disk is saved when it suspends idle and when it"
-            " closes. A save is cut at its Turn's end: the next Turn waits for the cut."
+            " Workspace). N: at most one save per N seconds, counted from the last save's cut,"
+            " the Turns between covered by the next. Either way a Session's disk is saved"
+            " when it suspends idle and when it closes. A save is cut at its Turn's end:"
+            " the next Turn waits for the cut."
         ),
     )
     pause_at: UsedFraction = Field(

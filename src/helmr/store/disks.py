@@ -44,7 +44,7 @@ def _disk(namespace: str, workspace: str, row: sqlite3.Row) -> DiskRow:
         taking=row["taking"],
         aligned=bool(row["aligned"]),
         save_interval=timedelta(seconds=row["save_interval_s"]),
-        last_taken_at=load_time(row["last_taken_at"]),
+        last_cut_at=load_time(row["last_cut_at"]),
         fork=None
         if row["fork_snapshot"] is None
         else ForkRow(
@@ -155,14 +155,19 @@ def save_of_turn(rt: ReadTx, namespace: str, workspace: str, turn_id: str) -> Sa
 
 
 def set_taking(tx: Tx, namespace: str, workspace: str, version: int | None) -> None:
-    """Save ``version`` of the Workspace is being taken (None: none is any more);
-    taking one is the policy's last save."""
-    sql = "UPDATE workspaces SET taking = ?"
-    args: tuple[object, ...] = (version,)
-    if version is not None:
-        sql += ", last_taken_at = ?"
-        args += (dump_time(tx.now),)
-    tx.conn.execute(sql + " WHERE namespace = ? AND name = ?", (*args, namespace, workspace))
+    """Save ``version`` of the Workspace is being taken (None: none is any more)."""
+    tx.conn.execute(
+        "UPDATE workspaces SET taking = ? WHERE namespace = ? AND name = ?",
+        (version, namespace, workspace),
+    )
+
+
+def set_cut(tx: Tx, namespace: str, workspace: str) -> None:
+    """A save of the Workspace is cut now: its save policy's interval counts from here."""
+    tx.conn.execute(
+        "UPDATE workspaces SET last_cut_at = ? WHERE namespace = ? AND name = ?",
+        (dump_time(tx.now), namespace, workspace),
+    )
 
 
 def require(rt: ReadTx, namespace: str, workspace: str) -> DiskRow:

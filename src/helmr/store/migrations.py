@@ -153,6 +153,14 @@ CREATE TABLE adoptions (
 );
 """
 
+# The save policy's interval counts from the last save's cut (version 11;
+# helmr.control.disks): the point in time a save holds, not when it was asked for,
+# so a cut slower than the interval still leaves the interval's Turns unsaved
+# between two saves. The migration from 10.
+_LAST_CUT_DDL = """
+ALTER TABLE workspaces RENAME COLUMN last_taken_at TO last_cut_at;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 MIGRATIONS: dict[int, str] = {
@@ -178,4 +186,6 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     8: _CUTS_DDL,
     # 10: warm pools' adoptions.
     9: _ADOPTIONS_DDL,
+    # 11: the save policy counts from the last cut.
+    10: _LAST_CUT_DDL,
 }

@@ -257,8 +257,9 @@ class DiskRow:
     """Its saves are cut at Turns' ends: a Session's next Turn waits for the cut."""
     save_interval: timedelta
     """At most one save per this long (zero: one at every Turn's end)."""
-    last_taken_at: datetime | None
-    """When a save of it was last taken."""
+    last_cut_at: datetime | None
+    """When a save of it was last cut (its point in time): the save policy's
+    interval counts from there."""
 
     fork: ForkRow | None
     """The save of another Workspace its disks start from (a fork), or None."""
@@ -268,7 +269,7 @@ class DiskRow:
 
     def save_due(self, now: datetime) -> bool:
         """Whether its save policy lets a save be taken at ``now``."""
-        return self.last_taken_at is None or now - self.last_taken_at >= self.save_interval
+        return self.last_cut_at is None or now - self.last_cut_at >= self.save_interval
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Literal
 
 from helmr.store.migrations import MIGRATIONS
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -165,7 +165,7 @@ CREATE TABLE workspaces (
     taking        INTEGER,
     aligned       INTEGER NOT NULL DEFAULT 0,
     save_interval_s REAL NOT NULL DEFAULT 0,
-    last_taken_at TEXT,
+    last_cut_at   TEXT,
     fork_snapshot TEXT,
     fork_session  TEXT,
     fork_workspace TEXT,

@@ -591,8 +591,8 @@ async def test_an_execution_loss_waits_for_no_cut(h: Harness) -> None:
 async def test_at_most_one_save_per_interval_and_the_turns_between_run_without_waiting(
     h: Harness,
 ) -> None:
-    """``saveIntervalSeconds``: a Turn ending within the interval after the last save
-    taken is not cut (nothing waits); the first ending after it is, and its save
+    """``saveIntervalSeconds``: a Turn ending within the interval after the last
+    save's cut is not cut (nothing waits); the first ending after it is, and its save
     covers the ones between."""
     session = await h.session()
     await h.control.align_saves("team", session.workspace, True, timedelta(seconds=60))
@@ -610,6 +610,35 @@ async def test_at_most_one_save_per_interval_and_the_turns_between_run_without_w
     three = (await h.control.get_session(session.id)).active_turn_id
     assert three is not None
     await h.control.complete(session.id, epoch, three, None)
+    assert not await _starts(h, session, epoch)
+    covered = await h.control.take_save("team", session.workspace, 3)
+    assert [save.version for save in covered or []] == [2]
+
+
+async def test_the_interval_counts_from_the_last_cut_so_a_slow_cut_does_not_save_every_turn(
+    h: Harness,
+) -> None:
+    """A cut slower than the interval (a loaded snapshot controller): counted from
+    when the save was asked for, every Turn's save would be due at its end and every
+    next Turn would wait for a cut; counted from the cut, the Turns of the interval
+    after it run unsaved and the next save covers them."""
+    session = await h.session()
+    await h.control.align_saves("team", session.workspace, True, timedelta(seconds=5))
+    epoch = await h.control.process_started(session.id)
+    await _complete(h, session, epoch, "one")
+    await h.control.take_save("team", session.workspace, 1)
+    h.clock.advance(timedelta(seconds=20))
+    await h.control.save_cut("team", session.workspace, 1)
+    await h.control.save_ready("team", session.workspace, 1)
+    await _complete(h, session, epoch, "two")  # at the cut: not due
+    await h.control.enqueue(session.id, "three")
+    assert await _starts(h, session, epoch)
+    assert await h.control.take_save("team", session.workspace, 2) is None
+    h.clock.advance(timedelta(seconds=5))
+    three = (await h.control.get_session(session.id)).active_turn_id
+    assert three is not None
+    await h.control.complete(session.id, epoch, three, None)  # due again: waited for
+    await h.control.enqueue(session.id, "four")
     assert not await _starts(h, session, epoch)
     covered = await h.control.take_save("team", session.workspace, 3)
     assert [save.version for save in covered or []] == [2]

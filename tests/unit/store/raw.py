@@ -72,8 +72,13 @@ class Plain:
         sql = self.execute(f"SELECT sql FROM sqlite_master WHERE name = '{table}'")[0][0]
         return " ".join(str(sql).replace('"', "").split())
 
+    def drop_version_11(self) -> None:
+        """Undoes version 11 (the save policy's last cut was its last save taken)."""
+        self.execute("ALTER TABLE workspaces RENAME COLUMN last_cut_at TO last_taken_at")
+
     def drop_version_10(self) -> None:
-        """Drops what version 10 added (warm pools' adoptions)."""
+        """Drops what version 10 added (warm pools' adoptions), and undoes later ones."""
+        self.drop_version_11()
         self.execute("DROP TABLE adoptions")
         self.execute("ALTER TABLE workspaces DROP COLUMN first_claim")
 

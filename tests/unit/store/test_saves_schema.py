@@ -3,6 +3,7 @@ version 7 database keeps every save it had."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from helmr.store import Store, disks
@@ -48,5 +49,24 @@ async def test_a_version_7_database_keeps_its_saves_and_can_cover_them(
         [covered] = await store.read(lambda rt: disks.covered_by(rt, "team", "w", 2))
         assert (covered.version, covered.status) == (1, "covered")
         assert [s.version for s in await store.read(disks.pending)] == [2]
+    with plain(store_location) as db:
+        assert db.version == SCHEMA_VERSION
+
+
+async def test_a_version_10_database_keeps_its_last_save_time_as_its_last_cut(
+    store_location: str | Path,
+) -> None:
+    """Schema version 11 counts the save policy's interval from the last cut: a
+    version 10 database's last save taken is where its interval counts from."""
+    async with await Store.open(store_location) as store:
+        await store.write(lambda tx: disks.ensure(tx, "team", "w"))
+    with plain(store_location) as db:
+        db.drop_version_11()
+        db.execute("UPDATE workspaces SET last_taken_at = '2026-12-04T05:00:00.000000+00:00'")
+        db.version = 10
+
+    async with await Store.open(store_location) as store:
+        disk = await store.read(lambda rt: disks.require(rt, "team", "w"))
+        assert disk.last_cut_at == datetime(2026, 12, 4, 5, tzinfo=UTC)
     with plain(store_location) as db:
         assert db.version == SCHEMA_VERSION
