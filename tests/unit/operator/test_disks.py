@@ -82,6 +82,8 @@ class DiskKube(StubKube):
         return self.contents.get(name)
 
     async def create_snapshot(self, namespace: str, body: dict[str, Any]) -> None:
+        if body["metadata"]["name"] in self.snapshots:
+            return  # as Kube's: one that exists is answered as made, and left as it is
         self.created_snapshots.append(body["metadata"]["name"])
         # Cut at once, as by a constant-time driver; ready when a test says so.
         cut: dict[str, Any] = {"creationTime": "2030-01-01T00:00:00Z"} if self.cut_at_once else {}
@@ -161,14 +163,24 @@ async def disks(h: Harness, kube: DiskKube) -> AsyncIterator[Disks]:
 
 async def _session_with_a_completed_turn(control: Control, disks: Disks, kube: DiskKube) -> str:
     """A session whose first run (its disk prepared, as the supervisor does) completed a Turn."""
-    session = await control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+    session_id, _ = await _completed_first_turn(control, disks, kube)
+    return session_id
+
+
+async def _completed_first_turn(
+    control: Control, disks: Disks, kube: DiskKube, name: str = "s", workspace: str = "ws"
+) -> tuple[str, str]:
+    """A new Session's first run completed a Turn: the Session's id and the Turn's."""
+    session = await control.open_session(
+        namespace=NS, name=name, actor="files", workspace=workspace
+    )
     await disks.prepare(session, await _actor(kube))
     epoch = await control.process_started(session.id)
     await control.enqueue(session.id, "write")
     turn = await control.receive(session.id, epoch, timeout=0)
     assert turn is not None
     await control.complete(session.id, epoch, turn.id)
-    return session.id
+    return session.id, turn.id
 
 
 async def reconciled(disks: Disks) -> None:
@@ -593,6 +605,38 @@ async def test_a_workspace_deleted_outside_helmr_starts_again_on_an_empty_disk(
     assert (await h.control.get_workspace(NS, "ws")).computer_version is None
 
 
+async def test_a_snapshot_left_by_an_earlier_workspace_of_the_same_name_is_never_its_save(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """A Workspace deleted and made again before its snapshots were collected: the
+    new one's save 1 has the old one's ``ws-save-1`` name. That snapshot, ready with
+    the old disk's files, names another Turn: it is deleted, not followed, and the
+    save is taken again once it is gone."""
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+    await reconciled(disks)
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await reconciled(disks)
+    await h.control.close(session_id)
+    await h.control.process_exited(session_id, 1, 0)
+    del kube.resources[("Workspace", "ws")]  # `kubectl delete workspace ws`
+    kube.claims.clear()  # collected; its snapshot not yet
+    old = kube.snapshots["ws-save-1"]
+
+    _, turn_id = await _completed_first_turn(h.control, disks, kube, name="s2")
+
+    await reconciled(disks)
+    await reconciled(disks)
+    assert (await h.control.get_workspace(NS, "ws")).computer_version is None
+    assert old["metadata"].get("deletionTimestamp")
+    del kube.snapshots["ws-save-1"]  # gone
+    await reconciled(disks)
+    labels = kube.snapshots["ws-save-1"]["metadata"]["labels"]
+    assert labels["helmr.dev/turn-id"] == turn_id
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await reconciled(disks)
+    assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-1"
+
+
 async def test_a_prepared_disk_stores_its_usage_thresholds_with_the_workspaces_overrides(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
@@ -658,15 +702,7 @@ async def test_workspaces_take_their_save_steps_a_few_at_once_and_one_failing_st
     kube = _with_actor(GatedSnapshotCreations(broken="ws-0", together=AT_ONCE))
     disks = unwatched_disks(h, kube)
     for i in range(count):
-        session = await h.control.open_session(
-            namespace=NS, name=f"s{i}", actor="files", workspace=f"ws-{i}"
-        )
-        await disks.prepare(session, await _actor(kube))
-        epoch = await h.control.process_started(session.id)
-        await h.control.enqueue(session.id, "write")
-        turn = await h.control.receive(session.id, epoch, timeout=0)
-        assert turn is not None
-        await h.control.complete(session.id, epoch, turn.id)
+        await _completed_first_turn(h.control, disks, kube, name=f"s{i}", workspace=f"ws-{i}")
 
     await reconciled(disks)
 

@@ -196,3 +196,15 @@ def build_save_spec(spec: SaveSpec) -> dict[str, Any]:
         "metadata": metadata,
         "spec": body,
     }
+
+
+def snapshot_of_turn(snapshot: dict[str, Any], session_id: str, turn_id: str) -> bool:
+    """Whether ``snapshot``, named as a save of its Workspace, was made for the save
+    of ``turn_id``: one left by an earlier Workspace of the same name (deleted and
+    made again before its snapshots were collected) names another Turn. A snapshot
+    that names none is taken to be the save's (nothing says otherwise)."""
+    labels = (snapshot.get("metadata") or {}).get("labels") or {}
+    return (
+        labels.get(LABEL_SESSION_ID, session_id) == session_id
+        and labels.get(LABEL_TURN_ID, turn_id) == turn_id
+    )

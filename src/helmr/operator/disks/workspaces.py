@@ -34,7 +34,7 @@ from helmr.control.operator_api import OperatorControl
 from helmr.errors import Conflict
 from helmr.kube.client import Kube, namespace_terminating, refused_as_held
 from helmr.kube.errors import Forbidden
-from helmr.kube.labels import LABEL_DISK, LABEL_WORKSPACE
+from helmr.kube.labels import LABEL_DISK, LABEL_TURN_ID, LABEL_WORKSPACE
 from helmr.operator.at_once import AT_ONCE, each_at_once
 from helmr.operator.disks.backend import RestoreFailed
 from helmr.operator.disks.manifests import (
@@ -48,6 +48,7 @@ from helmr.operator.disks.manifests import (
     build_workspace,
     claim_bound,
     disk_usage_spec,
+    snapshot_of_turn,
 )
 from helmr.operator.disks.save_support import SaveSupport
 from helmr.operator.disks.snapshot_cuts import (
@@ -348,7 +349,9 @@ class Disks:
                     return
                 if snapshot is None:
                     continue
-                if snapshot_settled(snapshot):
+                if snapshot_settled(snapshot) or not snapshot_of_turn(
+                    snapshot, save.session_id, save.turn_id
+                ):
                     await self._follow(save, snapshot)
                     return
                 if save.cut_at is None and content_cut(followed.content, snapshot):
@@ -393,6 +396,9 @@ class Disks:
         namespace, name, version = save.namespace, save.workspace, save.version
         if (snapshot.get("metadata") or {}).get("deletionTimestamp"):
             return  # a failed attempt going away; the next one starts once it is gone
+        if not snapshot_of_turn(snapshot, save.session_id, save.turn_id):
+            await self._in_the_way(save, snapshot)
+            return
         status = snapshot.get("status") or {}
         if status.get("readyToUse"):
             await self._ready(save)
@@ -445,6 +451,28 @@ class Disks:
             save.attempts,
             message,
         )
+
+    async def _in_the_way(self, save: SaveRow, snapshot: dict[str, Any]) -> None:
+        """A VolumeSnapshot with the save's name, made for another Turn, is never
+        followed: its files are not this save's. Helmr's, of a Workspace of this name
+        the store no longer knows (deleted and made again before its garbage was
+        collected), it is deleted, and the save taken again once it is gone; anyone
+        else's is left alone, and the attempt fails saying so."""
+        name = save_name(save.workspace, save.version)
+        labels = (snapshot.get("metadata") or {}).get("labels") or {}
+        if labels.get(LABEL_WORKSPACE) != save.workspace:
+            await self._attempt_failed(save, f"VolumeSnapshot {name} is in the way: not Helmr's")
+            return
+        log.warning(
+            "workspace %s/%s: VolumeSnapshot %s is an earlier Workspace's of this name"
+            " (Turn %s): deleted, save %d taken again once it is gone",
+            save.namespace,
+            save.workspace,
+            name,
+            labels.get(LABEL_TURN_ID),
+            save.version,
+        )
+        await self.kube.delete_snapshot(save.namespace, name)
 
     async def _unavailable(self, save: SaveRow, why: str) -> None:
         """The cluster cannot save this disk (:mod:`helmr.operator.disks.save_support`):
