@@ -2,6 +2,11 @@
 the runner pod was deleted between them (execution loss: its disk is restored
 from the last save), and a message steers turn 2 while it runs.
 
+On a cluster that cannot save the disk (no CSI snapshots: the Actor's
+``SavesAvailable`` condition says why) the demo runs all the same and shows what
+that means: the loss says nothing was saved, the Session is held until that is
+acknowledged, and turn 3 finds none of turn 1's files.
+
 Driven from outside with the Python client, as examples/echo/demo.py is; the
 pod is deleted with kubectl (the cluster admin's kubeconfig), as a node
 failure would lose it. Prints the session's timeline as it streams.
@@ -53,6 +58,25 @@ def kubectl(namespace: str, *args: str) -> str:
     return done.stdout
 
 
+def saves_unavailable(namespace: str) -> str | None:
+    """Why the cluster cannot save the workbench's disk (its Actor's
+    ``SavesAvailable`` condition), or None if it can or may."""
+    actor = json.loads(kubectl(namespace, "get", "actor", "workbench", "-o", "json"))
+    for condition in actor.get("status", {}).get("conditions", []):
+        if condition["type"] == "SavesAvailable" and condition["status"] == "False":
+            return str(condition["message"])
+    return None
+
+
+async def acknowledge_recovery_gap(session: SessionRef) -> None:
+    """Resumes the Session held for the Turns whose files the loss took (held in
+    the transaction that recorded the loss, so held by the time the loss is seen)."""
+    hold = (await session.retrieve()).hold
+    if hold is not None:
+        print(f"# held: {hold.reason}; acknowledged")
+        await session.resume(hold_id=hold.hold_id)
+
+
 async def saved(namespace: str) -> str:
     """Waits until the Workspace's saves are all committed; the last one's name."""
     while True:
@@ -84,9 +108,16 @@ async def main(namespace: str) -> None:
         await steer_when_waiting(second, waiting)
         await second.wait(timeout=120)
 
-        print(f"# the saves are committed ({await saved(namespace)}); deleting the runner pod")
+        unsaved = saves_unavailable(namespace)
+        if unsaved is None:
+            print(f"# the saves are committed ({await saved(namespace)}); deleting the runner pod")
+        else:
+            print(f"# this cluster cannot save the disk: {unsaved}")
+            print("# deleting the runner pod: turn 3 will find none of turn 1's files")
         kubectl(namespace, "delete", "pod", "-l", f"helmr.dev/session-id={session.id}")
         await asyncio.wait_for(lost.wait(), 120)
+        if unsaved is not None:
+            await acknowledge_recovery_gap(session)
         third = await session.enqueue("\n".join(TURN_THREE))
         await third.wait(timeout=180)
         await asyncio.sleep(0.5)  # let the stream print the last records
@@ -100,6 +131,8 @@ async def main(namespace: str) -> None:
         for value in outputs.get(third.id, []):
             if isinstance(value, dict) and "read" in value:
                 print(f"--- {value['read']['path']}\n{value['read']['content']}")
+            elif isinstance(value, dict) and "refused" in value:
+                print(f"--- refused: {value['refused']}")
         await session.close()
 
 

@@ -370,7 +370,7 @@ async def test_a_disk_the_cluster_cannot_save_says_so_and_a_loss_says_nothing_wa
         computer={"volumeSnapshotClassName": "helmr-test-absent"},
     )
     saves = await eventually(
-        lambda: _condition(api_client, namespace, "files", "SavesAvailable"),
+        lambda: actor_condition(api_client, namespace, "files", "SavesAvailable"),
         timeout=60,
         what="the Actor's SavesAvailable condition",
     )
@@ -412,7 +412,7 @@ async def test_a_disk_the_cluster_cannot_save_says_so_and_a_loss_says_nothing_wa
     assert await completed(reader) == {"read": {"c.txt": None}}
 
 
-def _condition(
+def actor_condition(
     api_client: client.ApiClient, namespace: str, actor: str, kind: str
 ) -> dict[str, Any] | None:
     got = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
