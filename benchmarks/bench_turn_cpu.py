@@ -61,6 +61,7 @@ import aiohttp
 from _fleet import enqueue
 from _stores import stores
 from tests.compose import open_plane, serving, static_app
+from tests.unit.control.harness import DEFAULT_LIMITS
 
 from helmr.control.control import Control
 from helmr.protocol import routes
@@ -100,13 +101,17 @@ def profiled(path: str | None) -> Iterator[None]:
 
 
 async def open_sessions(control: Control, sessions: int) -> dict[str, int]:
-    """``sessions`` new Sessions with their processes started: each one's epoch."""
+    """``sessions`` new Sessions as the operator leaves them: their limits resolved
+    (an Actor's defaults: the enqueue checks the queue limit, as in production),
+    their processes started and prepared. Each one's epoch."""
     epochs = {}
     for i in range(sessions):
         view = await control.open_session(
             namespace="bench", name=f"s{i}", actor="noop", workspace=f"ws{i}"
         )
-        epochs[view.id] = await control.process_started(view.id)
+        await control.resolve_limits(view.id, DEFAULT_LIMITS)
+        epochs[view.id] = epoch = await control.process_started(view.id)
+        await control.process_prepared(view.id, epoch)
     return epochs
 
 
