@@ -45,6 +45,7 @@ from helmr.store.tx import ReadTx, Tx
 from helmr.store.writer import Clock
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 CONNECTIONS = 8
 """Pooled connections, and threads running transactions on them, for the
@@ -165,14 +166,43 @@ class PostgresBackend:
             raise
         return backend
 
+    # A transaction runs on a store thread, which hands the event loop its answer
+    # with one call: the result, and a write's wake-ups before it. Not a
+    # concurrent future wrapped for the loop, plus a call for the wake-ups: each
+    # call from a thread wakes the loop through its self-pipe, and wrapping chains
+    # two futures with their callbacks. The thread runs the transaction whatever
+    # becomes of the caller: a caller that stops waiting does not cancel its write.
+
     async def write(self, fn: Callable[[Tx], T], *, background: bool = False) -> T:
-        # Shielded: a caller that stops waiting does not cancel its write.
-        future = self._lane(background).submit(self._retried, self._write, fn)
-        return await asyncio.shield(asyncio.wrap_future(future))
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._lane(background).submit(self._in_thread, self._write, fn, future)
+        return await future
 
     async def read(self, fn: Callable[[ReadTx], T], *, background: bool = False) -> T:
-        future = self._lane(background).submit(self._retried, self._read, fn)
-        return await asyncio.wrap_future(future)
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._lane(background).submit(self._in_thread, self._read, fn, future)
+        return await future
+
+    def _in_thread(
+        self,
+        run: Callable[[Callable[[Any], T]], tuple[T, Tx | None]],
+        fn: Callable[[Any], T],
+        future: asyncio.Future[T],
+    ) -> None:
+        """Runs ``run(fn)`` (:meth:`_retried`) on a store thread, and answers the loop."""
+        try:
+            value, tx = self._retried(run, fn)
+        except BaseException as exc:
+            self._loop.call_soon_threadsafe(_fail, future, exc)
+        else:
+            self._loop.call_soon_threadsafe(self._answer, future, value, tx)
+
+    def _answer(self, future: asyncio.Future[T], value: T, tx: Tx | None) -> None:
+        """On the loop: a write's Sessions woken, then its caller answered."""
+        if tx is not None:
+            self._signals.publish(tx.touched, tx.queues)
+        if not future.done():  # else the caller stopped waiting: the write stands
+            future.set_result(value)
 
     def _lane(self, background: bool) -> ThreadPoolExecutor:
         return self._background if background else self._threads
@@ -186,7 +216,7 @@ class PostgresBackend:
             await asyncio.to_thread(lane.shutdown, wait=True)
         await asyncio.to_thread(self._pool.close)
 
-    def _retried(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:
+    def _retried(self, run: Callable[[Callable[[Any], T]], R], fn: Callable[[Any], T]) -> R:
         """``run(fn)``, again when that is safe: a transaction PostgreSQL aborted for
         a conflict, or one whose connection broke before its commit was sent (a
         new connection from the pool runs it). A server that cannot be reached,
@@ -199,7 +229,7 @@ class PostgresBackend:
                 raise
             raise Unavailable(f"the store cannot be reached now ({exc}); retry later") from exc
 
-    def _attempts(self, run: Callable[[Callable[[Any], T]], T], fn: Callable[[Any], T]) -> T:
+    def _attempts(self, run: Callable[[Callable[[Any], T]], R], fn: Callable[[Any], T]) -> R:
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 return run(fn)
@@ -214,7 +244,8 @@ class PostgresBackend:
                 self._pool.check()
         raise AssertionError("unreachable")
 
-    def _write(self, fn: Callable[[Tx], T]) -> T:
+    def _write(self, fn: Callable[[Tx], T]) -> tuple[T, Tx]:
+        """``fn`` committed, and its transaction (whose Sessions the loop wakes)."""
         with self._pool.connection() as conn:
             tx = Tx(PgConnection(conn), POSTGRES, self._clock())
             try:
@@ -225,10 +256,9 @@ class PostgresBackend:
                 raise
             # Not retried if the connection breaks now: the commit may have landed.
             conn.execute(commit(self._origin, tx.touched), prepare=False)
-        self._loop.call_soon_threadsafe(self._signals.publish, tx.touched, tx.queues)
-        return value
+        return value, tx
 
-    def _read(self, fn: Callable[[ReadTx], T]) -> T:
+    def _read(self, fn: Callable[[ReadTx], T]) -> tuple[T, None]:
         with self._pool.connection() as conn:
             try:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -237,7 +267,13 @@ class PostgresBackend:
                 _end(conn, exc)
                 raise
             conn.execute("ROLLBACK")
-        return value
+        return value, None
+
+
+def _fail(future: asyncio.Future[Any], error: BaseException) -> None:
+    """On the loop: a transaction's caller gets its error, unless it stopped waiting."""
+    if not future.done():
+        future.set_exception(error)
 
 
 def _outage(error: psycopg.OperationalError) -> bool:
