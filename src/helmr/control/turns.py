@@ -388,12 +388,17 @@ def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) ->
     return _settle(tx, session_id, epoch, turn_id, "failed", _failing(tx, error))[0]
 
 
-def _completing(tx: Tx, result: JsonValue | NoResult) -> Callable[[TurnRow], TurnRow]:
-    return lambda turn: turns.completing(tx, turn, result)
+def _completing(tx: Tx, result: JsonValue | NoResult) -> Settling:
+    return lambda turn, ending: turns.completing(tx, turn, result, ending=ending)
 
 
-def _failing(tx: Tx, error: ErrorInfo) -> Callable[[TurnRow], TurnRow]:
-    return lambda turn: turns.failing(tx, turn, error)
+def _failing(tx: Tx, error: ErrorInfo) -> Settling:
+    return lambda turn, ending: turns.failing(tx, turn, error, ending=ending)
+
+
+Settling = Callable[[TurnRow, bool], TurnRow]
+"""A Turn's settlement: ``(turn, ending)``, whether it ends in the same transaction
+(``turns.completing``'s ``ending``)."""
 
 
 def _settle(
@@ -402,7 +407,7 @@ def _settle(
     epoch: int,
     turn_id: str,
     outcome: Outcome,
-    settling: Callable[[TurnRow], TurnRow],
+    settling: Settling,
 ) -> tuple[TurnView, SessionRow | None]:
     """Starts settlement: no more sends, unstarted messages rejected, outcome kept.
 
@@ -416,10 +421,11 @@ def _settle(
     if outcome in (turn.status, turn.settling):
         return turn_view(turn), session
     turn = guards.unsettled(guards.running(session, turn))
-    turn = settling(turn)
     pending = messages.pending(tx, turn.id)
     waiting = [message for message in pending if message.status == "admitted"]
-    reject_waiting_messages(tx, turn, reason="turn_settling", waiting=waiting)
     handling = len(waiting) < len(pending)  # a handler started and not reported
+    # Ending at once, the Turn's row is written once, by its end.
+    turn = settling(turn, not handling)
+    reject_waiting_messages(tx, turn, reason="turn_settling", waiting=waiting)
     turn, settled = settle_if_drained(tx, turn, handling=handling)
     return turn_view(turn), settled

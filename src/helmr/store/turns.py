@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 
 from pydantic import JsonValue
@@ -145,26 +145,40 @@ def responded(tx: Tx, turn: TurnRow, value: JsonValue) -> TurnRow:
     return _update(tx, turn, has_response=True, response=dump_json(value))
 
 
-def completing(tx: Tx, turn: TurnRow, result: JsonValue | NoResult) -> TurnRow:
-    """The runner settles ``turn`` as completed, with ``result`` (or none)."""
-    if result is NO_RESULT:
-        return _update(tx, turn, settling="completed", has_result=False, result=None)
-    return _update(tx, turn, settling="completed", has_result=True, result=dump_json(result))
+def completing(
+    tx: Tx, turn: TurnRow, result: JsonValue | NoResult, *, ending: bool = False
+) -> TurnRow:
+    """The runner settles ``turn`` as completed, with ``result`` (or none). Written now;
+    or, ``ending`` (no message handler keeps it settling: it ends next, in this
+    transaction), only the row as it will be: :func:`ended` writes the outcome with
+    the end, one update of the Turn's row where there were two."""
+    has_result, value = (False, None) if result is NO_RESULT else (True, result)
+    if ending:
+        return replace(turn, settling="completed", has_result=has_result, result=value)
+    encoded = dump_json(value) if has_result else None
+    return _update(tx, turn, settling="completed", has_result=has_result, result=encoded)
 
 
-def failing(tx: Tx, turn: TurnRow, error: ErrorInfo) -> TurnRow:
-    """The runner settles ``turn`` as failed with ``error``."""
-    return _update(tx, turn, settling="failed", error=dump_json(asdict(error)))
+def failing(tx: Tx, turn: TurnRow, error: ErrorInfo, *, ending: bool = False) -> TurnRow:
+    """The runner settles ``turn`` as failed with ``error``; ``ending``: as :func:`completing`'s."""
+    data: JsonValue = asdict(error)
+    if ending:
+        return replace(turn, settling="failed", error=data)
+    return _update(tx, turn, settling="failed", error=dump_json(data))
 
 
 def ended(tx: Tx, turn: TurnRow, status: TerminalTurnStatus, reason: str | None) -> TurnRow:
-    """``turn`` reached ``status`` (for ``reason``); a response goes only with a
-    successful outcome."""
+    """``turn`` reached ``status`` (for ``reason``), with its outcome as the row has it
+    (a settlement's, written before or not: :func:`completing`); a response goes only
+    with a successful outcome."""
     changes: dict[str, object] = {
         "status": status,
         "ended_at": tx.now,
         "settling": None,
         "reason": reason,
+        "has_result": turn.has_result,
+        "result": dump_json(turn.result) if turn.has_result else None,
+        "error": None if turn.error is None else dump_json(turn.error),
     }
     if status != "completed":
         changes |= {"has_response": False, "response": None}
