@@ -417,11 +417,11 @@ def _settle(
     Session too, as the settlement left it, when it has it (a read fewer after).
     """
     session = guards.runner(tx, session_id, epoch)
-    turn = turns.require(tx, session_id, turn_id)
+    turn, pending_messages = turns.require_with_pending(tx, session_id, turn_id)
     if outcome in (turn.status, turn.settling):
         return turn_view(turn), session
     turn = guards.unsettled(guards.running(session, turn))
-    pending = messages.pending(tx, turn.id)
+    pending = messages.pending(tx, turn.id) if pending_messages else []
     waiting = [message for message in pending if message.status == "admitted"]
     handling = len(waiting) < len(pending)  # a handler started and not reported
     # Ending at once, the Turn's row is written once, by its end.

@@ -41,14 +41,16 @@ def with_status(rt: ReadTx, turn_id: str, status: MessageStatus) -> list[Message
     return [MessageRow.load(row) for row in rows]
 
 
+_PENDING = "FROM messages WHERE turn_id = ? AND status IN ('admitted', 'started')"
+"""The Turn's messages not yet handled; one parameter: its id."""
+COUNT_PENDING = f"SELECT count(*) {_PENDING}"
+"""How many of a Turn's messages are not yet handled (also a column of a Turn read)."""
+
+
 def pending(rt: ReadTx, turn_id: str) -> list[MessageRow]:
     """The Turn's messages ``admitted`` or ``started`` (not yet handled), in admission
     order: what settling a Turn looks at, in one statement."""
-    rows = rt.conn.execute(
-        "SELECT * FROM messages WHERE turn_id = ? AND status IN ('admitted', 'started')"
-        " ORDER BY ord",
-        (turn_id,),
-    ).fetchall()
+    rows = rt.conn.execute(f"SELECT * {_PENDING} ORDER BY ord", (turn_id,)).fetchall()
     return [MessageRow.load(row) for row in rows]
 
 

@@ -9,6 +9,7 @@ from pydantic import JsonValue
 
 from helmr.errors import NotFound
 from helmr.states import NO_RESULT, ErrorInfo, NoResult, TerminalTurnStatus
+from helmr.store import messages
 from helmr.store.codec import dump_json, dump_time, load_time, new_id
 from helmr.store.rows import TurnRow
 from helmr.store.tx import ReadTx, Tx
@@ -42,8 +43,24 @@ def require(rt: ReadTx, session_id: str, turn_id: str) -> TurnRow:
     """The Turn, which must belong to the Session (ids are not secrets across Sessions)."""
     turn = get(rt, turn_id)
     if turn is None or turn.session_id != session_id:
-        raise NotFound(f"no turn {turn_id} in session {session_id}", turn_id=turn_id)
+        raise _not_found(session_id, turn_id)
     return turn
+
+
+def _not_found(session_id: str, turn_id: str) -> NotFound:
+    return NotFound(f"no turn {turn_id} in session {session_id}", turn_id=turn_id)
+
+
+def require_with_pending(rt: ReadTx, session_id: str, turn_id: str) -> tuple[TurnRow, int]:
+    """:func:`require`, with how many of the Turn's messages are not yet handled, in one
+    statement: a settlement looks at them, and most Turns have none to read."""
+    row = rt.conn.execute(
+        f"SELECT *, ({messages.COUNT_PENDING}) AS pending_messages FROM turns WHERE id = ?",
+        (turn_id, turn_id),
+    ).fetchone()
+    if row is None or row["session_id"] != session_id:
+        raise _not_found(session_id, turn_id)
+    return TurnRow.load(row), int(row["pending_messages"])
 
 
 def by_idempotency_key(rt: ReadTx, session_id: str, idempotency_key: str) -> TurnRow | None:
