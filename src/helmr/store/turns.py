@@ -14,21 +14,37 @@ from helmr.store.codec import dump_json, dump_time, load_time, new_id
 from helmr.store.rows import TurnRow
 from helmr.store.tx import ReadTx, Tx
 
+_TAKE_SEQUENCE = (
+    "UPDATE sessions SET last_turn_seq = last_turn_seq + 1 WHERE id = ? RETURNING last_turn_seq"
+)
+_INSERT = (
+    "INSERT INTO turns (id, session_id, sequence, status, input, idempotency_key, source,"
+    " created_at)"
+)
+_TAKE_AND_INSERT = (
+    f"WITH taken AS ({_TAKE_SEQUENCE}) {_INSERT}"
+    # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
+    " SELECT CAST(? AS TEXT), CAST(? AS TEXT), last_turn_seq, 'queued', CAST(? AS TEXT),"
+    " CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM taken RETURNING *"
+)
+"""Where a ``WITH`` may update (``Dialect.updates_in_with``): the Session's next Turn
+sequence taken and the Turn inserted with it, one round trip where there were two."""
+
 
 def insert(
     tx: Tx, session_id: str, *, input: JsonValue, idempotency_key: str | None, source: str
 ) -> TurnRow:
-    encoded = dump_json(input)
-    (sequence,) = tx.conn.execute(
-        "UPDATE sessions SET last_turn_seq = last_turn_seq + 1 WHERE id = ?"
-        " RETURNING last_turn_seq",
-        (session_id,),
-    ).fetchone()
-    row = tx.conn.execute(
-        "INSERT INTO turns (id, session_id, sequence, status, input, idempotency_key, source,"
-        " created_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING *",
-        (new_id("turn"), session_id, sequence, encoded, idempotency_key, source, dump_time(tx.now)),
-    ).fetchone()
+    values = (dump_json(input), idempotency_key, source, dump_time(tx.now))
+    turn_id = new_id("turn")
+    if tx.dialect.updates_in_with:
+        inserted = tx.conn.execute(_TAKE_AND_INSERT, (session_id, turn_id, session_id, *values))
+    else:
+        (sequence,) = tx.conn.execute(_TAKE_SEQUENCE, (session_id,)).fetchone()
+        inserted = tx.conn.execute(
+            f"{_INSERT} VALUES (?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING *",
+            (turn_id, session_id, sequence, *values),
+        )
+    row = inserted.fetchone()
     tx.touch(session_id)
     tx.queue_changed(session_id, queued=True)
     return TurnRow.load(row)
