@@ -27,8 +27,10 @@ def record(
     subject: str | int | None,
     turn_id: str | None = None,
     epoch: int | None = None,
+    session_change: timeline.SessionChange | None = None,
 ) -> Event:
-    """Appends the fact once: recording it again (a retried control) is a no-op."""
+    """Appends the fact once: recording it again (a retried control) is a no-op.
+    ``session_change``: set on the Session's row with it (``timeline.append``)."""
     return timeline.append(
         tx,
         session_id,
@@ -37,6 +39,7 @@ def record(
         turn_id=turn_id,
         event_id=lifecycle_event_id(session_id, kind, subject),
         process_epoch=epoch,
+        session_change=session_change,
     )
 
 

@@ -243,7 +243,6 @@ def _start(
     limit = None if session.limits is None else session.limits.max_turn_duration
     deadline = None if limit is None else tx.now + limit
     turn = turns.started(tx, head, epoch, deadline)
-    sessions.turn_started(tx, session_id, turn.id)
     record(
         tx,
         session_id,
@@ -253,6 +252,7 @@ def _start(
         subject=turn.id if head.epoch is None else f"{turn.id}:after:{head.epoch}",
         turn_id=turn.id,
         epoch=epoch,
+        session_change=sessions.turn_starting(turn.id),  # with its sequence: one update
     )
     return turn_view(turn)
 

@@ -11,6 +11,7 @@ from helmr.states import CloseHow, HoldReason, SessionStatus, StopReason
 from helmr.store import holds, turns
 from helmr.store.codec import dump_time, load_time, new_id
 from helmr.store.rows import SessionLimits, SessionRow
+from helmr.store.timeline import SessionChange
 from helmr.store.tx import ReadTx, Tx
 
 
@@ -230,8 +231,10 @@ def execution_losses(tx: Tx, session_id: str, count: int) -> None:
     _update(tx, session_id, consecutive_losses=count)
 
 
-def turn_started(tx: Tx, session_id: str, turn_id: str) -> None:
-    _update(tx, session_id, active_turn_id=turn_id)
+def turn_starting(turn_id: str) -> SessionChange:
+    """Turn ``turn_id`` is the Session's active one: a change its ``turn.running``
+    writes (``timeline.append``'s ``session_change``)."""
+    return ("active_turn_id = ?", (turn_id,))
 
 
 def turn_ended(tx: Tx, session_id: str, turn_id: str, *, completed: bool) -> SessionRow:

@@ -21,7 +21,7 @@ from pydantic import JsonValue, TypeAdapter
 from helmr.errors import InvalidInput, NotFound
 from helmr.events import Event, EventKind, EventPage, normalize_content
 from helmr.protocol.api_requests import MAX_PAGE, MAX_SAFE_INTEGER
-from helmr.store.codec import dump_json, dump_time, new_id
+from helmr.store.codec import DbValue, dump_json, dump_time, new_id
 from helmr.store.dialect import Dialect
 from helmr.store.tx import ReadTx, Tx
 
@@ -31,20 +31,30 @@ _EVENT_FIELDS = (
     " 'created_at', created_at, 'kind', kind, 'data', {data}, 'process_epoch', epoch"
 )
 _EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
-_TAKE_SEQUENCE = (
-    "UPDATE sessions SET last_event_seq = last_event_seq + 1"
-    " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
-)
-_TAKE_AND_INSERT = (
-    f"WITH taken AS ({_TAKE_SEQUENCE} RETURNING last_event_seq)"
-    f" INSERT INTO events ({_COLUMNS})"
-    # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
-    " SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), last_event_seq,"
-    " CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM taken"
-    " RETURNING sequence"
-)
-"""Where a ``WITH`` may update (``Dialect.updates_in_with``): the sequence taken and
-the event inserted with it, in one statement; no row if the event was there."""
+SessionChange = tuple[str, tuple[DbValue, ...]]
+"""Columns of the Session's row an append sets too (:func:`append`'s ``session_change``):
+the ``SET`` terms, with a placeholder for each of the values that follow."""
+
+
+@cache
+def _taking(sets: str) -> tuple[str, str]:
+    """The statement that takes the Session's next event sequence (and sets ``sets``
+    with it), only if the event is new; and the one that also inserts the event,
+    where a ``WITH`` may update (``Dialect.updates_in_with``): one statement, no row
+    if the event was there. One pair per ``SET`` the code writes."""
+    take = (
+        f"UPDATE sessions SET last_event_seq = last_event_seq + 1{sets}"
+        " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
+        " RETURNING last_event_seq"
+    )
+    take_and_insert = (
+        f"WITH taken AS ({take}) INSERT INTO events ({_COLUMNS})"
+        # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
+        " SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), last_event_seq,"
+        " CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM taken"
+        " RETURNING sequence"
+    )
+    return take, take_and_insert
 
 
 def append(
@@ -56,16 +66,27 @@ def append(
     turn_id: str | None = None,
     event_id: str | None = None,
     process_epoch: int | None = None,
+    session_change: SessionChange | None = None,
 ) -> Event:
     """Appends one event with the Session's next sequence.
 
     With an ``event_id`` (a lifecycle fact's deterministic id) that is already
     stored, nothing is appended and the stored event is returned: the check
     comes before the sequence is taken, so a repeat leaves no gap.
+    ``session_change`` is set on the Session's row either way: with the sequence,
+    in its statement (one update of the row where there were two), or on its own
+    for a repeat.
     """
     tx.lock(session_id)
     return _append(
-        tx, session_id, kind, data, turn_id=turn_id, event_id=event_id, process_epoch=process_epoch
+        tx,
+        session_id,
+        kind,
+        data,
+        turn_id=turn_id,
+        event_id=event_id,
+        process_epoch=process_epoch,
+        session_change=session_change,
     )
 
 
@@ -78,20 +99,23 @@ def _append(
     turn_id: str | None,
     event_id: str | None,
     process_epoch: int | None,
+    session_change: SessionChange | None = None,
 ) -> Event:
     """:func:`append` under the Session's lock, which the caller holds."""
     if event_id is None:
         event_id = new_id("evt")
     encoded = dump_json(data)
     created_at = dump_time(tx.now)
+    sets, set_values = session_change or ("", ())
+    take_sequence, take_and_insert = _taking(sets and f", {sets}")
     # The sequence is taken only if the event is new (one statement, where a probe
     # and the counter's update were two), so a repeat leaves no gap.
-    take = (session_id, event_id)
+    take = (*set_values, session_id, event_id)
     if tx.dialect.updates_in_with:  # and the event inserted with it: one round trip
         values = (event_id, session_id, turn_id, created_at, kind, encoded, process_epoch)
-        taken = tx.conn.execute(_TAKE_AND_INSERT, (*take, *values)).fetchone()
+        taken = tx.conn.execute(take_and_insert, (*take, *values)).fetchone()
     else:
-        taken = tx.conn.execute(_TAKE_SEQUENCE + " RETURNING last_event_seq", take).fetchone()
+        taken = tx.conn.execute(take_sequence, take).fetchone()
         if taken is not None:
             tx.conn.execute(
                 f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -102,6 +126,9 @@ def _append(
         existing = get(tx, event_id)
         if existing is None:
             raise NotFound(f"no session {session_id}", session_id=session_id)
+        if sets:
+            tx.conn.execute(f"UPDATE sessions SET {sets} WHERE id = ?", (*set_values, session_id))
+            tx.touch(session_id)
         return existing
     tx.touch(session_id)
     return Event(
