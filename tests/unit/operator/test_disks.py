@@ -19,7 +19,7 @@ from helmr.errors import Conflict, ReceiveTimeout
 from helmr.kube.client import HELD_POLICY, ClassRef
 from helmr.kube.errors import KubeError, translated
 from helmr.operator.at_once import AT_ONCE
-from helmr.operator.disks.backend import RestoreFailed
+from helmr.operator.disks.backend import DiskInTheWay, RestoreFailed
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource, Workspace
@@ -635,6 +635,33 @@ async def test_a_snapshot_left_by_an_earlier_workspace_of_the_same_name_is_never
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
     await reconciled(disks)
     assert (await h.control.get_workspace(NS, "ws")).computer_version == "ws-save-1"
+
+
+async def test_a_claim_left_by_an_earlier_workspace_of_the_same_name_is_never_mounted(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """Its claim ``ws-disk-1`` not yet collected, a Workspace deleted and made again
+    would have its new first disk be the old one's files: that claim is deleted,
+    the disk is not prepared until it is gone, and then it is made empty."""
+    session = await h.control.open_session(namespace=NS, name="s", actor="files", workspace="ws")
+    kube.claims["ws-disk-1"] = {
+        "metadata": {
+            "name": "ws-disk-1",
+            "labels": {"helmr.dev/workspace": "ws", "helmr.dev/disk": "1"},
+            "ownerReferences": [{"kind": "Workspace", "name": "ws", "uid": "uid-earlier"}],
+        },
+        "spec": {"dataSource": {"kind": "VolumeSnapshot", "name": "ws-save-9"}},
+    }
+
+    with pytest.raises(DiskInTheWay, match="earlier Workspace"):
+        await disks.prepare(session, await _actor(kube))
+    assert "ws-disk-1" not in kube.claims  # deleted (the stub's deletion is at once)
+
+    claim = (await disks.prepare(session, await _actor(kube))).claim
+    made = kube.claims[claim]
+    assert "dataSource" not in made["spec"]
+    [owner] = made["metadata"]["ownerReferences"]
+    assert owner["uid"] == "uid-ws"
 
 
 async def test_a_prepared_disk_stores_its_usage_thresholds_with_the_workspaces_overrides(

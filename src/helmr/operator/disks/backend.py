@@ -19,10 +19,17 @@ class RestoreFailed(Exception):
     """The disk cannot be restored: its save is gone or unusable."""
 
 
+class DiskInTheWay(Exception):
+    """The disk cannot be made yet: an earlier one of its name is still there (an
+    earlier Workspace's of the same name, being deleted). The supervisor's next
+    pass prepares it again."""
+
+
 class DiskBackend(Protocol):
     async def prepare(self, session: SessionView, actor: Actor) -> PreparedDisk:
         """The disk the Session's next runner mounts, made ready (restored from the
-        restore point after an execution loss: RestoreFailed if it cannot be)."""
+        restore point after an execution loss: RestoreFailed if it cannot be;
+        DiskInTheWay while an earlier disk of its name is still there)."""
         ...
 
     async def reconcile(self) -> None:

@@ -203,8 +203,19 @@ def snapshot_of_turn(snapshot: dict[str, Any], session_id: str, turn_id: str) ->
     of ``turn_id``: one left by an earlier Workspace of the same name (deleted and
     made again before its snapshots were collected) names another Turn. A snapshot
     that names none is taken to be the save's (nothing says otherwise)."""
-    labels = (snapshot.get("metadata") or {}).get("labels") or {}
+    labels: dict[str, str] = (snapshot.get("metadata") or {}).get("labels") or {}
     return (
         labels.get(LABEL_SESSION_ID, session_id) == session_id
         and labels.get(LABEL_TURN_ID, turn_id) == turn_id
+    )
+
+
+def owned_by_another_workspace(obj: dict[str, Any], workspace: Workspace) -> bool:
+    """Whether ``obj`` (a claim named as one of ``workspace``'s disks) is owned by
+    another Workspace than this one: an earlier Workspace's of the same name. One
+    owned by no Workspace (a pooled claim not yet relabelled) is not."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(
+        owner.get("kind") == Workspace.KIND and owner.get("uid") != workspace.metadata.uid
+        for owner in owners
     )

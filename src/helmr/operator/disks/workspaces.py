@@ -36,7 +36,7 @@ from helmr.kube.client import Kube, namespace_terminating, refused_as_held
 from helmr.kube.errors import Forbidden
 from helmr.kube.labels import LABEL_DISK, LABEL_TURN_ID, LABEL_WORKSPACE
 from helmr.operator.at_once import AT_ONCE, each_at_once
-from helmr.operator.disks.backend import RestoreFailed
+from helmr.operator.disks.backend import DiskInTheWay, RestoreFailed
 from helmr.operator.disks.manifests import (
     DiskSpec,
     PoolDisk,
@@ -48,6 +48,7 @@ from helmr.operator.disks.manifests import (
     build_workspace,
     claim_bound,
     disk_usage_spec,
+    owned_by_another_workspace,
     snapshot_of_turn,
 )
 from helmr.operator.disks.save_support import SaveSupport
@@ -132,6 +133,8 @@ class Disks:
         disk = await self.control.current_disk(namespace, name)
         claim = disk_claim(name, disk.disk, disk.first_claim)
         existing = await self.kube.get_claim(namespace, claim)
+        if existing is not None and owned_by_another_workspace(existing, workspace):
+            await self._claim_in_the_way(namespace, claim, existing)
         if existing is None:
             restore = restore_point(name, disk)
             if restore is not None:
@@ -152,6 +155,18 @@ class Disks:
         await self.control.align_saves(namespace, name, why is None, interval)
         bound = claim_bound(existing) or not await self.save_support.binds_at_once(computer)
         return PreparedDisk(claim, usage, bound)
+
+    async def _claim_in_the_way(self, namespace: str, claim: str, existing: dict[str, Any]) -> None:
+        """A claim of the disk's name owned by another Workspace: an earlier one of
+        the same name (deleted and made again before its claims were collected).
+        Never mounted, its files being that Workspace's: deleted (Helmr's, as its
+        owner says), and the disk made once it is gone."""
+        if not (existing.get("metadata") or {}).get("deletionTimestamp"):
+            await self.kube.delete_claim(namespace, claim)
+        raise DiskInTheWay(
+            f"claim {claim} is an earlier Workspace's of the same name, being deleted:"
+            " the disk is made once it is gone"
+        )
 
     async def delete_workspace(self, namespace: str, name: str) -> None:
         """The API's deletion, of a Workspace the store holds for no Session (the API

@@ -26,7 +26,7 @@ from helmr.control.operator_api import OperatorControl
 from helmr.errors import NotFound
 from helmr.kube.client import Kube, namespace_terminating
 from helmr.operator.at_once import AT_ONCE, each_at_once
-from helmr.operator.disks.backend import DiskBackend, RestoreFailed
+from helmr.operator.disks.backend import DiskBackend, DiskInTheWay, RestoreFailed
 from helmr.operator.disks.manifests import PreparedDisk
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.runners import pods
@@ -451,6 +451,9 @@ class Supervisor:
             log.warning("session %s: %s; the session fails", session.id, exc)
             await self.control.fail_session(session.id, FailureReason.RESTORE_FAILED.because(exc))
             self.metrics.restores_failed.inc()
+            return
+        except DiskInTheWay as exc:
+            log.info("session %s: %s", session.id, exc)  # the next pass prepares it again
             return
         env = await runner_env(self.resources, owner)
         epoch = await self.control.process_started(session.id)
