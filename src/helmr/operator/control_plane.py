@@ -39,6 +39,7 @@ from helmr.operator.runners.pod_reports import PodReports
 from helmr.operator.runners.pod_runners import PodRunners
 from helmr.operator.runners.pool_adoptions import PoolAdoptions
 from helmr.operator.runners.pool_pods import PoolSettings
+from helmr.operator.runners.recent_resources import RecentResources
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.settings import Settings
@@ -109,6 +110,9 @@ class ControlPlane:
         self.mirror = CustomResourceMirror(
             self.kube,
             admitted=self._turn_admitted,
+            created=lambda session_id, resource: self.supervisor.recent.created(
+                session_id, resource
+            ),
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )
@@ -159,6 +163,7 @@ class ControlPlane:
             runners=PodRunners(self.kube, self.disk_gates, self.runner_policies),
             disks=self.disks,
             pools=adoptions,
+            recent=RecentResources(self.kube, self.warm_pools.watched),
         )
         # Fed by kopf's watch of Actors (helmr.operator.kopf.handlers.actor_seen).
         self.actor_recheck = ActorRecheck(self.kube, self.disks.save_support)

@@ -1,20 +1,27 @@
 """An admitted Turn starts its Session's runner at once (``Supervisor.admitted``), with
 no supervisor pass waited for: its limits are read on the way, a pass at the same time
-starts it once, and a Session that needs no runner (held, or running one) starts none."""
+starts it once, a Session that needs no runner (held, or running one) starts none, and
+the Session and Actor resources this process holds are not read again."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Any
 
 import pytest
 
 from helmr.control import SessionView
+from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.runners.identity import RunnerPods
+from helmr.operator.runners.recent_resources import KEPT_SECONDS, RecentResources
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
+from helmr.resources import Actor, Session
+from helmr.resources.session_env import NO_ENV
 from tests.unit.control.harness import Harness
+from tests.unit.operator.stub_kube import any_resource
 from tests.unit.operator.test_concurrent_starts import SlowPods
 
 
@@ -97,3 +104,68 @@ async def test_a_session_that_needs_no_runner_starts_none(h: Harness) -> None:
     await settled(plane)
 
     assert kube.created == []
+
+
+class CountedReads(SlowPods):
+    """Counts the Session and Actor resources read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    async def get_resource(self, kind: type[Any], namespace: str, name: str) -> Any:
+        self.reads.append(kind.KIND)
+        return await super().get_resource(kind, namespace, name)
+
+
+async def test_a_start_reads_no_resource_this_process_holds(h: Harness) -> None:
+    # The Session's resource as its API made it, and its Actor as kopf's watch gave it.
+    kube = CountedReads()
+    actor: Actor = any_resource(Actor, "team", "reviewer")
+    recent = RecentResources(kube, {("team", "reviewer"): actor}.get)
+    plane = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics(), recent=recent)
+    session = await h.session()
+    recent.created(session.id, any_resource(Session, "team", session.name))
+    view, _ = await h.control.enqueue_answering_session(session.id, "go")
+    plane.admitted(view)
+    await settled(plane)
+
+    assert kube.created.count("team/pod") == 1
+    assert [kind for kind in kube.reads if kind in (Session.KIND, Actor.KIND)] == []
+
+
+async def test_a_session_resource_not_made_just_now_is_read_and_a_made_one_once(
+    h: Harness,
+) -> None:
+    kube = CountedReads()
+    now = [0.0]
+    recent = RecentResources(kube, clock=lambda: now[0])
+    made, older = await h.session(), await h.session()
+    recent.created(made.id, any_resource(Session, "team", made.name))
+    recent.created(older.id, any_resource(Session, "team", older.name))
+
+    assert await recent.session(made) is not None
+    assert await recent.session(made) is not None  # its second start reads it
+    now[0] = KEPT_SECONDS + 1  # it may have been edited since
+    assert await recent.session(older) is not None
+    assert await recent.actor(made) is not None
+    assert kube.reads == [Session.KIND, Session.KIND, Actor.KIND]
+
+
+class Creating:
+    """An apiserver that makes every resource it is given (a uid its own)."""
+
+    async def create_resource(self, resource: Session) -> Session:
+        return resource.model_copy(
+            update={"metadata": resource.metadata.model_copy(update={"uid": "made"})}
+        )
+
+
+async def test_the_session_resource_the_api_makes_is_told_for_its_start(h: Harness) -> None:
+    told: dict[str, Session] = {}
+    mirror = CustomResourceMirror(Creating(), created=told.__setitem__)  # type: ignore[arg-type]
+    session = await h.session()
+    await mirror.session_started(session, NO_ENV)
+
+    assert list(told) == [session.id]
+    assert told[session.id].metadata.name == session.name

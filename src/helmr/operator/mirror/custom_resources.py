@@ -142,6 +142,10 @@ def _nobody(session: SessionView) -> None:
     return None
 
 
+def _nobody_made(session_id: str, resource: Session) -> None:
+    return None
+
+
 def _always() -> bool:
     return True
 
@@ -152,6 +156,7 @@ class CustomResourceMirror:
         kube: Kube,
         *,
         admitted: Callable[[SessionView], None] = _nobody,
+        created: Callable[[str, Session], None] = _nobody_made,
         api_turn_resources: bool = True,
         followed: Callable[[], bool] = _always,
     ) -> None:
@@ -166,6 +171,7 @@ class CustomResourceMirror:
         self.kube = kube
         self._followed = followed
         self._admitted = admitted
+        self._created = created
         self.api_turn_resources = api_turn_resources
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
@@ -190,6 +196,7 @@ class CustomResourceMirror:
         created = await self.kube.create_resource(session_manifest(session, env, fork_from))
         if created is not None:
             self._owners[session.id] = created.owner_reference()
+            self._created(session.id, created)
         self.request(session.id)
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:

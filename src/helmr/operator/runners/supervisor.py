@@ -43,6 +43,7 @@ from helmr.operator.runners.limits import effective_limits
 from helmr.operator.runners.pod_reports import PodReport
 from helmr.operator.runners.pod_runners import PodRunners
 from helmr.operator.runners.pool_adoptions import PoolAdoptions
+from helmr.operator.runners.recent_resources import RecentResources
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Session
@@ -73,17 +74,20 @@ class Supervisor:
         disks: DiskBackend | None = None,
         resources: ResourceReader | None = None,
         pools: PoolAdoptions | None = None,
+        recent: RecentResources | None = None,
     ) -> None:
         """``runners``: where runner processes run (a pod each unless given);
         ``disks``: where their Computer disks are kept (claims unless given);
         ``resources``: where Actors and Sessions are read (``kube`` unless given).
         ``kube`` is None only with all three given: no cluster at all (``helmr dev``).
         ``pools``: adoptions from the Actors' warm pools, whose pods new Sessions
-        adopt (none: every start is cold)."""
+        adopt (none: every start is cold); ``recent``: the Session resources this
+        process's API created and the Actors watched, which a start need not read."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
         self.resources: ResourceReader = resources or _cluster(kube)
+        self.recent = recent or RecentResources(self.resources)
         self.runner_pods = runner_pods
         self.runners: RunnerBackend = runners or PodRunners(
             _cluster(kube), disk_gates(_cluster(kube), settings)
@@ -416,12 +420,10 @@ class Supervisor:
             self._starting.discard(session_id)
 
     async def _start(self, session: SessionView) -> None:
-        # The three reads go out together: on the cold start's path, each is an
-        # apiserver round trip.
+        # The three reads go out together: each may be an apiserver round trip (the
+        # Session and Actor resources are not read when this process holds them).
         leftovers, owner, actor = await asyncio.gather(
-            self._leftovers(session),
-            self.resources.get_resource(Session, session.namespace, session.name),
-            self.resources.get_resource(Actor, session.namespace, session.actor),
+            self._leftovers(session), self.recent.session(session), self.recent.actor(session)
         )
         if leftovers:
             # An older process is still physically there: remove it and come

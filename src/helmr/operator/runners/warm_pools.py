@@ -155,6 +155,11 @@ class WarmPools:
     def wake(self) -> None:
         self._wake.set()
 
+    def watched(self, key: ActorKey) -> Actor | None:
+        """The Actor ``key`` as kopf's watch last delivered it, if it is kept here (it
+        has a pool, or had one): a start of its Sessions need not read it."""
+        return self._actors.get(key)
+
     async def run(self) -> None:
         """Never raises: it runs beside the rest of the leader's work."""
         while True:
