@@ -20,7 +20,7 @@ from helmr.control.adoptions import PooledPod
 from helmr.errors import Unauthenticated
 from helmr.kube import threads as kube_threads
 from helmr.operator.runners import pods
-from helmr.operator.runners.adoption_answers import AdoptedSessions, AdoptionAnswers
+from helmr.operator.runners.adoption_answers import AdoptedSessions, Adopter, AdoptionAnswers
 from helmr.operator.runners.identity import (
     POD_NAME,
     POD_UID,
@@ -35,6 +35,7 @@ from helmr.resources import Session
 from helmr.resources.session_env import SessionEnvVar
 from helmr.server import SessionNames, kube_auth
 from helmr.server.auth import User
+from helmr.store.rows import AdoptionRow
 from tests.compose import static_app
 from tests.unit.control.harness import Harness
 from tests.unit.control.pooled import DISK
@@ -279,27 +280,44 @@ class SessionReads(StubKube):
         return any_resource(kind, namespace, name)
 
 
-async def test_a_pooled_runner_is_answered_with_the_session_its_adopter_read(
+class CountedSessions:
+    """The answers' store reads, counting the Sessions read."""
+
+    def __init__(self, h: Harness) -> None:
+        self._control = h.control
+        self.reads = 0
+
+    async def adoption(self, pod_uid: str, timeout: float) -> AdoptionRow | None:  # noqa: ASYNC109
+        return await self._control.adoption(pod_uid, timeout)
+
+    async def get_session(self, session_id: str) -> SessionView:
+        self.reads += 1
+        return await self._control.get_session(session_id)
+
+
+async def test_a_pooled_runner_is_answered_with_the_session_its_adopter_held(
     h: Harness, reviews: Reviews
 ) -> None:
-    """The adopter's read of the Session resource is the answer's: no second apiserver
-    read on the runner's path; another replica's answer reads it."""
+    """The adopter's Session (its resource and its store view) is the answer's: no
+    apiserver read and no store read of it on the runner's path; another replica's
+    answer reads both."""
     reviews.bind("pooled", "reviewer-pool-1a2b", "uid-pooled")
     check = RunnerPodVerifier(
         reviews, RunnerPods(), SessionNames(h.control), adoption_of=h.control.adoption_of_pod
     )
     adopted = AdoptedSessions()
     kube = SessionReads()
+    store = CountedSessions(h)
     session = await h.session()
     owner = any_resource(Session, "team", session.name)
     owner.spec.env = [SessionEnvVar(name="MODEL", value="small")]
-    adopted.keep("uid-pooled", owner)
+    adopted.keep("uid-pooled", Adopter(session, owner))
     pod = PooledPod(namespace="team", name="reviewer-pool-1a2b", uid="uid-pooled", claim="c")
     assert await h.control.adopt(session.id, 1, pod, DISK)
 
-    reply = await AdoptionAnswers(check, h.control, kube, adopted).answer("pooled", 1)
+    reply = await AdoptionAnswers(check, store, kube, adopted).answer("pooled", 1)
     assert (reply.session_id, reply.epoch, reply.env) == (session.id, 1, {"MODEL": "small"})
-    assert kube.reads == 0
-    elsewhere = await AdoptionAnswers(check, h.control, kube).answer("pooled", 1)
+    assert (kube.reads, store.reads) == (0, 0)
+    elsewhere = await AdoptionAnswers(check, store, kube).answer("pooled", 1)
     assert (elsewhere.session_id, elsewhere.env) == (session.id, {})
-    assert kube.reads == 1
+    assert (kube.reads, store.reads) == (1, 1)

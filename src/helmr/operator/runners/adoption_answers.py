@@ -5,15 +5,16 @@ what the store's adoption names), waits on the store for the pod's adoption, and
 answers the Session, its process epoch and warm wait, and the Session's own settings
 (``spec.env`` values, and the values of the Secret keys it names, read in the
 Session's namespace only when answering: they are in no log, event, status or row).
-The Session's resource is the one its adopter read (:class:`AdoptedSessions`), when
-this replica adopted it: read again, it would be an apiserver round trip on the
-runner's path.
+The Session's resource and its store view are the ones its adopter held
+(:class:`AdoptedSessions`), when this replica adopted it: read again, they would be an
+apiserver round trip and a store read on the runner's path.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from helmr.control import SessionView
@@ -44,20 +45,29 @@ KEPT_SESSIONS = 1024
 asks again, its runner gone, leaves its entry to be dropped, oldest first)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Adopter:
+    """The Session an adoption was made for, as its adopter held it: its store view
+    (its limits resolved) and its resource."""
+
+    view: SessionView
+    resource: Session
+
+
 class AdoptedSessions:
-    """The Session resource each adoption of this replica read, by its pod's uid, until
+    """The Session each adoption of this replica was made for, by its pod's uid, until
     the pod's poll is answered."""
 
     def __init__(self, most: int = KEPT_SESSIONS) -> None:
         self._most = most
-        self._kept: OrderedDict[str, Session] = OrderedDict()
+        self._kept: OrderedDict[str, Adopter] = OrderedDict()
 
-    def keep(self, pod_uid: str, session: Session) -> None:
-        self._kept[pod_uid] = session
+    def keep(self, pod_uid: str, adopter: Adopter) -> None:
+        self._kept[pod_uid] = adopter
         while len(self._kept) > self._most:
             self._kept.popitem(last=False)
 
-    def take(self, pod_uid: str) -> Session | None:
+    def take(self, pod_uid: str) -> Adopter | None:
         return self._kept.pop(pod_uid, None)
 
 
@@ -113,10 +123,7 @@ class AdoptionAnswers:
             raise ReceiveTimeout(f"no Session adopted pod {pod.name} within {timeout:g}s")
         if adoption.namespace != pod.namespace:
             raise Forbidden(f"pod {pod.name} was adopted in another namespace")
-        session = await self._control.get_session(adoption.session_id)
-        owner = self._adopted.take(pod.uid) or await self._kube.get_resource(
-            Session, session.namespace, session.name
-        )
+        session, owner = await self._adopter(pod.uid, adoption.session_id)
         try:
             env = (
                 {}
@@ -138,3 +145,12 @@ class AdoptionAnswers:
             idle_timeout=None if idle is None else float(idle),
             env=env,
         )
+
+    async def _adopter(self, pod_uid: str, session_id: str) -> tuple[SessionView, Session | None]:
+        """The Session that adopted the pod, and its resource: as this replica's adopter
+        held them, else read (another replica adopted it, or this one restarted)."""
+        adopter = self._adopted.take(pod_uid)
+        if adopter is not None and adopter.view.id == session_id:
+            return adopter.view, adopter.resource
+        session = await self._control.get_session(session_id)
+        return session, await self._kube.get_resource(Session, session.namespace, session.name)

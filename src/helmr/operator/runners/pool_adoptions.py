@@ -30,7 +30,7 @@ from helmr.control.operator_api import OperatorControl
 from helmr.kube.client import Kube
 from helmr.operator.disks.manifests import PoolDisk
 from helmr.operator.disks.workspaces import Disks
-from helmr.operator.runners.adoption_answers import AdoptedSessions
+from helmr.operator.runners.adoption_answers import AdoptedSessions, Adopter
 from helmr.operator.runners.adoption_writes import AdoptedObjects, AdoptionWrites
 from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.session_settings import SettingsUnavailable, settings_values
@@ -74,8 +74,8 @@ class PoolAdoptions:
         read_secrets: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``answered``: where the pods' adoption answers find the Session resource
-        read here (this replica's ``AdoptionAnswers``)."""
+        """``answered``: where the pods' adoption answers find the Session as held here
+        (this replica's ``AdoptionAnswers``)."""
         self._control = control
         self._answered = answered or AdoptedSessions()
         self._kube = kube
@@ -108,7 +108,7 @@ class PoolAdoptions:
             self._pools.give_back(pod)
             return False
         epoch = session.process_epoch + 1
-        self._answered.keep(pod.uid, owner)  # before the commit, which answers the pod
+        self._answered.keep(pod.uid, Adopter(session, owner))  # the commit answers the pod
         # Raising, the write may have committed all the same (a cancelled wait): the
         # pod is not given back, the pool's next listing says whether it was adopted.
         if not await self._control.adopt(session.id, epoch, pod, disk.disk):
