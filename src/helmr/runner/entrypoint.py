@@ -31,6 +31,7 @@ from helmr.errors import HelmrError, ReceiveTimeout
 from helmr.protocol import AdoptionReply, AdoptionRequest, ExitCode, contract, routes
 from helmr.runner.actor import DEFAULT_IDLE_TIMEOUT, Actor
 from helmr.runner.disk_usage import DiskUsage, report_disk_usage
+from helmr.runner.http import HttpClient
 from helmr.runner.session import Session
 from helmr.runner.stop_listener import listen_for_stops
 from helmr.runner.transport import Transport
@@ -175,24 +176,38 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
 
 
 async def _adopted_then_serve(actor: Actor, config: Config) -> int:
-    """A pooled runner waits to be adopted first (:func:`wait_for_adoption`)."""
-    if config.pool is not None:
+    """A pooled runner waits to be adopted first (:func:`wait_for_adoption`), then
+    serves its Session on the connection its adoption was answered on: its first
+    ``receive`` opens none (a DNS lookup, a TCP and maybe a TLS handshake, on the
+    Session's first Turn's path)."""
+    if config.pool is None:
+        return await _serve(actor, config)
+    http = HttpClient(config.url)
+    try:
         try:
-            adoption = await wait_for_adoption(config)
+            adoption = await wait_for_adoption(config, http)
         except HelmrError as e:  # its Session's settings cannot be had
             log.error("cannot start: adoption refused: %s", e)
             return ExitCode.INIT_FAILED
         config = config.adopted(adoption)
         logs.bind(session=config.session_id, epoch=config.epoch)
         log.info("adopted by session %s as process %d", config.session_id, config.epoch)
-    return await _serve(actor, config)
+        return await _serve(actor, config, http)
+    finally:
+        await http.close()
 
 
-async def wait_for_adoption(config: Config) -> AdoptionReply:
+async def wait_for_adoption(config: Config, http: HttpClient | None = None) -> AdoptionReply:
     """Long-polls ``adoption`` until a Session adopts this pod, then puts the Session's
-    settings in the environment (``os.environ``): an actor reads them in ``run``."""
+    settings in the environment (``os.environ``): an actor reads them in ``run``.
+    ``http``: the connections to poll on (kept open for the Session's calls)."""
     transport = Transport(
-        config.url, "", partial(read_token, config.token_file), 0, on_fenced=_exit_fenced
+        config.url,
+        "",
+        partial(read_token, config.token_file),
+        0,
+        on_fenced=_exit_fenced,
+        http=http,
     )
     async with transport:
         while True:
@@ -215,13 +230,14 @@ def idle_timeout(config: Config, actor: Actor) -> float:
     return config.idle_timeout or actor.idle_timeout or DEFAULT_IDLE_TIMEOUT
 
 
-async def _serve(actor: Actor, config: Config) -> int:
+async def _serve(actor: Actor, config: Config, http: HttpClient | None = None) -> int:
     transport = Transport(
         config.url,
         config.session_id,
         partial(read_token, config.token_file),
         config.epoch,
         on_fenced=_exit_fenced,
+        http=http,
     )
     async with transport:
         session = Session(

@@ -56,7 +56,10 @@ class Transport:
         *,
         on_fenced: Callable[[], None],
         retry_for: float = 300.0,
+        http: HttpClient | None = None,
     ) -> None:
+        """``http``: connections this transport shares with an earlier one of the
+        process (a pooled runner's adoption poll's), left open at its end."""
         self.session_id = session_id
         self._url = url.rstrip("/")
         self._token = token
@@ -64,14 +67,15 @@ class Transport:
         self._on_fenced = on_fenced
         self._retry_for = retry_for
         self._fenced = False
+        self._shared = http
         self._http: HttpClient | None = None
 
     async def __aenter__(self) -> Transport:
-        self._http = HttpClient(self._url)
+        self._http = self._shared or HttpClient(self._url)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._http is not None:
+        if self._http is not None and self._shared is None:
             await self._http.close()
 
     async def call(

@@ -1,6 +1,7 @@
 """A pooled runner (``HELMR_POOL``): no Session in its environment; it long-polls
 ``adoption`` with its pod's token, then runs as the Session it was answered, with the
-Session's settings in its environment before ``run`` reads them."""
+Session's settings in its environment before ``run`` reads them, its first ``receive``
+sent on the connection its adoption was answered on."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from helmr.protocol import contract, routes
-from helmr.runner.entrypoint import Config, InitError, wait_for_adoption
+from helmr.runner import Session, actor
+from helmr.runner.entrypoint import Config, InitError, _adopted_then_serve, wait_for_adoption
 
 
 def environ(tmp_path: Path, url: str = "http://cp") -> dict[str, str]:
@@ -62,3 +64,33 @@ async def test_it_polls_until_adopted_and_takes_the_sessions_settings(
     adopted = config.adopted(answer)
     # The pod's own warm wait stays unless the Session's answer names one.
     assert (adopted.session_id, adopted.epoch, adopted.idle_timeout) == ("ses_1", 1, 30.0)
+
+
+async def test_its_first_receive_goes_on_the_connection_its_adoption_was_answered_on(
+    tmp_path: Path,
+) -> None:
+    connections: list[tuple[str, int]] = []
+
+    async def adoption(request: web.Request) -> web.Response:
+        connections.append(("adoption", id(request.transport)))
+        return web.json_response({"session_id": "ses_1", "namespace": "team", "epoch": 1})
+
+    async def receive(request: web.Request) -> web.Response:
+        connections.append(("receive", id(request.transport)))
+        return web.json_response({"closed": True})
+
+    received: list[object] = []
+
+    async def run(session: Session) -> None:
+        received.append(await session.receive())
+
+    app = web.Application()
+    app.router.add_post(routes.ADOPTION, adoption)
+    app.router.add_post(routes.receive("ses_1"), receive)
+    async with TestServer(app) as server:
+        config = Config.from_environ(environ(tmp_path, str(server.make_url(""))))
+        assert await _adopted_then_serve(actor(id="a", run=run), config) == 0
+
+    assert received == [None]  # closed: its run ended
+    [(_, adopted), (_, first)] = connections
+    assert first == adopted
