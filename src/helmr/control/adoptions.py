@@ -20,7 +20,17 @@ from datetime import timedelta
 from helmr.control import preparation, processes
 from helmr.control.config import ControlConfig
 from helmr.control.disks import reset_workspace
-from helmr.store import ReadTx, StorageLimits, Tx, adoptions, disks, sessions, storage_pressure
+from helmr.control.limits import resolve
+from helmr.store import (
+    ReadTx,
+    SessionLimits,
+    StorageLimits,
+    Tx,
+    adoptions,
+    disks,
+    sessions,
+    storage_pressure,
+)
 from helmr.store.rows import AdoptionRow
 
 SIGNAL_PREFIX = "adoption:"
@@ -55,12 +65,20 @@ class AdoptedDisk:
 
 
 def adopt(
-    tx: Tx, config: ControlConfig, session_id: str, epoch: int, pod: PooledPod, disk: AdoptedDisk
+    tx: Tx,
+    config: ControlConfig,
+    session_id: str,
+    epoch: int,
+    pod: PooledPod,
+    disk: AdoptedDisk,
+    limits: SessionLimits | None = None,
 ) -> bool:
     """The Session's process ``epoch`` (its next) runs in ``pod``, on ``disk``; False,
     and nothing changes (but a new Workspace's reset), when it cannot: the Session's
     Workspace has a disk, the pod was adopted already, or ``epoch`` is not the
-    Session's next (another start came first)."""
+    Session's next (another start came first). ``limits``: the Session's, resolved
+    here if it has none yet (as :func:`helmr.control.limits.resolve`: one write fewer
+    on a new Session's path)."""
     session = sessions.require(tx, session_id)
     if disk.new_workspace:
         reset_workspace(tx, session.namespace, session.workspace)
@@ -70,6 +88,8 @@ def adopt(
         or adoptions.of_pod(tx, pod.uid) is not None
     ):
         return False
+    if limits is not None:
+        resolve(tx, session_id, limits)
     started = processes.started(tx, config, session_id)
     assert started == epoch
     preparation.prepared(tx, session_id, epoch)

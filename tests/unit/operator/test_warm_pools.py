@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections import Counter
 from typing import Any
 
 from helmr.control import SessionView
 from helmr.control.adoptions import PooledPod
+from helmr.control.views import limits_view
 from helmr.kube.errors import NotFound
 from helmr.kube.labels import LABEL_POOL, LABEL_POOLED, LABEL_SESSION_ID
 from helmr.operator.disks.manifests import PoolDisk, WorkspaceRef
@@ -39,7 +41,7 @@ from helmr.resources import (
 from helmr.resources.session import ActorRef
 from helmr.resources.session_env import EnvSource, SecretKeyRef, SessionEnv, SessionEnvVar
 from helmr.store.rows import AdoptionRow
-from tests.unit.control.harness import Harness
+from tests.unit.control.harness import DEFAULT_LIMITS, Harness
 from tests.unit.control.pooled import DISK
 from tests.unit.operator.stub_kube import StubKube, any_resource
 
@@ -478,3 +480,23 @@ async def test_a_pooled_pod_of_a_disk_bound_as_made_waits_gated_for_its_claim(
     await pools.keeper.reconcile()
     await gates.drained()
     assert kube.ungated == [name]
+
+
+async def test_a_new_sessions_limits_are_resolved_by_its_adoptions_own_transaction(
+    h: Harness,
+) -> None:
+    """Opened since the last pass, a Session's limits are unresolved at its start: the
+    adoption's one write resolves them, not a write of their own before it."""
+    kube = PoolKube()
+    a = actor()
+    pools = await full_pool(h, kube, a)
+    session = await opened(h, "s")
+    assert session.limits is None
+    transactions: Counter[str] = Counter()
+    h.store.observe = lambda kind, lane, seconds: transactions.update((kind,))
+
+    assert await pools.adoptions.adopt(session, owner("s"), a, DEFAULT_LIMITS)
+
+    assert transactions["write"] == 1
+    adopted = await h.control.get_session(session.id)
+    assert (adopted.process_epoch, adopted.limits) == (1, limits_view(DEFAULT_LIMITS))

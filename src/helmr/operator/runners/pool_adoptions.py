@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from helmr.control import SessionView
 from helmr.control.operator_api import OperatorControl
+from helmr.control.views import limits_view
 from helmr.kube.client import Kube
 from helmr.operator.disks.manifests import PoolDisk
 from helmr.operator.disks.workspaces import Disks
@@ -38,6 +39,7 @@ from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
 from helmr.resources import Actor, Session
 from helmr.resources.session_env import SessionEnv
+from helmr.store import SessionLimits
 from helmr.store.rows import AdoptionRow
 
 log = logging.getLogger(__name__)
@@ -89,9 +91,16 @@ class PoolAdoptions:
         self._read_secrets = read_secrets
         self._clock = clock
 
-    async def adopt(self, session: SessionView, owner: Session, actor: Actor) -> bool:
+    async def adopt(
+        self,
+        session: SessionView,
+        owner: Session,
+        actor: Actor,
+        limits: SessionLimits | None = None,
+    ) -> bool:
         """The Session's first process adopts a pooled pod of ``actor`` (True), or
-        starts cold (False: none is ready, or its Workspace or settings cannot take one)."""
+        starts cold (False: none is ready, or its Workspace or settings cannot take one).
+        ``limits``: the Session's when it has none yet, resolved by the adoption."""
         env = SessionEnv.of(owner.spec.env, owner.spec.env_from)
         if not takes_pooled_pod(actor, session, env, read_secrets=self._read_secrets):
             return False
@@ -108,10 +117,15 @@ class PoolAdoptions:
             self._pools.give_back(pod)
             return False
         epoch = session.process_epoch + 1
-        self._answered.keep(pod.uid, Adopter(session, owner))  # the commit answers the pod
+        resolved = (
+            session
+            if limits is None
+            else session.model_copy(update={"limits": limits_view(limits)})
+        )
+        self._answered.keep(pod.uid, Adopter(resolved, owner))  # the commit answers the pod
         # Raising, the write may have committed all the same (a cancelled wait): the
         # pod is not given back, the pool's next listing says whether it was adopted.
-        if not await self._control.adopt(session.id, epoch, pod, disk.disk):
+        if not await self._control.adopt(session.id, epoch, pod, disk.disk, limits):
             self._answered.take(pod.uid)
             self._pools.give_back(pod)
             return False

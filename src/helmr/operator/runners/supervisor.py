@@ -442,11 +442,14 @@ class Supervisor:
         actor = await self._actor_found(session, actor, self.clock())
         if actor is None:
             return
-        if session.limits is None:  # opened since the pass's resolve_limits: read now
-            session = await self.control.resolve_limits(session.id, effective_limits(owner, actor))
-        if self.pools is not None and await self.pools.adopt(session, owner, actor):
+        # Opened since the pass's resolve_limits: resolved now, by a pooled start's
+        # adoption in its own transaction (one write fewer on its path), else here.
+        limits = None if session.limits is not None else effective_limits(owner, actor)
+        if self.pools is not None and await self.pools.adopt(session, owner, actor, limits):
             self.metrics.processes_started.inc()
             return
+        if limits is not None:
+            session = await self.control.resolve_limits(session.id, limits)
         try:
             disk = await self.disks.prepare(session, actor)
         except RestoreFailed as exc:
