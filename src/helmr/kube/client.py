@@ -291,7 +291,7 @@ class Kube:
 
     async def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """A merge patch of the pod (its labels and owners: a pooled pod adopted)."""
-        await kube_threads.call(
+        await _unparsed(
             self.core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE_PATCH
         )
 
@@ -318,15 +318,14 @@ class Kube:
     async def create_pod(self, namespace: str, body: dict[str, Any]) -> str:
         """Creates the pod; its uid."""
         # The client accepts plain manifests as well as its model classes.
-        pod = await kube_threads.call(self.core.create_namespaced_pod, namespace, cast(Any, body))
-        assert pod.metadata is not None  # the apiserver answers a create with the object
-        return str(pod.metadata.uid)
+        pod = await _unparsed(self.core.create_namespaced_pod, namespace, cast(Any, body))
+        return str(pod["metadata"]["uid"])  # the apiserver answers a create with the object
 
     async def delete_pod(
         self, namespace: str, name: str, *, grace_seconds: int | None = None
     ) -> None:
         with contextlib.suppress(NotFound):
-            await kube_threads.call(
+            await _unparsed(
                 self.core.delete_namespaced_pod,
                 name,
                 namespace,
@@ -401,13 +400,14 @@ class Kube:
         return cast(dict[str, Any], wire)
 
     async def create_claim(self, namespace: str, body: dict[str, Any]) -> None:
-        await _exists_as_ok(
-            self.core.create_namespaced_persistent_volume_claim, namespace, cast(Any, body)
-        )
+        with contextlib.suppress(Conflict):  # made before, under this deterministic name
+            await _unparsed(
+                self.core.create_namespaced_persistent_volume_claim, namespace, cast(Any, body)
+            )
 
     async def patch_claim(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """A merge patch of the claim (its labels and owners: a pooled claim adopted)."""
-        await kube_threads.call(
+        await _unparsed(
             self.core.patch_namespaced_persistent_volume_claim,
             name,
             namespace,
@@ -456,6 +456,20 @@ class Kube:
 
 
 _SNAPSHOTS = (SNAPSHOT_GROUP, SNAPSHOT_VERSION)
+
+
+async def _unparsed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``call(*args, **kwargs)`` in a thread, its answer as plain JSON rather than the
+    client's model: making a ``V1Pod`` of a runner pod's answer takes ~9 ms of CPU
+    (``json.loads`` 0.1 ms), the GIL held, and a pooled pod's adoption makes such
+    answers (its pod relabelled, its refill made) as its runner's first calls come in
+    (benchmarks/results.md, 4 December)."""
+
+    def answered() -> dict[str, Any]:
+        data = call(*args, _preload_content=False, **kwargs).data
+        return cast(dict[str, Any], json.loads(data)) if data else {}
+
+    return await kube_threads.call(answered)
 
 
 async def _absent_as_none(call: Callable[..., Any], *args: Any) -> Any:
