@@ -6,8 +6,8 @@ and the events that record it commit together.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import JsonValue
 
@@ -38,13 +38,43 @@ def active_turn(rt: ReadTx, session: SessionRow) -> TurnRow | None:
 def end_turn(
     tx: Tx,
     turn: TurnRow,
-    status: TerminalTurnStatus,
+    status: Literal["failed", "interrupted", "cancelled"],
     data: dict[str, JsonValue],
     *,
     reason: str | None = None,
 ) -> tuple[TurnRow, SessionRow]:
-    """Moves a queued or running Turn to a terminal status, once, and records it.
-    Answers the Turn and the Session, as the Turn's end left them."""
+    """Moves a queued or running Turn to a terminal status other than ``completed``
+    (:func:`complete_turn`), once, and records it. Answers the Turn and the Session,
+    as the Turn's end left them."""
+    turn = _ended(tx, turn, status, data, reason)
+    return turn, sessions.turn_ended(tx, turn.session_id, turn.id, completed=False)
+
+
+def complete_turn(
+    tx: Tx, session: SessionRow, turn: TurnRow, data: dict[str, JsonValue]
+) -> tuple[TurnRow, SessionRow]:
+    """:func:`end_turn` as ``completed``, with the save of ``session``'s Workspace
+    that a completed Turn requests. Answers the Turn and the Session, as the Turn's
+    end left them."""
+    turn = _ended(tx, turn, "completed", data, None)
+    # In the transaction that commits the outcome: a crash cannot lose the request.
+    # Requested before the Session's row is updated, so that one update also makes
+    # the next Turn wait for this save's cut, when it is to.
+    awaiting_cut = disks.request_save(tx, session, turn)
+    session = sessions.turn_ended(
+        tx, turn.session_id, turn.id, completed=True, awaiting_cut=awaiting_cut
+    )
+    return turn, session
+
+
+def _ended(
+    tx: Tx,
+    turn: TurnRow,
+    status: TerminalTurnStatus,
+    data: dict[str, JsonValue],
+    reason: str | None,
+) -> TurnRow:
+    """The Turn's row and event at its terminal ``status``."""
     if turn.settling is None:
         # A settling Turn's waiting messages were rejected as it began settling,
         # and it admits none since (TurnSettling): nothing to look for.
@@ -59,15 +89,7 @@ def end_turn(
         turn_id=turn.id,
         epoch=turn.epoch,
     )
-    completed = status == "completed"
-    session = sessions.turn_ended(tx, turn.session_id, turn.id, completed=completed)
-    if completed:
-        # In the transaction that commits the outcome: a crash cannot lose the request.
-        awaiting_cut = disks.request_save(tx, session, turn)
-        if awaiting_cut is not None:  # the next Turn waits for this save's cut
-            sessions.await_cut(tx, session.id, awaiting_cut)
-            session = replace(session, awaiting_cut=awaiting_cut)
-    return turn, session
+    return turn
 
 
 def interrupt_turn(tx: Tx, turn: TurnRow, reason: str, **details: JsonValue) -> TurnRow:
@@ -114,11 +136,13 @@ def cancel_queued(tx: Tx, session_id: str, *, reason: str | None) -> None:
 
 
 def settle_if_drained(
-    tx: Tx, turn: TurnRow, *, handling: bool | None = None
+    tx: Tx, session: SessionRow, turn: TurnRow, *, handling: bool | None = None
 ) -> tuple[TurnRow, SessionRow | None]:
     """Commits a settling Turn's outcome once no started message handler is pending
-    (``handling``: whether one is, when the caller read it already). Answers the Turn,
-    and the Session as the outcome left it (None if the Turn is still settling).
+    (``handling``: whether one is, when the caller read it already). ``session``: the
+    Turn's Session as this transaction read it (its Workspace, for a completed Turn's
+    save). Answers the Turn, and the Session as the outcome left it (None if the Turn
+    is still settling).
 
     Settlement waits for callbacks already running (``started``); messages
     whose handler never started were rejected when settlement began.
@@ -132,10 +156,10 @@ def settle_if_drained(
             "hasResult": turn.has_result,
             "hasResponse": turn.has_response,
         }
-        turn, session = end_turn(tx, turn, "completed", data)
+        turn, ended = complete_turn(tx, session, turn, data)
     else:
-        turn, session = end_turn(tx, turn, "failed", {"error": turn.error})
-    return turn, finish_closing(tx, turn.session_id, session)
+        turn, ended = end_turn(tx, turn, "failed", {"error": turn.error})
+    return turn, finish_closing(tx, turn.session_id, ended)
 
 
 def finish_closing(tx: Tx, session_id: str, session: SessionRow | None = None) -> SessionRow | None:

@@ -134,5 +134,5 @@ def report(
         data["reason"] = reason
     record(tx, session_id, kind, data, subject=message_id, turn_id=turn_id, epoch=epoch)
     if outcome is not MessageOutcome.STARTED:
-        settle_if_drained(tx, turn)
+        settle_if_drained(tx, session, turn)
     return message_view(message)

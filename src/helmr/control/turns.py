@@ -427,5 +427,5 @@ def _settle(
     # Ending at once, the Turn's row is written once, by its end.
     turn = settling(turn, not handling)
     reject_waiting_messages(tx, turn, reason="turn_settling", waiting=waiting)
-    turn, settled = settle_if_drained(tx, turn, handling=handling)
+    turn, settled = settle_if_drained(tx, session, turn, handling=handling)
     return turn_view(turn), settled

@@ -237,16 +237,23 @@ def turn_starting(turn_id: str) -> SessionChange:
     return ("active_turn_id = ?", (turn_id,))
 
 
-def turn_ended(tx: Tx, session_id: str, turn_id: str, *, completed: bool) -> SessionRow:
+def turn_ended(
+    tx: Tx, session_id: str, turn_id: str, *, completed: bool, awaiting_cut: int | None = None
+) -> SessionRow:
     """Turn ``turn_id`` ended: it is active no more; ``completed``: the failures and
-    losses in a row are over. The Session as it is now, from the same statement
+    losses in a row are over; ``awaiting_cut``: the next Turn waits for that save's
+    cut (None: as it was). The Session as it is now, from the same statement
     (``UPDATE ... RETURNING``: no read of it before or after)."""
     resets = ", consecutive_failures = 0, consecutive_losses = 0" if completed else ""
+    parameters: tuple[object, ...] = (turn_id, session_id)
+    if awaiting_cut is not None:
+        resets += ", awaiting_cut = ?"
+        parameters = (turn_id, awaiting_cut, session_id)
     row = tx.conn.execute(
         "UPDATE sessions SET active_turn_id ="
         " CASE WHEN active_turn_id = ? THEN NULL ELSE active_turn_id END"
         f"{resets} WHERE id = ? RETURNING *",
-        (turn_id, session_id),
+        parameters,
     ).fetchone()
     if row is None:
         raise _not_found(session_id)

@@ -14,11 +14,12 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from helmr.control import limits, processes, sessions, turns
+from helmr.control import disks, limits, processes, sessions, turns
 from helmr.control.config import ControlConfig
 from helmr.control.views import load_session
 from helmr.protocol.api import TurnView
 from helmr.store import Tx
+from helmr.store import sessions as stored_sessions
 from helmr.store.dialect import SQLITE
 from helmr.store.schema import connect, migrate
 from tests.unit.control.harness import DEFAULT_LIMITS
@@ -31,7 +32,8 @@ TURN_BUDGET = {
     "enqueue answering the Session": 5,
     "enqueue answering the Session, its limits resolved": 5,
     "receive": 6,
-    "complete": 10,
+    "complete": 8,
+    "complete, the next Turn to wait for its save's cut": 8,
     "receive with nothing queued": 2,
     "complete and take next": 15,
     "read the Session": 1,
@@ -75,6 +77,19 @@ def test_a_no_op_turn_takes_at_most_its_budget_of_statements(tmp_path: Path) -> 
         assert idle is None
         view = run("read the Session", lambda tx: load_session(tx, session.id))
         assert (view.id, view.queued_turns) == (session.id, 0)
+    # Saves cut at Turns' ends (a disk backend that cuts them): the completion also
+    # makes the next Turn wait for its save's cut, in the same update of the Session.
+    run("align", partial(disks.align_saves, namespace="team", workspace="w", aligned=True))
+    turn = run("enqueue", lambda tx: turns.enqueue(tx, session.id, "noop"))
+    run("receive", lambda tx: turns.take_next(tx, session.id, epoch))
+    cut = "complete, the next Turn to wait for its save's cut"
+    run(cut, partial(turns.complete, session_id=session.id, epoch=epoch, turn_id=turn.id))
+    version = run("read", lambda tx: stored_sessions.require(tx, session.id)).awaiting_cut
+    assert version is not None
+    saved = partial(disks.take_save, namespace="team", workspace="w", version=version)
+    assert run("take", saved) is not None  # it covers the two saves before it
+    run("cut", partial(disks.save_cut, namespace="team", workspace="w", version=version))
+    assert run("read", lambda tx: stored_sessions.require(tx, session.id)).awaiting_cut is None
     # A busy runner's turn boundary (runner protocol 3): one transaction settles a Turn
     # and starts the next.
     first = run("enqueue", lambda tx: turns.enqueue(tx, session.id, "noop"))
