@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from helmr.states import SaveStatus
 from helmr.store.codec import db_value, dump_time, load_time
-from helmr.store.rows import DiskRow, ForkRow, SaveRow
+from helmr.store.rows import DiskRow, ForkRow, SaveRow, save_due
 from helmr.store.tx import ReadTx, Tx
 
 
@@ -69,6 +69,29 @@ def replace_disk(tx: Tx, namespace: str, workspace: str, restored_from: int | No
     return disk
 
 
+_NEXT_VERSION = (
+    "INSERT INTO workspaces (namespace, name, last_version) VALUES (?, ?, 1)"
+    " ON CONFLICT (namespace, name) DO UPDATE"
+    " SET last_version = workspaces.last_version + 1 RETURNING *"
+)
+_INSERT_SAVE = (
+    "INSERT INTO saves (namespace, workspace, version, disk, session_id, turn_id, status,"
+    " requested_at)"
+)
+_REQUEST_SAVE = (
+    f"WITH workspace AS ({_NEXT_VERSION}),"
+    f" save AS ({_INSERT_SAVE}"
+    # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
+    " SELECT namespace, name, last_version, disk, CAST(? AS TEXT), CAST(? AS TEXT), 'pending',"
+    " CAST(? AS TEXT) FROM workspace RETURNING *)"
+    " SELECT save.*, workspace.aligned, workspace.taking, workspace.save_interval_s,"
+    " workspace.last_cut_at FROM save, workspace"
+)
+"""Where a ``WITH`` may update (``Dialect.updates_in_with``): the Workspace's next
+save version taken and the save inserted with it, answered with the Workspace's save
+policy, one round trip where there were two."""
+
+
 def request_save(
     tx: Tx, namespace: str, workspace: str, session_id: str, turn_id: str
 ) -> tuple[SaveRow, bool]:
@@ -76,33 +99,23 @@ def request_save(
     and whether it can be cut now, at its Turn's end: the Workspace's saves are
     cut at Turns' ends (``aligned``) and none is being taken.
 
-    Two statements, as this runs with every completed Turn: the Workspace's row
-    (made if new) takes the next version and answers it with its disk and the
-    rest, and the save is inserted and answered as stored."""
-    disk = _disk(
-        namespace,
-        workspace,
-        tx.conn.execute(
-            "INSERT INTO workspaces (namespace, name, last_version) VALUES (?, ?, 1)"
-            " ON CONFLICT (namespace, name) DO UPDATE"
-            " SET last_version = workspaces.last_version + 1 RETURNING *",
-            (namespace, workspace),
-        ).fetchone(),
+    As this runs with every completed Turn: the Workspace's row (made if new) takes
+    the next version and answers it with its disk and save policy, and the save is
+    inserted and answered as stored; one statement where a ``WITH`` may update, two
+    in SQLite (in process)."""
+    requested = (session_id, turn_id, dump_time(tx.now))
+    if tx.dialect.updates_in_with:
+        row = policy = tx.conn.execute(_REQUEST_SAVE, (namespace, workspace, *requested)).fetchone()
+    else:
+        policy = tx.conn.execute(_NEXT_VERSION, (namespace, workspace)).fetchone()
+        row = tx.conn.execute(
+            f"{_INSERT_SAVE} VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING *",
+            (namespace, workspace, policy["last_version"], policy["disk"], *requested),
+        ).fetchone()
+    due = save_due(
+        load_time(policy["last_cut_at"]), timedelta(seconds=policy["save_interval_s"]), tx.now
     )
-    row = tx.conn.execute(
-        "INSERT INTO saves (namespace, workspace, version, disk, session_id, turn_id, status,"
-        " requested_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING *",
-        (
-            namespace,
-            workspace,
-            disk.last_version,
-            disk.disk,
-            session_id,
-            turn_id,
-            dump_time(tx.now),
-        ),
-    ).fetchone()
-    cut_now = disk.aligned and disk.taking is None and disk.save_due(tx.now)
+    cut_now = bool(policy["aligned"]) and policy["taking"] is None and due
     return SaveRow.load(row), cut_now
 
 

@@ -269,7 +269,13 @@ class DiskRow:
 
     def save_due(self, now: datetime) -> bool:
         """Whether its save policy lets a save be taken at ``now``."""
-        return self.last_cut_at is None or now - self.last_cut_at >= self.save_interval
+        return save_due(self.last_cut_at, self.save_interval, now)
+
+
+def save_due(last_cut_at: datetime | None, interval: timedelta, now: datetime) -> bool:
+    """Whether a save policy of one save per ``interval`` lets a save be taken at
+    ``now``, the last one cut at ``last_cut_at`` (None: never)."""
+    return last_cut_at is None or now - last_cut_at >= interval
 
 
 @dataclass(frozen=True, slots=True)

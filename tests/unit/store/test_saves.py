@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from helmr.store import Store, Tx, disks
 from tests.compose import new_session
+from tests.unit.counting import CountingConnection
+
+HOUR = timedelta(hours=1)
 
 
 async def test_save_versions_count_per_workspace_and_name_its_current_disk(
@@ -27,3 +31,38 @@ async def test_save_versions_count_per_workspace_and_name_its_current_disk(
         stored = await store.read(lambda rt: disks.get(rt, "team", "w1"))
         assert stored is not None
         assert (stored.last_version, stored.disk) == (3, 2)
+
+
+async def test_a_save_is_requested_in_one_statement_where_a_with_may_update(
+    store_location: str | Path,
+) -> None:
+    async with await Store.open(store_location) as store:
+        session = await new_session(store, "w")
+
+        def request(tx: Tx, turn_id: str) -> tuple[int, bool, list[str]]:
+            counted = CountingConnection(tx.conn)
+            row, cut_now = disks.request_save(
+                Tx(counted, tx.dialect, tx.now), "team", "w", session, turn_id
+            )
+            return row.version, cut_now, counted.statements
+
+        # Saves not cut at Turns' ends: none is cut now.
+        version, cut_now, statements = await store.write(lambda tx: request(tx, "t1"))
+        dialect = await store.read(lambda rt: rt.dialect)
+        # SQLite takes the version and inserts in two (in process, no round trip to save).
+        assert len(statements) == (1 if dialect.updates_in_with else 2), statements
+        assert (version, cut_now) == (1, False)
+        # Cut at Turns' ends, none being taken: cut now.
+        await store.write(lambda tx: disks.set_policy(tx, "team", "w", aligned=True, interval=HOUR))
+        assert (await store.write(lambda tx: request(tx, "t2")))[:2] == (2, True)
+        # Being taken: covered by the next save cut instead.
+        await store.write(lambda tx: disks.set_taking(tx, "team", "w", 2))
+        assert (await store.write(lambda tx: request(tx, "t3")))[:2] == (3, False)
+        # Cut within its save policy's interval: not due.
+        await store.write(lambda tx: disks.set_taking(tx, "team", "w", None))
+        await store.write(lambda tx: disks.set_cut(tx, "team", "w"))
+        assert (await store.write(lambda tx: request(tx, "t4")))[:2] == (4, False)
+        saves = await store.read(lambda rt: disks.saves(rt, "team", "w"))
+        assert sorted((s.version, s.turn_id, s.status) for s in saves) == [
+            (n, f"t{n}", "pending") for n in range(1, 5)
+        ]
