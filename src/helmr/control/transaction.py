@@ -50,8 +50,12 @@ def _fenced(host: Host, fn: Callable[[Tx], R]) -> Callable[[Tx], R]:
 class _Bound(Generic[P, R]):
     def __init__(self, fn: Callable[..., R]) -> None:
         self._fn = fn
+        self._name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
 
     def _run(self, host: Host, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Awaitable[R]:
         raise NotImplementedError
@@ -67,7 +71,12 @@ class _Bound(Generic[P, R]):
         async def method(*args: P.args, **kwargs: P.kwargs) -> R:
             return await self._run(host, args, kwargs)
 
-        return functools.wraps(self._fn)(method)
+        bound = functools.wraps(self._fn)(method)
+        # Kept on the host, which Python looks in before this (non-data) descriptor:
+        # the method is made once per host, not on every call (two a no-op Turn over
+        # the API, each a closure and functools.wraps).
+        vars(host)[self._name] = bound
+        return bound
 
 
 class reads(_Bound[P, R]):
