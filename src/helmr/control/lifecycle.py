@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from helmr.control import disks
-from helmr.control.record import record
+from helmr.control.record import record, record_changing_session
 from helmr.control.stops import StopRequest, stop_request
 from helmr.events import TURN_ENDED, EventKind
 from helmr.states import InterruptReason, StopReason, TerminalTurnStatus
@@ -25,6 +25,7 @@ from helmr.store import (
     holds,
     messages,
     sessions,
+    timeline,
     turns,
 )
 
@@ -46,8 +47,7 @@ def end_turn(
     """Moves a queued or running Turn to a terminal status other than ``completed``
     (:func:`complete_turn`), once, and records it. Answers the Turn and the Session,
     as the Turn's end left them."""
-    turn = _ended(tx, turn, status, data, reason)
-    return turn, sessions.turn_ended(tx, turn.session_id, turn.id, completed=False)
+    return _ended(tx, turn, status, data, reason, sessions.turn_ending(turn.id, completed=False))
 
 
 def complete_turn(
@@ -56,15 +56,12 @@ def complete_turn(
     """:func:`end_turn` as ``completed``, with the save of ``session``'s Workspace
     that a completed Turn requests. Answers the Turn and the Session, as the Turn's
     end left them."""
-    turn = _ended(tx, turn, "completed", data, None)
     # In the transaction that commits the outcome: a crash cannot lose the request.
     # Requested before the Session's row is updated, so that one update also makes
     # the next Turn wait for this save's cut, when it is to.
     awaiting_cut = disks.request_save(tx, session, turn)
-    session = sessions.turn_ended(
-        tx, turn.session_id, turn.id, completed=True, awaiting_cut=awaiting_cut
-    )
-    return turn, session
+    change = sessions.turn_ending(turn.id, completed=True, awaiting_cut=awaiting_cut)
+    return _ended(tx, turn, "completed", data, None, change)
 
 
 def _ended(
@@ -73,14 +70,16 @@ def _ended(
     status: TerminalTurnStatus,
     data: dict[str, JsonValue],
     reason: str | None,
-) -> TurnRow:
-    """The Turn's row and event at its terminal ``status``."""
+    session_change: timeline.SessionChange,
+) -> tuple[TurnRow, SessionRow]:
+    """The Turn's row and event at its terminal ``status``; the Session's row changed
+    (``session_change``) in the statement that takes the event's sequence."""
     if turn.settling is None:
         # A settling Turn's waiting messages were rejected as it began settling,
         # and it admits none since (TurnSettling): nothing to look for.
         reject_waiting_messages(tx, turn, reason=f"turn_{status}")
     turn = turns.ended(tx, turn, status, reason)
-    record(
+    session = record_changing_session(
         tx,
         turn.session_id,
         TURN_ENDED[status],
@@ -88,8 +87,9 @@ def _ended(
         subject=turn.id,
         turn_id=turn.id,
         epoch=turn.epoch,
+        session_change=session_change,
     )
-    return turn
+    return turn, session
 
 
 def interrupt_turn(tx: Tx, turn: TurnRow, reason: str, **details: JsonValue) -> TurnRow:

@@ -6,7 +6,7 @@ from pydantic import JsonValue
 
 from helmr.errors import InvalidInput
 from helmr.events import Event, EventKind, lifecycle_event_id
-from helmr.store import Tx, timeline
+from helmr.store import SessionRow, Tx, sessions, timeline
 
 REPORTED_KINDS = frozenset(
     {
@@ -41,6 +41,32 @@ def record(
         process_epoch=epoch,
         session_change=session_change,
     )
+
+
+def record_changing_session(
+    tx: Tx,
+    session_id: str,
+    kind: EventKind,
+    data: JsonValue,
+    *,
+    subject: str | int | None,
+    turn_id: str | None,
+    epoch: int | None,
+    session_change: timeline.SessionChange,
+) -> SessionRow:
+    """:func:`record` with ``session_change`` set on the Session's row in the same
+    statement; answers the Session as it left it (no read of it after)."""
+    _, row = timeline.append_answering_session(
+        tx,
+        session_id,
+        kind,
+        data,
+        turn_id=turn_id,
+        event_id=lifecycle_event_id(session_id, kind, subject),
+        process_epoch=epoch,
+        session_change=session_change,
+    )
+    return sessions.loaded(tx, row)
 
 
 def reported(

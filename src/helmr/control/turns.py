@@ -315,7 +315,6 @@ def release(tx: Tx, session_id: str, epoch: int, turn_id: str) -> None:
         return
     turn = guards.unsettled(guards.running(session, turn))
     turns.released(tx, turn)
-    sessions.turn_ended(tx, session_id, turn.id, completed=False)
     record(
         tx,
         session_id,
@@ -326,6 +325,8 @@ def release(tx: Tx, session_id: str, epoch: int, turn_id: str) -> None:
         subject=f"{turn.id}:released:{epoch}",
         turn_id=turn.id,
         epoch=epoch,
+        # Active no more, set in the statement that takes the event's sequence.
+        session_change=sessions.turn_ending(turn.id, completed=False),
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from helmr.errors import NotFound
 from helmr.states import CloseHow, HoldReason, SessionStatus, StopReason
 from helmr.store import holds, turns
-from helmr.store.codec import dump_time, load_time, new_id
+from helmr.store.codec import DbValue, dump_time, load_time, new_id
 from helmr.store.rows import SessionLimits, SessionRow
 from helmr.store.timeline import SessionChange
 from helmr.store.tx import ReadTx, Tx
@@ -237,28 +237,24 @@ def turn_starting(turn_id: str) -> SessionChange:
     return ("active_turn_id = ?", (turn_id,))
 
 
-def turn_ended(
-    tx: Tx, session_id: str, turn_id: str, *, completed: bool, awaiting_cut: int | None = None
-) -> SessionRow:
+def turn_ending(turn_id: str, *, completed: bool, awaiting_cut: int | None = None) -> SessionChange:
     """Turn ``turn_id`` ended: it is active no more; ``completed``: the failures and
     losses in a row are over; ``awaiting_cut``: the next Turn waits for that save's
-    cut (None: as it was). The Session as it is now, from the same statement
-    (``UPDATE ... RETURNING``: no read of it before or after)."""
-    resets = ", consecutive_failures = 0, consecutive_losses = 0" if completed else ""
-    parameters: tuple[object, ...] = (turn_id, session_id)
+    cut (None: as it was). A change the event of its end writes (``timeline.append``'s
+    ``session_change``)."""
+    sets = "active_turn_id = CASE WHEN active_turn_id = ? THEN NULL ELSE active_turn_id END"
+    values: tuple[DbValue, ...] = (turn_id,)
+    if completed:
+        sets += ", consecutive_failures = 0, consecutive_losses = 0"
     if awaiting_cut is not None:
-        resets += ", awaiting_cut = ?"
-        parameters = (turn_id, awaiting_cut, session_id)
-    row = tx.conn.execute(
-        "UPDATE sessions SET active_turn_id ="
-        " CASE WHEN active_turn_id = ? THEN NULL ELSE active_turn_id END"
-        f"{resets} WHERE id = ? RETURNING *",
-        parameters,
-    ).fetchone()
-    if row is None:
-        raise _not_found(session_id)
-    tx.touch(session_id)
-    return _load(tx, row)
+        sets += ", awaiting_cut = ?"
+        values += (awaiting_cut,)
+    return sets, values
+
+
+def loaded(rt: ReadTx, row: Any) -> SessionRow:
+    """A Session from its row as a statement answered it (``RETURNING *``)."""
+    return _load(rt, row)
 
 
 def await_cut(tx: Tx, session_id: str, version: int | None) -> None:

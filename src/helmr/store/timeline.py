@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from functools import cache
 from operator import attrgetter
-from typing import cast
+from typing import Any, cast
 
 from pydantic import JsonValue, TypeAdapter
 
@@ -37,23 +37,28 @@ the ``SET`` terms, with a placeholder for each of the values that follow."""
 
 
 @cache
-def _taking(sets: str) -> tuple[str, str]:
+def _taking(sets: str, answering_session: bool = False) -> tuple[str, str]:
     """The statement that takes the Session's next event sequence (and sets ``sets``
     with it), only if the event is new; and the one that also inserts the event,
     where a ``WITH`` may update (``Dialect.updates_in_with``): one statement, no row
-    if the event was there. One pair per ``SET`` the code writes."""
+    if the event was there. ``answering_session``: both answer the Session's whole
+    row, as the statement left it (else the sequence). One pair per ``SET`` the code
+    writes."""
     take = (
         f"UPDATE sessions SET last_event_seq = last_event_seq + 1{sets}"
         " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
-        " RETURNING last_event_seq"
+        f" RETURNING {'*' if answering_session else 'last_event_seq'}"
     )
-    take_and_insert = (
-        f"WITH taken AS ({take}) INSERT INTO events ({_COLUMNS})"
+    insert = (
+        f"INSERT INTO events ({_COLUMNS})"
         # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
         " SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), last_event_seq,"
         " CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT) FROM taken"
-        " RETURNING sequence"
     )
+    if answering_session:
+        take_and_insert = f"WITH taken AS ({take}), inserted AS ({insert}) SELECT * FROM taken"
+    else:
+        take_and_insert = f"WITH taken AS ({take}) {insert} RETURNING sequence"
     return take, take_and_insert
 
 
@@ -87,7 +92,35 @@ def append(
         event_id=event_id,
         process_epoch=process_epoch,
         session_change=session_change,
+    )[0]
+
+
+def append_answering_session(
+    tx: Tx,
+    session_id: str,
+    kind: EventKind,
+    data: JsonValue,
+    *,
+    turn_id: str | None,
+    event_id: str,
+    process_epoch: int | None,
+    session_change: SessionChange,
+) -> tuple[Event, Any]:
+    """:func:`append` with ``session_change``, answering the Session's row too, as the
+    change left it (``UPDATE ... RETURNING``: no read of it after)."""
+    tx.lock(session_id)
+    event, row = _append(
+        tx,
+        session_id,
+        kind,
+        data,
+        turn_id=turn_id,
+        event_id=event_id,
+        process_epoch=process_epoch,
+        session_change=session_change,
+        answering_session=True,
     )
+    return event, row
 
 
 def _append(
@@ -100,14 +133,16 @@ def _append(
     event_id: str | None,
     process_epoch: int | None,
     session_change: SessionChange | None = None,
-) -> Event:
-    """:func:`append` under the Session's lock, which the caller holds."""
+    answering_session: bool = False,
+) -> tuple[Event, Any]:
+    """:func:`append` under the Session's lock, which the caller holds; with the
+    Session's row when ``answering_session`` (else None)."""
     if event_id is None:
         event_id = new_id("evt")
     encoded = dump_json(data)
     created_at = dump_time(tx.now)
     sets, set_values = session_change or ("", ())
-    take_sequence, take_and_insert = _taking(sets and f", {sets}")
+    take_sequence, take_and_insert = _taking(sets and f", {sets}", answering_session)
     # The sequence is taken only if the event is new (one statement, where a probe
     # and the counter's update were two), so a repeat leaves no gap.
     take = (*set_values, session_id, event_id)
@@ -117,30 +152,37 @@ def _append(
     else:
         taken = tx.conn.execute(take_sequence, take).fetchone()
         if taken is not None:
+            sequence = taken["last_event_seq"] if answering_session else taken[0]
             tx.conn.execute(
                 f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (event_id, session_id, turn_id, taken[0], created_at, kind, encoded, process_epoch),
+                (event_id, session_id, turn_id, sequence, created_at, kind, encoded, process_epoch),
             )
     if taken is None:
         # A repeat (rare, so the stored event is read only now), or no such Session.
         existing = get(tx, event_id)
         if existing is None:
             raise NotFound(f"no session {session_id}", session_id=session_id)
+        row = None
         if sets:
-            tx.conn.execute(f"UPDATE sessions SET {sets} WHERE id = ?", (*set_values, session_id))
+            returning = " RETURNING *" if answering_session else ""
+            changed = tx.conn.execute(
+                f"UPDATE sessions SET {sets} WHERE id = ?{returning}", (*set_values, session_id)
+            )
+            row = changed.fetchone() if answering_session else None
             tx.touch(session_id)
-        return existing
+        return existing, row
     tx.touch(session_id)
-    return Event(
+    event = Event(
         id=event_id,
         session_id=session_id,
         turn_id=turn_id,
-        sequence=taken[0],
+        sequence=taken["last_event_seq"] if answering_session else taken[0],
         created_at=datetime.fromisoformat(created_at),
         kind=kind,
         data=data,
         process_epoch=process_epoch,
     )
+    return event, taken if answering_session else None
 
 
 def append_output(
@@ -170,7 +212,7 @@ def append_output(
             return existing
     # Content fragments are JSON objects; TypedDicts are not dicts to mypy.
     content = cast(JsonValue, normalize_content(value))
-    event = _append(
+    event, _ = _append(
         tx,
         session_id,
         EventKind.TURN_OUTPUT,

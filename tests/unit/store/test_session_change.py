@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helmr.events import Event, EventKind, lifecycle_event_id
-from helmr.store import Store, sessions, timeline
+from helmr.store import SessionRow, Store, Tx, sessions, timeline
 from tests.compose import new_session
 
 
@@ -42,3 +42,43 @@ async def test_the_change_is_written_with_a_new_event_and_with_a_repeat(store: S
     assert after_again.active_turn_id == "turn_b"
     assert again == first
     assert following.sequence == first.sequence + 1
+
+
+async def test_an_append_answers_the_session_as_its_change_left_it(store: Store) -> None:
+    session = await new_session(store)
+    kind = EventKind.TURN_COMPLETED
+    event_id = lifecycle_event_id(session, kind, "t1")
+    start = sessions.turn_starting("t1")
+    await store.write(
+        lambda tx: timeline.append(tx, session, EventKind.TURN_RUNNING, {}, session_change=start)
+    )
+
+    async def append(awaiting_cut: int) -> tuple[Event, SessionRow]:
+        change = sessions.turn_ending("t1", completed=True, awaiting_cut=awaiting_cut)
+
+        def write(tx: Tx) -> tuple[Event, SessionRow]:
+            event, row = timeline.append_answering_session(
+                tx,
+                session,
+                kind,
+                {},
+                turn_id="t1",
+                event_id=event_id,
+                process_epoch=None,
+                session_change=change,
+            )
+            return event, sessions.loaded(tx, row)
+
+        return await store.write(write)
+
+    event, answered = await append(3)
+    stored = await store.read(lambda rt: sessions.require(rt, session))
+    assert answered == stored
+    assert (answered.active_turn_id, answered.awaiting_cut) == (None, 3)
+    assert answered.last_event_seq == event.sequence == 2
+    # A repeat: no new sequence, the change all the same, and the Session answered.
+    again, answered_again = await append(4)
+    assert again == event
+    assert (answered_again.awaiting_cut, answered_again.last_event_seq) == (4, 2)
+    following = await store.append_event(session, EventKind.TURN_OUTPUT, "x")
+    assert following.sequence == event.sequence + 1
