@@ -41,9 +41,9 @@ def _taking(sets: str, answering_session: bool = False) -> tuple[str, str]:
     """The statement that takes the Session's next event sequence (and sets ``sets``
     with it), only if the event is new; and the one that also inserts the event,
     where a ``WITH`` may update (``Dialect.updates_in_with``): one statement, no row
-    if the event was there. ``answering_session``: both answer the Session's whole
-    row, as the statement left it (else the sequence). One pair per ``SET`` the code
-    writes."""
+    if the event was there. Both answer the sequence as ``last_event_seq``, with the
+    Session's whole row, as the statement left it, when ``answering_session``. One
+    pair per ``SET`` the code writes."""
     take = (
         f"UPDATE sessions SET last_event_seq = last_event_seq + 1{sets}"
         " WHERE id = ? AND NOT EXISTS (SELECT 1 FROM events WHERE id = ?)"
@@ -58,7 +58,7 @@ def _taking(sets: str, answering_session: bool = False) -> tuple[str, str]:
     if answering_session:
         take_and_insert = f"WITH taken AS ({take}), inserted AS ({insert}) SELECT * FROM taken"
     else:
-        take_and_insert = f"WITH taken AS ({take}) {insert} RETURNING sequence"
+        take_and_insert = f"WITH taken AS ({take}) {insert} RETURNING sequence AS last_event_seq"
     return take, take_and_insert
 
 
@@ -109,7 +109,7 @@ def append_answering_session(
     """:func:`append` with ``session_change``, answering the Session's row too, as the
     change left it (``UPDATE ... RETURNING``: no read of it after)."""
     tx.lock(session_id)
-    event, row = _append(
+    return _append(
         tx,
         session_id,
         kind,
@@ -120,7 +120,6 @@ def append_answering_session(
         session_change=session_change,
         answering_session=True,
     )
-    return event, row
 
 
 def _append(
@@ -152,7 +151,7 @@ def _append(
     else:
         taken = tx.conn.execute(take_sequence, take).fetchone()
         if taken is not None:
-            sequence = taken["last_event_seq"] if answering_session else taken[0]
+            sequence = taken["last_event_seq"]
             tx.conn.execute(
                 f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (event_id, session_id, turn_id, sequence, created_at, kind, encoded, process_epoch),
@@ -176,7 +175,7 @@ def _append(
         id=event_id,
         session_id=session_id,
         turn_id=turn_id,
-        sequence=taken["last_event_seq"] if answering_session else taken[0],
+        sequence=taken["last_event_seq"],
         created_at=datetime.fromisoformat(created_at),
         kind=kind,
         data=data,
