@@ -129,6 +129,18 @@ def test_helm_test_runs_a_smoke_session(kubeconfig: str, release: tuple[str, str
     assert to_control_plane["ports"] == [{"port": 8081, "protocol": "TCP"}]
 
 
+def test_the_released_control_plane_runs_on_uvloop(
+    core: client.CoreV1Api, release: tuple[str, str]
+) -> None:
+    """The operator image has uvloop, and `kopf run` takes it when installed: the
+    control plane's event loop is in C (docs/sizing.md, "The control plane on uvloop")."""
+    name, namespace = release
+    selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component=control-plane"
+    [pod] = core.list_namespaced_pod(namespace, label_selector=selector).items
+    log: str = core.read_namespaced_pod_log(str(pod.metadata.name), namespace)
+    assert "event loop: uvloop" in log, log[-2000:]
+
+
 # What a kubectl user of the sessions in one namespace is granted: Helmr's
 # session verbs, and reaching Helmr's API through the apiserver (services/proxy:
 # get for reads, create for POSTs) after finding its Service (get, list).

@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+import uvloop
+
 from helmr import logs
 from helmr.dev.plane import DevOptions, DevPlane
 
@@ -21,7 +23,9 @@ def serve(source: str, options: DevOptions) -> None:
     handler.setFormatter(logs.formatter("text"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     try:
-        asyncio.run(_serve(source, options))
+        # The loop the control plane runs on in a cluster (`kopf run` takes uvloop
+        # when it is installed): what is tried here behaves as it will there.
+        uvloop.run(_serve(source, options))
     except OSError as exc:  # its port taken, its directory not writable
         sys.exit(f"helmr dev: {exc} (--port 0 picks a free port)")
 

@@ -237,6 +237,8 @@ class ControlPlane:
         for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
             await listen(self._runner, self.settings.listen_host, port)
             log.info("API listening on %s:%d", self.settings.listen_host, port)
+        # Which loop `kopf run` chose (uvloop when installed, as in the image).
+        log.info("event loop: %s", type(asyncio.get_running_loop()).__module__)
         self._spawn(self.leadership.run(self._lead))
         self._spawn(trim_heap_periodically())
 

@@ -16,6 +16,7 @@ import signal
 from pathlib import Path
 
 import click
+import uvloop
 
 from helmr.server import Grant, StaticRunnerTokens, User
 from helmr.store.store import is_postgres
@@ -70,7 +71,8 @@ def _pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 )
 def main(db: str, host: str, port: int, token: str, runner_tokens: dict[str, str]) -> None:
     location = db if is_postgres(db) else Path(db)
-    asyncio.run(serve(location, host, port, token, runner_tokens))
+    # The operator's loop (`kopf run` takes uvloop), so a kill here is one there.
+    uvloop.run(serve(location, host, port, token, runner_tokens))
 
 
 if __name__ == "__main__":
