@@ -10,6 +10,9 @@ process's ``PYTHONPATH``; the benchmark's own modules are this checkout's. What
 is compared is what load changes least: the control plane's CPU per Turn, whole
 process and event loop, each pair's ratio after / before; the Turns/s and latencies
 are shown beside them with the load average.
+
+``bench_scale.py fleet --loop asyncio,uvloop`` (without ``--before``) compares the
+same way this checkout's control plane on two event loops: the second / the first.
 """
 
 from __future__ import annotations
@@ -35,17 +38,27 @@ async def before_after(
     print(f"{label}: seeding {sessions} sessions, {args.history} turns ...", flush=True)
     epochs = await seed(store, sessions, args.history)
     token = uuid.uuid4().hex
-    planes = {
-        "before": Plane(store, args.api_turn_resources, count=True, token=token, src=args.before),
-        "after": Plane(store, args.api_turn_resources, count=True, token=token),
-    }
+    if args.before is not None:
+        [loop] = args.loops
+        planes = {
+            "before": Plane(
+                store, args.api_turn_resources, count=True, token=token, src=args.before, loop=loop
+            ),
+            "after": Plane(store, args.api_turn_resources, count=True, token=token, loop=loop),
+        }
+    else:
+        planes = {
+            loop: Plane(store, args.api_turn_resources, count=True, token=token, loop=loop)
+            for loop in args.loops
+        }
+    (first, second) = planes  # what is compared: second / first
     cpu: dict[str, list[tuple[float, float]]] = {code: [] for code in planes}
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
     table.section(f"{label}, {sessions} open sessions, {args.history} turns of history")
     async with (
         aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
-        Fleet(http, planes["after"].url, protocol=args.protocols[0]).running() as fleet,
+        Fleet(http, planes[second].url, protocol=args.protocols[0]).running() as fleet,
     ):
         for session_id, epoch in epochs.items():
             fleet.serve(session_id, Runner(epoch, token))
@@ -79,13 +92,13 @@ async def before_after(
                 table.latency("  enqueue -> turn.running", latencies)
                 cpu_text = f"{ms[0]:.2f} / {ms[1]:.2f}"
                 table.rows.append(("  cpu ms per turn, process / event loop", cpu_text, "", "", ""))
-    pairs = list(zip(cpu["before"], cpu["after"], strict=True))
+    pairs = list(zip(cpu[first], cpu[second], strict=True))
     for n, name in enumerate(CPU):
         ratios = [a[n] / b[n] for b, a in pairs]
         each = ", ".join(f"{r:.2f}" for r in ratios)
         table.rows.append(
             (
-                f"after / before, {name.removeprefix('cpu s, ')} cpu per turn",
+                f"{second} / {first}, {name.removeprefix('cpu s, ')} cpu per turn",
                 f"{statistics.median(ratios):.2f}",
                 f"({each})",
                 "",

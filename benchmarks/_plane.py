@@ -57,11 +57,14 @@ class Plane:
         mirrors: bool = True,
         token: str | None = None,
         src: Path | None = None,
+        loop: str = "asyncio",
     ) -> None:
         """``token``: the one a replica shares with the others (new if None); ``src``:
-        another version's ``src`` directory to run (``fleet --before``)."""
+        another version's ``src`` directory to run (``fleet --before``); ``loop``: the
+        event loop it runs on (``_loops.py``)."""
         self.store = store
         self.src = src
+        self.loop = loop
         self.mirrors = mirrors
         self.api_turn_resources = api_turn_resources
         self.count = count
@@ -75,6 +78,7 @@ class Plane:
         args += [self.token, *(["--api-turn-resources"] if self.api_turn_resources else [])]
         args += ["--count"] if self.count else []
         args += [] if self.mirrors else ["--no-mirror"]
+        args += ["--loop", self.loop]
         env = None if self.src is None else {**os.environ, "PYTHONPATH": str(self.src)}
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
         assert self.process.stdout is not None

@@ -8,13 +8,14 @@ started once, in the store, when seeded) and kopf's handlers. Runner tokens are
 one shared static token, not projected service-account tokens with TokenReview.
 
     python benchmarks/_scale_plane.py STORE PORT TOKEN [--api-turn-resources] [--count] \
-        [--no-mirror]
+        [--no-mirror] [--loop uvloop]
 
 ``STORE`` is a SQLite path or a ``postgresql://`` URL. It prints ``ready`` once it
 serves; ``GET /bench/writes`` answers the would-be apiserver writes so far, and
 ``GET /bench/passes`` each status mirror pass so far: [Sessions, seconds]; with
 ``--count``, ``GET /bench/counts`` what it did so far (``_plane_counts.py``).
 ``--no-mirror``: a second replica (the leader alone runs the status mirror).
+``--loop``: the event loop it runs on (``_loops.py``), asyncio's by default.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _loops import LOOPS
+from _loops import run as run_on
 from _plane_counts import install as install_counts
 from aiohttp import web
 from tests.compose import open_plane, serving, static_app
@@ -127,8 +130,9 @@ def main() -> None:
     parser.add_argument("--api-turn-resources", action="store_true")
     parser.add_argument("--count", action="store_true", help="serve /bench/counts")
     parser.add_argument("--no-mirror", action="store_true", help="run no status mirror")
+    parser.add_argument("--loop", choices=list(LOOPS), default="asyncio")
     args = parser.parse_args()
-    asyncio.run(
+    run_on(
         serve(
             args.store,
             args.port,
@@ -136,7 +140,8 @@ def main() -> None:
             args.api_turn_resources,
             args.count,
             not args.no_mirror,
-        )
+        ),
+        args.loop,
     )
 
 

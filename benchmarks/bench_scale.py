@@ -38,6 +38,8 @@ before and after (``_apiserver_writes.py``).
 
     .venv/bin/python benchmarks/bench_scale.py fleet --sessions 100,1000 \\
         --history 20000 --store sqlite,postgres
+    .venv/bin/python benchmarks/bench_scale.py fleet --sessions 1000 --history 2000 \\
+        --store sqlite,postgres --seconds 10 --rounds 3 --loop asyncio,uvloop
     .venv/bin/python benchmarks/bench_scale.py replicas --sessions 500 --history 1000 \\
         --seconds 15 --replicas 2
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
@@ -61,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load, ready_after_restart
+from _loops import loop_names
 from _plane import Plane, counted_load, mirror_passes, mirror_writes, seed
 from _plane_counts import per_turn
 from _stores import each_row
@@ -75,7 +78,8 @@ async def measure(
     began = time.monotonic()
     epochs = await seed(store, sessions, args.history)
     print(f"  seeded in {time.monotonic() - began:.0f} s", flush=True)
-    plane = Plane(store, args.api_turn_resources, args.per_turn)
+    [loop] = args.loops
+    plane = Plane(store, args.api_turn_resources, args.per_turn, loop=loop)
     plane.start()
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=RECEIVE_WAIT + 30)
@@ -134,7 +138,7 @@ async def fleet_bench(args: argparse.Namespace) -> None:
     table = Table()
 
     async def row(kind: str, store: str, sessions: int) -> None:
-        if args.before is None:
+        if args.before is None and len(args.loops) == 1:
             await measure(table, kind, store, args, sessions)
         else:
             from _before_after import before_after
@@ -191,7 +195,17 @@ def main() -> None:
         help="another version's src directory: its control plane and this one's take turns"
         " on one store, CPU per turn compared (benchmarks/_before_after.py)",
     )
-    fleet.add_argument("--rounds", type=int, default=2, help="with --before: pairs of loads")
+    fleet.add_argument(
+        "--loop",
+        dest="loops",
+        type=loop_names,
+        default=["asyncio"],
+        help="the control plane's event loop (asyncio, uvloop); two, comma-separated, are"
+        " compared as --before compares versions",
+    )
+    fleet.add_argument(
+        "--rounds", type=int, default=2, help="with --before or two loops: pairs of loads"
+    )
     writes = modes.add_parser("writes", help="apiserver writes per turn on a real cluster")
     writes.add_argument("--sessions", default="1,10", help="comma-separated counts")
     writes.add_argument("--turns", type=int, default=20, help="warm turns per session")
@@ -221,6 +235,8 @@ def main() -> None:
         help="a directory: sample each replica with py-spy through each phase's load",
     )
     args = parser.parse_args()
+    if args.mode == "fleet" and len(args.loops) + (args.before is not None) > 2:
+        parser.error("fleet compares two control planes at most: --before, or two loops")
     if args.mode == "fleet":
         asyncio.run(fleet_bench(args))
     elif args.mode == "replicas":

@@ -21,12 +21,17 @@ inputs and answers are measured with the rest.
 
 ``--profile FILE``: the child runs the counted Turns under cProfile (its event loop's
 thread only: the store's threads are not seen) and writes the stats to ``FILE``; the
-functions taking the most time and their calls per Turn are printed. Slower, so not
-with ``--instructions``.
+functions taking the most time and their calls per Turn are printed, after each child
+(the next one writes over ``FILE``). Slower, so not with ``--instructions``.
 
 ``--before SRC`` runs another version's ``src`` (``git worktree add /tmp/before REV``:
 ``/tmp/before/src``) the same way, alternating (``--rounds`` pairs), and prints each
 pair's ratio after / before and their median.
+
+``--loop asyncio,uvloop`` runs the child on each event loop in turn (the standard
+library's, and uvloop's, which ``kopf run`` uses when it is installed), alternating
+like ``--before`` (with it, each version on each loop), and prints each loop's ratio
+to the first one named.
 
     .venv/bin/python benchmarks/bench_turn_cpu.py [--turns 2000] [--store sqlite,postgres] \\
         [--before SRC --rounds 5]
@@ -34,6 +39,8 @@ pair's ratio after / before and their median.
         --before SRC [--http]
     .venv/bin/python benchmarks/bench_turn_cpu.py --http --turns 500 --rounds 1 \\
         --store sqlite --profile /tmp/turn.prof
+    .venv/bin/python benchmarks/bench_turn_cpu.py --http --instructions --turns 300 \\
+        --rounds 1 --loop asyncio,uvloop
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 from _fleet import enqueue
+from _loops import loop_names
+from _loops import run as run_on
 from _stores import stores
 from tests.compose import open_plane, serving, static_app
 from tests.unit.control.harness import DEFAULT_LIMITS
@@ -243,20 +252,39 @@ def collected(errors: str) -> int:
 
 
 def child(args: argparse.Namespace) -> None:
+    [loop] = args.loops
     if args.http:
-        asyncio.run(serve(args.child, args.sessions, args.profile))
+        run_on(serve(args.child, args.sessions, args.profile), loop)
         return
-    spent = asyncio.run(turns(args.child, args.sessions, args.turns, args.gated, args.profile))
+    spent = run_on(turns(args.child, args.sessions, args.turns, args.gated, args.profile), loop)
     print(spent, flush=True)
 
 
-def run_version(store: str, args: argparse.Namespace, src: Path | None) -> float:
+@dataclass(frozen=True)
+class Variant:
+    """What one child runs: a version's ``src`` (None: this checkout's) on an event loop."""
+
+    code: str
+    src: Path | None
+    loop: str
+
+
+def variants(args: argparse.Namespace) -> list[Variant]:
+    """Each version (``--before``'s, this checkout's) on each of ``--loop``'s loops."""
+    versions: dict[str, Path | None] = {"this checkout": None}
+    if args.before is not None:
+        versions = {"before": args.before, **versions}
+    return [Variant(code, src, loop) for code, src in versions.items() for loop in args.loops]
+
+
+def run_version(store: str, args: argparse.Namespace, variant: Variant) -> float:
     """One child process on ``store``: its CPU seconds per Turn, or with
     ``--instructions`` the instructions it ran per Turn (valgrind's callgrind counts
     them from the end of the warm-up: the same code runs the same count, whatever
     the machine's load)."""
+    src = variant.src
     env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
-    command = [sys.executable, __file__, "--child", store]
+    command = [sys.executable, __file__, "--child", store, "--loop", variant.loop]
     command += ["--sessions", str(args.sessions), "--turns", str(args.turns)]
     if args.profile is not None:
         command += ["--profile", args.profile]
@@ -275,23 +303,37 @@ def run_version(store: str, args: argparse.Namespace, src: Path | None) -> float
 
 
 def compare(kind: str, new_store: Callable[[], Any], args: argparse.Namespace) -> None:
-    versions: dict[str, Path | None] = {"this checkout": None}
-    if args.before is not None:
-        versions = {"before": args.before, **versions}
-    spent: dict[str, list[float]] = {name: [] for name in versions}
+    runs = variants(args)
+    spent: dict[Variant, list[float]] = {variant: [] for variant in runs}
     for _ in range(args.rounds):
-        for name, src in versions.items():
+        for variant in runs:
             with new_store() as store:
-                spent[name].append(run_version(store, args, src))
+                spent[variant].append(run_version(store, args, variant))
+            if args.profile is not None:  # each child writes over the last one's
+                print(f"{kind}, {variant.code}, {variant.loop}:")
+                print_profile(args.profile, args.turns)
     scale, unit = (1e-6, "M instructions") if args.instructions else (1e3, "ms CPU")
-    for name, values in spent.items():
+    for variant, values in spent.items():
         each = ", ".join(f"{v * scale:.3f}" for v in values)
         median = statistics.median(values) * scale
+        name = f"{variant.code}, {variant.loop}"
         print(f"{kind}, {name}: {median:.3f} {unit} per turn (median; each: {each})")
-    if args.before is not None:
-        ratios = [a / b for b, a in zip(spent["before"], spent["this checkout"], strict=True)]
-        each = ", ".join(f"{r:.3f}" for r in ratios)
-        print(f"{kind}, after / before: {statistics.median(ratios):.3f} (each pair: {each})")
+    first = args.loops[0]
+    for after in runs:
+        # after / before on the same loop; each other loop / the first on the same version
+        if after.code == "this checkout" and args.before is not None:
+            before = Variant("before", args.before, after.loop)
+            print_ratios(f"{kind}, {after.loop}, after / before", spent[before], spent[after])
+        if after.loop != first:
+            base = Variant(after.code, after.src, first)
+            print_ratios(f"{kind}, {after.code}, {after.loop} / {first}", spent[base], spent[after])
+
+
+def print_ratios(what: str, before: list[float], after: list[float]) -> None:
+    """Each round's ratio ``after`` / ``before``, and their median."""
+    ratios = [a / b for b, a in zip(before, after, strict=True)]
+    each = ", ".join(f"{r:.3f}" for r in ratios)
+    print(f"{what}: {statistics.median(ratios):.3f} (each pair: {each})")
 
 
 def print_profile(path: str, turns: int, top: int = 30) -> None:
@@ -328,6 +370,13 @@ def main() -> None:
     parser.add_argument(
         "--profile", help="cProfile the counted Turns' event loop thread into this file"
     )
+    parser.add_argument(
+        "--loop",
+        dest="loops",
+        type=loop_names,
+        default=["asyncio"],
+        help="the control plane's event loops, comma-separated (asyncio, uvloop): each in turn",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--gated", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -338,8 +387,6 @@ def main() -> None:
     with stores(args.store.split(",")) as factories:
         for kind, factory in factories:
             compare(kind, factory, args)
-            if args.profile is not None:
-                print_profile(args.profile, args.turns)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
