@@ -7,6 +7,7 @@ the live process's. Most are transaction functions bound as methods
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from pydantic import JsonValue
@@ -43,18 +44,56 @@ class RunnerControl(Surface):
         once there is none for this process (closing Session drained, or the
         process must stop); ReceiveTimeout after ``timeout``."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
-        answer = await self._wait_for(
-            session_id,
-            timeout,
-            asked.look_first,
-            _found,
-            # Woken by a commit to the Session, most often the enqueue it waited
-            # for: a read first would only add a transaction before the write.
-            again=asked.take_next,
-        )
+        answer = await self._next_turn(session_id, timeout, asked.look_first, asked.take_next)
         if answer is None:
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
+
+    async def settle_and_receive(
+        self,
+        settle: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+        session_id: str,
+        epoch: int,
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+        *,
+        holding: Callable[[], Awaitable[object]],
+        listening: Callable[[], bool],
+        metadata: dict[str, JsonValue] | None = None,
+        tags: list[str] | None = None,
+    ) -> TurnView | turns.Drained | None:
+        """``settle`` (a settlement with its next receive, :meth:`complete_and_take_next`
+        or :meth:`fail_and_take_next`, asked with ``metadata`` and ``tags``) and, when it
+        started no Turn, a ``receive``'s wait for one (runner protocol 5): ``holding``
+        is awaited between the two, once the settlement has committed, which the wait
+        never undoes. None when ``timeout`` ends first. A Turn is started only while
+        the runner is ``listening`` (ConnectionResetError once it left: its process
+        may be ending, and a Turn started for it would be lost with it)."""
+        asked = _Receive(self._store, session_id, epoch, metadata, tags)
+        return await self._next_turn(
+            session_id,
+            timeout,
+            partial(_settling, settle, holding),
+            partial(_taking_if_listening, asked.take_next, listening),
+        )
+
+    async def _next_turn(
+        self,
+        session_id: str,
+        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+        first: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+        take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+    ) -> TurnView | turns.Drained | None:
+        """``first``, then ``take_next`` after each commit to the Session until a Turn
+        or the end comes (None: ``timeout`` ended first)."""
+        return await self._wait_for(
+            session_id,
+            timeout,
+            first,
+            _found,
+            # Woken by a commit to the Session, most often the enqueue it waited
+            # for: a read first would only add a transaction before the write.
+            again=take_next,
+        )
 
     adoption_of_pod = reads(adoptions.of_pod)
 
@@ -130,6 +169,27 @@ class RunnerControl(Surface):
 
 def _found(answer: TurnView | turns.Drained | None) -> bool:
     return answer is not None
+
+
+async def _settling(
+    settle: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+    holding: Callable[[], Awaitable[object]],
+) -> TurnView | turns.Drained | None:
+    """A held settlement's first attempt: the settlement, then ``holding`` if it
+    started no Turn (in the wait's watch: a commit from then on wakes it)."""
+    answer = await settle()
+    if answer is None:
+        await holding()
+    return answer
+
+
+async def _taking_if_listening(
+    take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+    listening: Callable[[], bool],
+) -> TurnView | turns.Drained | None:
+    if not listening():
+        raise ConnectionResetError("the runner left before a turn came for its settlement")
+    return await take_next()
 
 
 class _Receive:

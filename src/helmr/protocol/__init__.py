@@ -71,6 +71,15 @@ The rules of the conversation, which both sides rely on:
   runner hands it to the actor's next ``receive``; if the actor never asks (its
   ``run`` ended, or it asked with other labels), the runner ``release``s it: the
   turn goes back to the head of the queue, untouched (``turn.queued`` again).
+  With a ``timeout`` (revision 5), a settlement that finds no turn to start holds
+  its reply as a ``receive`` waits (the same wake-ups, ends and timeout): the
+  reply's head is sent once the settlement has committed, so the actor's
+  ``complete`` returns then, and its body (``next``: the turn, ``{"closed":
+  true}``, or null for none yet) when the wait ends. The settlement is never
+  undone by the wait, and a connection lost during it loses nothing: the runner
+  repeats the settlement, which answers as above (the turn the lost reply
+  started, as ``receive`` would). An error during the wait (the process fenced,
+  say) answers null: the ``receive`` that follows hears it.
 - Output written in one burst may go as one ``output/batch`` (revision 3),
   appended in order in one transaction.
 - ``adoption`` (revision 4) is a pooled runner's only call before it has a Session:

@@ -51,9 +51,12 @@ with an older control plane, and an older image with a newer one.
    request), ``release`` (give back a turn so started that the actor never got),
    and the ``output/batch`` routes (a burst of writes in one request).
 4. ``adoption`` (a pooled runner learns its Session, epoch and settings: ``ENV_POOL``).
+5. A settlement's ``next`` may wait (its ``timeout``): with no turn to start, the
+   reply is held as a ``receive`` would be, its head sent once the settlement
+   committed and its body (the next turn, or none yet) when the wait ends.
 """
 
-PROTOCOL = 4
+PROTOCOL = 5
 """The revision this Helmr speaks (``ENV_PROTOCOL`` in the pods it starts)."""
 
 ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"

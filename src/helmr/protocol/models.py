@@ -131,10 +131,13 @@ class ReceiveRequest(_Request):
 @dataclass(frozen=True)
 class NextReceive(_Request):
     """A settlement's ``next`` (revision 3): the runner's next ``receive``, asked with
-    the settlement so that a busy runner makes one request per turn. It never waits:
-    the reply's ``next`` is the turn started now for this process (with these labels
-    on its ``turn.running``), ``{"closed": true}``, or null when there is nothing to
-    start at once (the runner then sends a ``receive``)."""
+    the settlement so that a runner makes one request per turn. The reply's ``next``
+    is the turn started for this process (with these labels on its ``turn.running``),
+    ``{"closed": true}``, or null when there is none (the runner then sends a
+    ``receive``). Without ``timeout`` it never waits. With it (revision 5), a
+    settlement that finds no turn to start waits for one as a ``receive`` would: the
+    reply's head (status 200) is sent once the settlement has committed, its body
+    when a turn starts, the process gets no more, or ``timeout`` passes (null)."""
 
     metadata: Annotated[
         dict[str, Any] | None,
@@ -144,6 +147,16 @@ class NextReceive(_Request):
         list[Annotated[str, Constraint(min_length=1, max_length=MAX_TAG_LENGTH)]] | None,
         Constraint(max_length=MAX_TAGS, description="As `receive`'s `tags`."),
     ] = None
+    timeout: Annotated[
+        float | None,
+        Constraint(
+            gt=0,
+            description=(
+                "Wait up to this long for a turn, as `receive`'s `timeout`, once the"
+                " settlement has committed (revision 5)."
+            ),
+        ),
+    ] = field(default=None, metadata=since(5))
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 _Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+Heard = Callable[[int], None]
+"""Told a reply's status once its head has come."""
 
 KEEPALIVE_IDLE = 10
 """Seconds a connection is silent before the kernel probes the server."""
@@ -47,8 +50,16 @@ class HttpClient:
         self._prefix = parts.path.rstrip("/")
         self._idle: list[_Streams] = []
 
-    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        """The reply's status and body (bound the wait with ``asyncio.timeout``)."""
+    async def post(
+        self,
+        path: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        heard: Heard | None = None,
+    ) -> tuple[int, bytes]:
+        """The reply's status and body (bound the wait with ``asyncio.timeout``);
+        ``heard`` is told the status as soon as the reply's head has come, before
+        its body (a held reply's comes later)."""
         head = self._head(path, len(body), headers)
         while self._idle:
             streams = self._idle.pop()
@@ -56,12 +67,12 @@ class HttpClient:
                 streams[1].close()
                 continue
             try:
-                return await self._exchange(streams, head, body)
+                return await self._exchange(streams, head, body, heard)
             except ConnectionError:
                 # The server closed this idle connection before it saw the
                 # request (its keep-alive timeout): a fresh one will do.
                 continue
-        return await self._exchange(await self._connect(), head, body)
+        return await self._exchange(await self._connect(), head, body, heard)
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []
@@ -88,12 +99,14 @@ class HttpClient:
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    async def _exchange(self, streams: _Streams, head: bytes, body: bytes) -> tuple[int, bytes]:
+    async def _exchange(
+        self, streams: _Streams, head: bytes, body: bytes, heard: Heard | None
+    ) -> tuple[int, bytes]:
         reader, writer = streams
         try:
             writer.write(head + body)
             await writer.drain()
-            status, reply, reusable = await _read_reply(reader)
+            status, reply, reusable = await _read_reply(reader, heard)
         except BaseException:
             writer.close()  # half a reply (or a cancelled wait) leaves it unusable
             raise
@@ -111,7 +124,7 @@ def _keep_alive(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
 
 
-async def _read_reply(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+async def _read_reply(reader: asyncio.StreamReader, heard: Heard | None) -> tuple[int, bytes, bool]:
     """Status, body, and whether the connection may carry another request."""
     try:
         status_line = await reader.readline()
@@ -125,6 +138,8 @@ async def _read_reply(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
             name, _, value = line.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         reusable = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        if heard is not None:
+            heard(int(rest[:3]))
         if "chunked" in headers.get("transfer-encoding", "").lower():
             body = await _read_chunks(reader)
         elif "content-length" in headers:

@@ -11,17 +11,20 @@ from helmr import logs
 from helmr.errors import HelmrError, InvalidInput, ReceiveTimeout, TurnNotActive
 from helmr.protocol import (
     ActorSettings,
+    CompleteRequest,
+    FailRequest,
     NextReceive,
     ReceiveReply,
     ReceiveRequest,
     SessionClosed,
+    Settled,
     TurnAssignment,
     contract,
     parse_receive_reply,
     routes,
 )
 from helmr.runner.output import Output
-from helmr.runner.transport import Transport
+from helmr.runner.transport import Call, Transport
 from helmr.runner.turn import Turn
 from helmr.runner.wire import request
 
@@ -30,6 +33,10 @@ RECEIVE_WINDOW = 120.0
 Session's only cost to the control plane: 5,000 idle Sessions renew 42 a second
 (167 with 30 s windows). A connection that silently died (the control plane's
 node went away) fails sooner, by TCP keepalive (``helmr.runner.http``)."""
+
+HELD_SWEEP = 0.001
+"""Seconds the ``receive`` after a held reply cut short may wait (``give_back``): it
+only answers a turn already started or queued, not one to come."""
 
 RECHECK = 1.0
 """Seconds between asking again while this process holds an unsettled turn, so a turn
@@ -68,8 +75,10 @@ class Session:
         self._current: Turn | None = None
         self._received = asyncio.Event()  # set on each new turn (the stop listener waits)
         self._labels_asked: dict[str, Any] = {}  # of the actor's last receive
+        self._window_asked = RECEIVE_WINDOW  # a held settlement's wait (revision 5)
         self._looping = False  # the actor asked for a turn after settling one
-        self._started_next: tuple[ReceiveReply, NextReceive] | None = None
+        # A settlement's reply (asked with ``next``), awaited by the next receive.
+        self._started_next: tuple[asyncio.Task[Any], NextReceive] | None = None
 
     async def receive(
         self,
@@ -98,17 +107,18 @@ class Session:
         if self._current is not None and self._current.settled:
             self._looping = True
         self._labels_asked = labels
-        given = await self._given_with_settlement(labels)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        idle = self._idle_timeout if idle_timeout is None else idle_timeout
+        idle_end = None if idle is None else loop.time() + idle
+        self._window_asked = _window(0, None, idle)
+        given = await self._given_with_settlement(labels, deadline)
         if given is not None:
             return (
                 None
                 if isinstance(given, SessionClosed)
                 else self._start(given, self._unsettled_turn())
             )
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        idle = self._idle_timeout if idle_timeout is None else idle_timeout
-        idle_end = None if idle is None else loop.time() + idle
         while True:
             now = loop.time()
             if idle_end is not None and idle_end <= now:
@@ -174,23 +184,60 @@ class Session:
     def next_receive(self) -> NextReceive | None:
         """Asked as a turn settles (protocol 3): the actor's next ``receive``, to send
         with the settlement, once the actor has shown it asks for a turn after
-        settling one (a ``run`` that settles one turn and returns asks for none)."""
-        return NextReceive(**self._labels_asked) if self._looping else None
+        settling one (a ``run`` that settles one turn and returns asks for none).
+        From protocol 5 it waits as that receive's first window would."""
+        if not self._looping:
+            return None
+        timeout = self._window_asked if self._protocol >= 5 else None
+        return NextReceive(**self._labels_asked, timeout=timeout)
 
-    def started_next(self, reply: ReceiveReply | None, asked: NextReceive) -> None:
-        """What the settlement's ``next`` got: kept for the actor's next ``receive``."""
-        self._started_next = None if reply is None else (reply, asked)
+    async def settle(
+        self, call: Call, path: str, body: CompleteRequest | FailRequest, asked: NextReceive
+    ) -> None:
+        """Sends a settlement asking for the next turn (``asked``) and returns once it
+        has committed: its reply's head has come (with protocol 5 the body may be held
+        until a turn comes). The reply is the actor's next ``receive``'s to await."""
+        loop = asyncio.get_running_loop()
+        committed = loop.create_future()
 
-    async def _given_with_settlement(self, labels: Mapping[str, Any]) -> ReceiveReply | None:
+        def heard(status: int) -> None:
+            if status < 300 and not committed.done():
+                committed.set_result(None)
+
+        wait = 0.0 if asked.timeout is None else asked.timeout
+        reply = loop.create_task(call(path, body, wait=wait, heard=heard))
+        try:
+            await asyncio.wait((committed, reply), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            reply.cancel()  # the settlement with it: the actor may try again
+            raise
+        if not committed.done():
+            reply.result()  # the settlement's error (a reply that came whole was heard)
+        self._started_next = (reply, asked)
+
+    async def _given_with_settlement(
+        self, labels: Mapping[str, Any], deadline: float | None
+    ) -> ReceiveReply | None:
         """The turn (or end) a settlement's ``next`` got, if this receive may take it:
-        a turn started with other labels than this receive's goes back (``release``)."""
-        given, self._started_next = self._started_next, None
+        a turn started with other labels than this receive's goes back (``release``).
+        A reply still held is awaited until ``deadline`` (then ReceiveTimeout; it is
+        kept for the next receive)."""
+        given = self._started_next
         if given is None:
             return None
         reply, asked = given
-        if isinstance(reply, SessionClosed) or asked == NextReceive(**labels):
-            return reply
-        await self._release(reply)
+        if not reply.done():
+            now = asyncio.get_running_loop().time()
+            await asyncio.wait((reply,), timeout=None if deadline is None else deadline - now)
+            if not reply.done():
+                raise ReceiveTimeout("no turn arrived within the receive's timeout")
+        self._started_next = None
+        started = _next_of(reply)
+        if started is None or isinstance(started, SessionClosed):
+            return started
+        if asked == NextReceive(**labels, timeout=asked.timeout):
+            return started
+        await self._release(started)
         return None
 
     def ask_no_more(self) -> None:
@@ -199,10 +246,22 @@ class Session:
 
     async def give_back(self) -> None:
         """Releases the turn a settlement started that the actor never got (its
-        ``run`` ended): it runs next, on another process."""
+        ``run`` ended): it runs next, on another process. A reply still held is cut
+        short first: the server starts no turn for a reply no one waits for, but a
+        wait woken as the connection closed may have, and a ``receive`` answers that
+        turn (or starts the queue's head) to give back."""
         given, self._started_next = self._started_next, None
-        if given is not None and isinstance(given[0], TurnAssignment):
-            await self._release(given[0])
+        if given is None:
+            return
+        reply = given[0]
+        if reply.done():
+            started = _next_of(reply)
+        else:
+            reply.cancel()
+            await asyncio.wait((reply,))  # its connection closed before the receive
+            started = await self._ask(HELD_SWEEP, None, self._labels_asked)
+        if isinstance(started, TurnAssignment):
+            await self._release(started)
 
     async def _release(self, assignment: TurnAssignment) -> None:
         # TurnNotActive: a stop was accepted meanwhile; it converges as this process lets go.
@@ -262,3 +321,12 @@ class Session:
         """The turn this process received and has not settled, if any."""
         current = self._current
         return current if current is not None and not current.settled else None
+
+
+def _next_of(reply: asyncio.Task[Any]) -> ReceiveReply | None:
+    """What a settlement's finished reply says of the next turn; None for none yet,
+    or when the reply failed after the settlement had committed (a connection lost
+    for good, the process fenced): the ``receive`` that follows hears why."""
+    if reply.cancelled() or reply.exception() is not None:
+        return None
+    return Settled.from_json(reply.result()).next

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from helmr.errors import UNAVAILABLE_STATUSES, HelmrError, StaleEpoch, Unavailable, from_json
 from helmr.protocol import EPOCH_HEADER, to_json
-from helmr.runner.http import HttpClient
+from helmr.runner.http import Heard, HttpClient
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -39,9 +39,15 @@ class Call(Protocol):
     """One runner call: POST ``body`` (``{}`` when None) to ``path``; the decoded reply."""
 
     async def __call__(
-        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+        self,
+        path: str,
+        body: DataclassInstance | None = None,
+        *,
+        wait: float = 0.0,
+        heard: Heard | None = None,
     ) -> Any:
-        """``wait`` is how long the server may hold the request (a long poll)."""
+        """``wait`` is how long the server may hold the request (a long poll); ``heard``
+        is told each reply's status as soon as its head has come (every attempt's)."""
 
 
 class Transport:
@@ -79,7 +85,12 @@ class Transport:
             await self._http.close()
 
     async def call(
-        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+        self,
+        path: str,
+        body: DataclassInstance | None = None,
+        *,
+        wait: float = 0.0,
+        heard: Heard | None = None,
     ) -> Any:
         payload = json.dumps({} if body is None else to_json(body)).encode()
         loop = asyncio.get_running_loop()
@@ -89,7 +100,7 @@ class Transport:
             if self._fenced:
                 raise StaleEpoch("this runner process is fenced: a newer process runs the session")
             try:
-                return await self._post(path, payload, wait)
+                return await self._post(path, payload, wait, heard)
             except (OSError, Unavailable) as e:  # OSError: ConnectionError, TimeoutError
                 now = loop.time()
                 give_up = now + self._retry_for if give_up is None else give_up
@@ -101,12 +112,12 @@ class Transport:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _post(self, path: str, payload: bytes, wait: float) -> Any:
+    async def _post(self, path: str, payload: bytes, wait: float, heard: Heard | None) -> Any:
         if self._http is None:
             raise RuntimeError("use the Transport as 'async with Transport(...)'")
         headers = {**self._headers, "Authorization": f"Bearer {self._token()}"}
         async with asyncio.timeout(wait + REPLY_TIMEOUT):
-            status, raw = await self._http.post(path, payload, headers)
+            status, raw = await self._http.post(path, payload, headers, heard)
         if status in UNAVAILABLE_STATUSES:
             raise Unavailable(f"HTTP {status} from the control plane")
         try:

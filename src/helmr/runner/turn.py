@@ -15,12 +15,11 @@ from helmr.protocol import (
     ErrorInfo,
     FailRequest,
     NextReceive,
-    ReceiveReply,
     RespondRequest,
-    Settled,
     TurnAssignment,
     routes,
 )
+from helmr.runner.http import Heard
 from helmr.runner.messages import MessageHandler, MessagePump
 from helmr.runner.output import Output
 from helmr.runner.signal import Signal
@@ -46,13 +45,16 @@ TURN_CONTRACT_BROKEN = "turn_contract_broken"
 
 
 class NextTurn(Protocol):
-    """Whether a settlement also asks for the next turn, and who hears what came."""
+    """Whether a settlement also asks for the next turn, and who sends it then."""
 
     def next_receive(self) -> NextReceive | None:
         """The ``next`` to send with a settlement; None: ask nothing."""
 
-    def started_next(self, reply: ReceiveReply | None, asked: NextReceive) -> None:
-        """The settlement's answer to ``asked``."""
+    async def settle(
+        self, call: Call, path: str, body: CompleteRequest | FailRequest, asked: NextReceive
+    ) -> None:
+        """Sends the settlement ``body`` (asking ``asked``) with ``call``; returns once
+        it has committed, keeping what it got for the actor's next ``receive``."""
 
 
 class _State(enum.Enum):
@@ -165,11 +167,10 @@ class Turn:
             # messages not started; it commits the outcome once that handler reports.
             after = self._after
             asked = None if after is None else after.next_receive()
-            if asked is not None:
-                body = replace(body, next=asked)
-            reply = await self._call(path, body)
-            if after is not None and asked is not None:
-                after.started_next(Settled.from_json(reply).next, asked)
+            if after is None or asked is None:
+                await self._call(path, body)
+            else:
+                await after.settle(self._call, path, replace(body, next=asked), asked)
             if self._pump is not None:
                 await self._pump.stopped()
         except BaseException:
@@ -182,10 +183,15 @@ class Turn:
         await self._settled.wait()
 
     async def _call(
-        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+        self,
+        path: str,
+        body: DataclassInstance | None = None,
+        *,
+        wait: float = 0.0,
+        heard: Heard | None = None,
     ) -> Any:
         try:
-            return await self._call_server(path, body, wait=wait)
+            return await self._call_server(path, body, wait=wait, heard=heard)
         except TurnNotActive:
             # The server ended the turn (interrupted, cancelled): stop its work.
             self.signal.abort("turn_not_active")

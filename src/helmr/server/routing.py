@@ -8,7 +8,8 @@ call (the session, for public session routes, so it is read once), and the
 return annotation is the response model (a pydantic model, or one of the
 runner protocol's dataclasses, as ``body`` may be too; or ``web.StreamResponse`` for a
 handler that writes its own response, which then names its media type in
-``@route``). ``openapi.document`` reads the same declarations, so the served
+``@route``; or a model ``| web.StreamResponse`` for one that may write that model's
+JSON itself, later than its head). ``openapi.document`` reads the same declarations, so the served
 routes and the document cannot drift apart.
 """
 
@@ -17,7 +18,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, is_dataclass
-from typing import Any, Literal, NamedTuple, TypeVar, get_type_hints
+from types import UnionType
+from typing import Any, Literal, NamedTuple, TypeVar, get_args, get_type_hints
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -123,6 +125,10 @@ def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Opera
     if spec.access == "runner" and "session_id" not in scope:
         raise TypeError(f"{handler.__name__}: a runner route names its session")
     returns = hints.get("return")
+    if isinstance(returns, UnionType) and web.StreamResponse in get_args(returns):
+        # A JSON route whose handler may write its reply itself (a held one): what it
+        # writes is the other member's JSON, which the document shows.
+        [returns] = [member for member in get_args(returns) if member is not web.StreamResponse]
     is_model = isinstance(returns, type) and (
         issubclass(returns, BaseModel) or is_dataclass(returns)
     )
@@ -193,7 +199,7 @@ def _endpoint(
         call = op.handler(**kwargs)
         del kwargs, admission  # the handler has them: a waiting long poll keeps less
         result = await call
-        if op.response is None:
+        if op.response is None or isinstance(result, web.StreamResponse):
             response: web.StreamResponse = result
             return response
         return web.Response(body=adapter(op.response).dump_json(result), content_type=JSON)

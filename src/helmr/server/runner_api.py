@@ -8,7 +8,7 @@ the fencing itself (409 ``stale_epoch``) is Control's. Long polls are cut to
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol
@@ -19,7 +19,7 @@ from pydantic import JsonValue, RootModel
 from helmr.control import NO_RESULT
 from helmr.control.runner_api import RunnerControl
 from helmr.control.turns import Drained
-from helmr.errors import NotFound
+from helmr.errors import HelmrError, NotFound
 from helmr.protocol import (
     Ack,
     AdoptionReply,
@@ -55,7 +55,8 @@ from helmr.protocol.api_requests import (
     TurnPath,
 )
 from helmr.server.auth import bearer_token
-from helmr.server.routing import route
+from helmr.server.inputs import adapter
+from helmr.server.routing import JSON, route
 from helmr.server.traces import NoTraces, TurnTraceFacts
 
 TAG = "runner"
@@ -220,32 +221,83 @@ class RunnerApi:
         per_turn=True,
     )
     async def complete(
-        self, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest
-    ) -> Settled:
-        """With ``next``, also starts this process's next turn in the same transaction."""
+        self, request: web.Request, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest
+    ) -> Settled | web.StreamResponse:
+        """With ``next``, also starts this process's next turn in the same transaction
+        (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
         result = body.result if body.has_result else NO_RESULT
         session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
         self._traces.settling(session_id, turn_id, datetime.now(UTC))
         if body.next is None:
             await self._control.complete(session_id, epoch, turn_id, result)
             return Settled()
-        after = await self._control.complete_and_take_next(
-            session_id, epoch, turn_id, result, **_labels(body.next)
+        settle = partial(
+            self._control.complete_and_take_next,
+            session_id,
+            epoch,
+            turn_id,
+            result,
+            **_labels(body.next),
         )
-        return Settled(next=None if after is None else _receive_reply(after))
+        return await self._with_next(request, session_id, epoch, body.next, settle)
 
     @post(routes.FAIL, summary="Settle the turn as failed.", per_turn=True)
-    async def fail(self, path: TurnPath, headers: RunnerHeaders, body: FailRequest) -> Settled:
-        """With ``next``, also starts this process's next turn in the same transaction."""
+    async def fail(
+        self, request: web.Request, path: TurnPath, headers: RunnerHeaders, body: FailRequest
+    ) -> Settled | web.StreamResponse:
+        """With ``next``, also starts this process's next turn in the same transaction
+        (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
         session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
         self._traces.settling(session_id, turn_id, datetime.now(UTC))
         if body.next is None:
             await self._control.fail(session_id, epoch, turn_id, body.error)
             return Settled()
-        after = await self._control.fail_and_take_next(
-            session_id, epoch, turn_id, body.error, **_labels(body.next)
+        settle = partial(
+            self._control.fail_and_take_next,
+            session_id,
+            epoch,
+            turn_id,
+            body.error,
+            **_labels(body.next),
         )
-        return Settled(next=None if after is None else _receive_reply(after))
+        return await self._with_next(request, session_id, epoch, body.next, settle)
+
+    async def _with_next(
+        self,
+        request: web.Request,
+        session_id: str,
+        epoch: int,
+        next: NextReceive,
+        settle: Callable[[], Awaitable[TurnView | Drained | None]],
+    ) -> Settled | web.StreamResponse:
+        """The reply to a settlement asking for the next turn. With ``next.timeout``
+        (revision 5) and no turn started by the settlement, the reply is held as a
+        ``receive``'s: its head goes once the settlement committed (the runner's
+        ``complete`` returns then), its body when the wait ends."""
+        if next.timeout is None:
+            return _settled(await settle())
+        held = web.StreamResponse(headers=_JSON_TYPE)
+        try:
+            after = await self._control.settle_and_receive(
+                settle,
+                session_id,
+                epoch,
+                min(next.timeout, MAX_WAIT),
+                holding=partial(held.prepare, request),
+                listening=partial(_listening, request),
+                **_labels(next),
+            )
+        except HelmrError:
+            if not held.prepared:
+                raise  # the settlement's own error, answered as ever
+            # Said after the head (the process fenced, its Session gone): the settlement
+            # stands, and the receive the runner sends for "none yet" hears why.
+            after = None
+        if not held.prepared:
+            return _settled(after)
+        await held.write(_SETTLED.dump_json(_settled(after)))
+        await held.write_eof()
+        return held
 
     @post(routes.RELEASE, summary="Give back a turn started by a settlement's next, unseen.")
     async def release(self, path: TurnPath, headers: RunnerHeaders, body: NoBody) -> Ack:
@@ -299,6 +351,20 @@ def _receive_reply(turn: TurnView | Drained | None) -> ReceiveReply:
         source=turn.source,
         created_at=turn.created_at,
     )
+
+
+def _listening(request: web.Request) -> bool:
+    """Whether the runner is still connected to hear the answer to ``request``."""
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
+
+
+def _settled(after: TurnView | Drained | None) -> Settled:
+    return Settled(next=None if after is None else _receive_reply(after))
+
+
+_SETTLED = adapter(Settled)
+_JSON_TYPE = {"Content-Type": JSON}
 
 
 def _labels(next: NextReceive) -> dict[str, Any]:

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from helmr.protocol import EPOCH_HEADER, ActorSettings, contract
 from helmr.runner import Session
+from helmr.runner.http import Heard
 from helmr.runner.transport import Transport
 from tests.unit.api import Api
 
@@ -22,10 +26,15 @@ class RecordingTransport(Transport):
     sent: list[str]
 
     async def call(
-        self, path: str, body: DataclassInstance | None = None, *, wait: float = 0.0
+        self,
+        path: str,
+        body: DataclassInstance | None = None,
+        *,
+        wait: float = 0.0,
+        heard: Heard | None = None,
     ) -> Any:
         self.sent.append(_route(path))
-        return await super().call(path, body, wait=wait)
+        return await super().call(path, body, wait=wait, heard=heard)
 
 
 def _route(path: str) -> str:
@@ -44,11 +53,14 @@ async def runner_session(
     epoch: int | None = None,
     settings: ActorSettings | None = None,
     sent: list[str] | None = None,
+    idle_timeout: float | None = None,
 ) -> AsyncIterator[Session]:
     """A new runner process of the session (the operator's part: its epoch and token)
     and the Session handle its actor gets; ``epoch`` overrides the one it calls with,
-    ``settings`` are what its ``actor(...)`` declared; ``sent`` gets the route of
-    every call the process makes (``receive``, ``complete``, ``output/batch``...)."""
+    ``settings`` are what its ``actor(...)`` declared, ``idle_timeout`` its warm wait;
+    ``sent`` gets the route of every call the process makes (``receive``,
+    ``complete``, ``output/batch``...).
+    Its end gives back what the process would (``Session.give_back``)."""
     headers = await api.runner(session_id)
     token = headers["Authorization"].removeprefix("Bearer ")
     transport = RecordingTransport(
@@ -61,4 +73,25 @@ async def runner_session(
     )
     transport.sent = [] if sent is None else sent
     async with transport:
-        yield Session(transport, protocol=protocol, settings=settings)
+        session = Session(
+            transport, protocol=protocol, settings=settings, idle_timeout=idle_timeout
+        )
+        yield session
+        # As the process ends (the entrypoint's ``_serve``): a turn a settlement started,
+        # or a settlement's reply still held, is given back.
+        session.ask_no_more()
+        await session.give_back()
+
+
+async def answered(api: Api) -> Counter[str]:
+    """The requests the app has answered (``/metrics``'s aside), by route template,
+    from its ``helmr_api_requests_total``."""
+    async with api.http.get("/metrics") as response:
+        text = await response.text()
+    counted: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            route = sample.labels.get("route", "")
+            if sample.name == "helmr_api_requests_total" and route != "/metrics":
+                counted[route] += int(sample.value)
+    return counted

@@ -12,10 +12,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from helmr.protocol import contract
 from tests.unit.api import Api
+from tests.unit.runner.against_app import answered
 
 TURNS = 12
 
@@ -34,15 +33,11 @@ finishes = actor(id="finishes", run=finish)
 
 async def _runner_requests(api: Api) -> Counter[str]:
     """The runner requests the app answered, by route (``receive``, ``stops``...)."""
-    async with api.http.get("/metrics") as response:
-        text = await response.text()
-    answered: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            route = sample.labels.get("route", "")
-            if sample.name == "helmr_api_requests_total" and route.startswith("/runner/"):
-                answered[route.rsplit("/", 1)[1]] += int(sample.value)
-    return answered
+    runner: Counter[str] = Counter()
+    for route, count in (await answered(api)).items():
+        if route.startswith("/runner/"):
+            runner[route.rsplit("/", 1)[1]] += count
+    return runner
 
 
 async def _start_runner(api: Api, sid: str, tmp_path: Path) -> asyncio.subprocess.Process:

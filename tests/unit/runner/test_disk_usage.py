@@ -119,7 +119,9 @@ class RecordingTransport:
         self.reports: list[int] = []
         self.failures: list[Exception] = []
 
-    async def call(self, path: str, body: Any = None, *, wait: float = 0.0) -> Any:
+    async def call(
+        self, path: str, body: Any = None, *, wait: float = 0.0, heard: Any = None
+    ) -> Any:
         assert path == f"/runner/v1/sessions/{self.session_id}/storage"
         if self.failures:
             raise self.failures.pop(0)

@@ -48,6 +48,21 @@ async def _kinds(api: Api, session_id: str, turn_id: str) -> list[str]:
         # The first settlement asks for nothing (the actor has not yet asked for a
         # turn after settling one); from then on each settlement starts the next turn.
         (3, ["receive", "complete", "receive", "complete", "fail", "complete", "complete"]),
+        # As 3; the last settlement's reply is held (the queue is empty), so the process's
+        # end cuts it short and asks once more (a receive) for a turn it may have started.
+        (
+            5,
+            [
+                "receive",
+                "complete",
+                "receive",
+                "complete",
+                "fail",
+                "complete",
+                "complete",
+                "receive",
+            ],
+        ),
     ],
 )
 async def test_a_busy_runner_makes_one_request_per_turn(
@@ -117,7 +132,8 @@ async def test_a_receive_with_other_labels_gets_the_turn_started_with_them(api: 
         assert third is not None
         assert third.id == ids[2]
         await third.complete()
-    assert sent[-3:] == ["release", "receive", "complete"]
+    # The last settlement's reply held, then cut short by the end: a receive follows.
+    assert sent[-4:] == ["release", "receive", "complete", "receive"]
     page = await api.control.list_events(sid)
     running = [e.data for e in page.records if e.turn_id == ids[2]]
     epoch = (await api.control.get_session(sid)).process_epoch
