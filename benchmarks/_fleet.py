@@ -1,6 +1,6 @@
 """A simulated runner fleet and the no-op load that ``bench_scale.py`` puts on a
 control plane: one asyncio process plays every Session's runner over the runner
-protocol (``receive`` long polls, ``complete``), while clients enqueue no-op Turns
+protocol (``receive`` long polls, ``complete`` and its ``next``), while clients enqueue no-op Turns
 over the REST API and wait for them.
 
 Shared by the ``fleet`` mode (a control plane of its own, one static runner token)
@@ -20,7 +20,7 @@ import aiohttp
 
 from helmr.protocol import routes
 from helmr.protocol.api_routes import session_turns
-from helmr.protocol.contract import EPOCH_HEADER
+from helmr.protocol.contract import EPOCH_HEADER, PROTOCOL
 from helmr.runner.session import RECEIVE_WINDOW
 
 # As a runner does (helmr.runner.session, helmr.runner.transport): each receive waits
@@ -49,9 +49,12 @@ class Fleet:
 
     ``protocol``: the runner protocol revision the runners speak (changeable between
     loads); from 3, each ``complete`` carries the next ``receive`` (``next``), and a
-    turn it starts is run without a ``receive``."""
+    turn it starts is run without a ``receive``; from 5 that ``next`` waits for a turn
+    as the ``receive`` would (the reply is held: its head says the settlement
+    committed, its body brings the next turn), so a runner whose queue is empty as
+    it settles sends no ``receive`` either."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, protocol: int = 3) -> None:
+    def __init__(self, http: aiohttp.ClientSession, url: str, protocol: int = PROTOCOL) -> None:
         self._http = http
         self.urls = [url]
         """The replicas' runner API: a runner calls ``urls[its index % len(urls)]``
@@ -106,18 +109,20 @@ class Fleet:
                         body = await answer.json()
                 turn_id = body["id"]
                 self.received[turn_id] = time.monotonic()
-                settle: dict[str, Any] = {"next": {}} if self.protocol >= 3 else {}
                 async with self._http.post(
-                    url + routes.complete(session_id, turn_id), json=settle, headers=headers
+                    url + routes.complete(session_id, turn_id),
+                    json=self._settlement(),
+                    headers=headers,
                 ) as done:
                     done.raise_for_status()
+                    # The head: the Turn has completed (a held reply's body comes later).
+                    waiter = self.waiter(turn_id)
+                    if not waiter.done():
+                        waiter.set_result(None)
                     settled: dict[str, Any] = await done.json()
                 given = settled.get("next")
                 if given is not None and "id" not in given:
                     given = None  # {"closed": true}: not in this benchmark
-                waiter = self.waiter(turn_id)
-                if not waiter.done():
-                    waiter.set_result(None)
                 delay = RETRY_FIRST
             except (aiohttp.ClientError, KeyError, TimeoutError):
                 # The control plane restarting, or too busy to answer within the
@@ -125,6 +130,13 @@ class Fleet:
                 # (a Turn it took but could not hear of comes back to it).
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MOST)
+
+    def _settlement(self) -> dict[str, Any]:
+        """A ``complete``'s body: asking for the next turn from revision 3, waiting for
+        it from 5."""
+        if self.protocol >= 5:
+            return {"next": {"timeout": RECEIVE_WAIT}}
+        return {"next": {}} if self.protocol >= 3 else {}
 
 
 async def enqueue(http: aiohttp.ClientSession, api: Api, session_id: str) -> str:

@@ -68,6 +68,8 @@ from _plane import Plane, counted_load, mirror_passes, mirror_writes, seed
 from _plane_counts import per_turn
 from _stores import each_row
 
+from helmr.protocol.contract import PROTOCOL
+
 # --- one configuration ----------------------------------------------------------------------
 
 
@@ -160,8 +162,11 @@ def load_arguments(parser: argparse.ArgumentParser, history: int) -> None:
         "--protocol",
         dest="protocols",
         type=lambda text: [int(n) for n in text.split(",")],
-        default=[3],
-        help="runner protocol revisions the fleet speaks, comma-separated: each in turn",
+        default=[PROTOCOL],
+        help=(
+            "runner protocol revisions the fleet speaks, comma-separated: each in turn"
+            " (with --before, one the older version speaks too)"
+        ),
     )
     parser.add_argument(
         "--burst", type=int, default=1, help="turns each client enqueues to a session at once"

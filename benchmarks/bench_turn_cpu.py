@@ -17,7 +17,11 @@ few hundred Turns): the same code runs the same count within 0.2% at any load.
 ``--http``: the same Turns as a client and a runner make them, over HTTP: the child
 serves the REST and runner API (``static_app``) over its Control, and this process
 calls it (its own work is not counted), so aiohttp, the middlewares, the routes'
-inputs and answers are measured with the rest.
+inputs and answers are measured with the rest. The runners speak the child's runner
+protocol revision as the runner SDK does (``HttpRunner``): a ``receive`` long poll
+out before each Turn's enqueue, and ``complete`` with ``next`` from revision 3;
+from revision 5 that ``complete``'s reply is held and brings the next Turn (two
+requests per Turn, the enqueue's included, where earlier revisions make three).
 
 ``--profile FILE``: the child runs the counted Turns under cProfile (its event loop's
 thread only: the store's threads are not seen) and writes the stats to ``FILE``; the
@@ -74,7 +78,7 @@ from tests.unit.control.harness import DEFAULT_LIMITS
 
 from helmr.control.control import Control
 from helmr.protocol import routes
-from helmr.protocol.contract import EPOCH_HEADER
+from helmr.protocol.contract import EPOCH_HEADER, PROTOCOL
 from helmr.server import Grant, StaticRunnerTokens, User
 
 WARM_UP = 200
@@ -162,14 +166,16 @@ async def turns(
 
 async def serve(store: str, sessions: int, profile: str | None) -> None:
     """``--http``'s child: serves the REST and runner API over its Control and prints
-    its URL and each Session's epoch (a JSON line); then counts its CPU from a line on
-    stdin (answered ``counting``) to the next, prints it and ends the process."""
+    its URL, each Session's epoch and its runner protocol revision (a JSON line); then
+    counts its CPU from a line on stdin (answered ``counting``) to the next, prints it
+    and ends the process."""
     async with open_plane(store) as plane:
         epochs = await open_sessions(plane.control, sessions)
         runner_tokens = StaticRunnerTokens(dict.fromkeys(epochs, TOKEN))
         app = static_app(plane.control, {TOKEN: Grant(User("bench"))}, runner_tokens)
         async with serving(app) as url:
-            print(json.dumps({"url": url, "epochs": epochs}), flush=True)
+            hello = {"url": url, "epochs": epochs, "protocol": PROTOCOL}
+            print(json.dumps(hello), flush=True)
             await asyncio.to_thread(sys.stdin.readline)
             with profiled(profile):
                 began = time.process_time()
@@ -180,26 +186,98 @@ async def serve(store: str, sessions: int, profile: str | None) -> None:
             os._exit(0)  # what closing the store costs is not counted
 
 
-async def http_turns(url: str, epochs: dict[str, int], first: int, count: int) -> None:
-    """``count`` no-op Turns over HTTP, one at a time, as a client and each Session's
-    runner make them: the enqueue, the runner's ``receive`` that starts it, its
-    ``complete`` (keep-alive connections, as a runner's)."""
-    ids = list(epochs)
+class HttpRunner:
+    """One Session's runner over HTTP, one Turn at a time, in the protocol revision the
+    child speaks, as the runner SDK speaks it to an actor that loops: its request that
+    will bring the next Turn is always out (a ``receive`` long poll, or from revision 5
+    the settlement's held reply) when that Turn is enqueued."""
+
+    def __init__(
+        self, http: aiohttp.ClientSession, url: str, session_id: str, epoch: int, protocol: int
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._session_id = session_id
+        self._headers = {EPOCH_HEADER: str(epoch), "Authorization": f"Bearer {TOKEN}"}
+        self._protocol = protocol
+        self._next = asyncio.create_task(self._receive())
+
+    async def run(self, turn_id: str) -> None:
+        """Gets ``turn_id`` (enqueued just now) and completes it; returns once the
+        completion has committed, with the request for the next Turn out."""
+        running = await self._next
+        if running.get("id") != turn_id:
+            raise RuntimeError(f"the runner got {running!r}, not turn {turn_id}")
+        settle: dict[str, Any] = {}
+        if self._protocol >= 3:  # the SDK asks for the next turn with the settlement
+            settle["next"] = {"timeout": RECEIVE_WAIT} if self._protocol >= 5 else {}
+        path = self._url + routes.complete(self._session_id, turn_id)
+        done = await self._http.post(path, json=settle, headers=self._headers)
+        done.raise_for_status()  # the head: the completion has committed
+        self._next = asyncio.create_task(self._given(done))
+
+    async def close(self) -> None:
+        """Ends the request out (the child has ended: its error is expected)."""
+        self._next.cancel()
+        await asyncio.gather(self._next, return_exceptions=True)
+
+    async def _given(self, done: aiohttp.ClientResponse) -> dict[str, Any]:
+        """The next Turn from a settlement's reply, or a ``receive``'s when it has none."""
+        async with done:
+            settled: dict[str, Any] = await done.json()
+        given: dict[str, Any] | None = settled.get("next")
+        return await self._receive() if given is None else given
+
+    async def _receive(self) -> dict[str, Any]:
+        url = self._url + routes.receive(self._session_id)
+        async with self._http.post(
+            url, json={"timeout": RECEIVE_WAIT}, headers=self._headers
+        ) as answer:
+            answer.raise_for_status()
+            running: dict[str, Any] = await answer.json()
+            return running
+
+
+async def http_turns(
+    http: aiohttp.ClientSession, url: str, runners: dict[str, HttpRunner], first: int, count: int
+) -> None:
+    """``count`` no-op Turns over HTTP, one at a time, over the Sessions in turn: the
+    client's enqueue, then its Session's runner (keep-alive connections, as a runner's)."""
+    ids = list(runners)
+    for n in range(first, first + count):
+        session_id = ids[n % len(ids)]
+        await runners[session_id].run(await enqueue(http, Api(url), session_id))
+
+
+async def drive(process: subprocess.Popen[str], args: argparse.Namespace) -> str:
+    """``--http``'s Turns against the serving child ``process``: the warm-up, then the
+    counted ones; the child's last output. One event loop for both, so the runners'
+    requests out at the warm-up's end bring the counted Turns."""
+    assert process.stdin is not None
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("{"):
+        raise RuntimeError(f"the child did not serve: {process.communicate()[1]}")
+    hello = json.loads(line)
+    url = hello["url"]
     async with aiohttp.ClientSession() as http:
-        for n in range(first, first + count):
-            session_id = ids[n % len(ids)]
-            headers = {EPOCH_HEADER: str(epochs[session_id]), "Authorization": f"Bearer {TOKEN}"}
-            turn_id = await enqueue(http, Api(url), session_id)
-            receive = {"timeout": RECEIVE_WAIT}
-            url_receive = url + routes.receive(session_id)
-            async with http.post(url_receive, json=receive, headers=headers) as answer:
-                answer.raise_for_status()
-                running = await answer.json()
-            if running.get("id") != turn_id:
-                raise RuntimeError(f"receive answered {running!r}, not turn {turn_id}")
-            url_complete = url + routes.complete(session_id, turn_id)
-            async with http.post(url_complete, json={}, headers=headers) as done:
-                done.raise_for_status()
+        runners = {
+            session_id: HttpRunner(http, url, session_id, epoch, hello["protocol"])
+            for session_id, epoch in hello["epochs"].items()
+        }
+        await http_turns(http, url, runners, 0, WARM_UP)
+        if args.instructions:
+            start_counting(process)
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        if process.stdout.readline().strip() != "counting":
+            raise RuntimeError(f"the child did not count: {process.communicate()[1]}")
+        await http_turns(http, url, runners, WARM_UP, args.turns)
+        # Before this process's connections close: the child stops counting first.
+        output, errors = process.communicate("stop\n")
+        for runner in runners.values():
+            await runner.close()
+    return output if not args.instructions else errors
 
 
 def run_served(command: list[str], env: dict[str, str] | None, args: argparse.Namespace) -> float:
@@ -208,24 +286,10 @@ def run_served(command: list[str], env: dict[str, str] | None, args: argparse.Na
     if args.instructions:
         command = [*VALGRIND, *command]
     with piped([*command, "--http"], env) as process:
-        assert process.stdin is not None
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line.startswith("{"):
-            raise RuntimeError(f"the child did not serve: {process.communicate()[1]}")
-        hello = json.loads(line)
-        asyncio.run(http_turns(hello["url"], hello["epochs"], 0, WARM_UP))
-        if args.instructions:
-            start_counting(process)
-        process.stdin.write("go\n")
-        process.stdin.flush()
-        if process.stdout.readline().strip() != "counting":
-            raise RuntimeError(f"the child did not count: {process.communicate()[1]}")
-        asyncio.run(http_turns(hello["url"], hello["epochs"], WARM_UP, args.turns))
-        output, errors = process.communicate("stop\n")
+        reported = asyncio.run(drive(process, args))
     if args.instructions:
-        return collected(errors) / float(args.turns)
-    return float(output.split()[-1]) / float(args.turns)
+        return collected(reported) / float(args.turns)
+    return float(reported.split()[-1]) / float(args.turns)
 
 
 VALGRIND = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
