@@ -295,8 +295,8 @@ class RunnerApi:
             after = None
         if not held.prepared:
             return _settled(after)
-        await held.write(_SETTLED.dump_json(_settled(after)))
-        await held.write_eof()
+        # The body and the chunked reply's end in one write.
+        await held.write_eof(_SETTLED.dump_json(_settled(after)))
         return held
 
     @post(routes.RELEASE, summary="Give back a turn started by a settlement's next, unseen.")
