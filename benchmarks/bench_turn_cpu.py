@@ -230,12 +230,14 @@ class HttpRunner:
 
     async def _receive(self) -> dict[str, Any]:
         url = self._url + routes.receive(self._session_id)
-        async with self._http.post(
-            url, json={"timeout": RECEIVE_WAIT}, headers=self._headers
-        ) as answer:
-            answer.raise_for_status()
-            running: dict[str, Any] = await answer.json()
-            return running
+        while True:  # as the SDK: a window with no turn (408) is asked again
+            body = {"timeout": RECEIVE_WAIT}
+            async with self._http.post(url, json=body, headers=self._headers) as answer:
+                if answer.status == 408:
+                    continue
+                answer.raise_for_status()
+                running: dict[str, Any] = await answer.json()
+                return running
 
 
 async def http_turns(
@@ -260,23 +262,36 @@ async def drive(process: subprocess.Popen[str], args: argparse.Namespace) -> str
         raise RuntimeError(f"the child did not serve: {process.communicate()[1]}")
     hello = json.loads(line)
     url = hello["url"]
-    async with aiohttp.ClientSession() as http:
+    sent = 0
+
+    async def count(*_: object) -> None:
+        nonlocal sent
+        sent += 1
+
+    tracing = aiohttp.TraceConfig()
+    tracing.on_request_start.append(count)
+    async with aiohttp.ClientSession(trace_configs=[tracing]) as http:
         runners = {
             session_id: HttpRunner(http, url, session_id, epoch, hello["protocol"])
             for session_id, epoch in hello["epochs"].items()
         }
-        await http_turns(http, url, runners, 0, WARM_UP)
-        if args.instructions:
-            start_counting(process)
-        process.stdin.write("go\n")
-        process.stdin.flush()
-        if process.stdout.readline().strip() != "counting":
-            raise RuntimeError(f"the child did not count: {process.communicate()[1]}")
-        await http_turns(http, url, runners, WARM_UP, args.turns)
-        # Before this process's connections close: the child stops counting first.
-        output, errors = process.communicate("stop\n")
-        for runner in runners.values():
-            await runner.close()
+        try:
+            await http_turns(http, url, runners, 0, WARM_UP)
+            if args.instructions:
+                start_counting(process)
+            process.stdin.write("go\n")
+            process.stdin.flush()
+            if process.stdout.readline().strip() != "counting":
+                raise RuntimeError(f"the child did not count: {process.communicate()[1]}")
+            counted_from = sent
+            await http_turns(http, url, runners, WARM_UP, args.turns)
+            requests = (sent - counted_from) / args.turns
+            print(f"protocol {hello['protocol']}: {requests:.2f} requests per turn", flush=True)
+            # Before this process's connections close: the child stops counting first.
+            output, errors = process.communicate("stop\n")
+        finally:
+            for runner in runners.values():
+                await runner.close()
     return output if not args.instructions else errors
 
 
