@@ -63,24 +63,33 @@ async def _start_runner(api: Api, sid: str, tmp_path: Path) -> asyncio.subproces
 
 async def test_a_busy_runner_process_makes_one_request_per_turn(api: Api, tmp_path: Path) -> None:
     sid = await api.start()
-    for n in range(TURNS):
-        await api.enqueue(sid, n)
+    last = [await api.enqueue(sid, n) for n in range(TURNS)][-1]
     runner = await _start_runner(api, sid, tmp_path)
     try:
         # Bounded only so a hung runner cannot hang the suite; no outcome depends on it.
         async with asyncio.timeout(60):
-            # The counts are the app's metrics, read over HTTP: nothing to wait on.
-            while (answered := await _runner_requests(api))["complete"] < TURNS:  # noqa: ASYNC110
+            # The last Turn's state, read over HTTP: nothing to wait on.
+            while (await api.call("GET", f"/v1/sessions/{sid}/turns/{last}"))[  # noqa: ASYNC110
+                "status"
+            ] != "completed":
                 await asyncio.sleep(0.05)
+            # The last settlement's reply is held for a next Turn (runner protocol 5), and
+            # a request is counted once answered: the close answers it, and the actor's
+            # receive then returns None, so the process ends by itself.
+            await api.call("POST", f"/v1/sessions/{sid}/close", json={})
+            await runner.wait()
     finally:
-        runner.terminate()
+        if runner.returncode is None:
+            runner.terminate()
         _, stderr = await runner.communicate()
         print(stderr.decode())  # shown by pytest when the test fails
+    answered = await _runner_requests(api)
     # The first turn's receive, its settlement (which asks for no next turn: the actor
     # has not yet asked for one after settling), the second turn's receive; then each
-    # settlement starts the next turn. The stop channel: the first turn's poll, and the
-    # second's, held open through every turn the settlements started, answered once
-    # the process held none. The receive after the last turn is still waiting.
+    # settlement starts the next turn, and the last one's reply is held until the close.
+    # The stop channel: the first turn's poll, and the second's, held open through every
+    # turn the settlements started, answered once the process held none.
+    assert runner.returncode == 0
     assert answered["complete"] == TURNS
     assert answered["receive"] <= 2
     assert answered["stops"] <= 2
