@@ -110,10 +110,9 @@ class ControlPlane:
         self.mirror = CustomResourceMirror(
             self.kube,
             admitted=self._turn_admitted,
-            created=lambda session_id, resource, workspace: self.supervisor.recent.created(
-                session_id, resource, workspace
+            created=lambda session_id, resource: self.supervisor.recent.created(
+                session_id, resource
             ),
-            workspace_made=self.api_control.reset_workspace,
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )

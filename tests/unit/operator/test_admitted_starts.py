@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -18,14 +18,11 @@ from helmr.operator.runners.recent_resources import KEPT_SECONDS, RecentResource
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.resources import Actor, Resource, Session, Workspace
+from helmr.resources import Actor, Session
 from helmr.resources.session_env import NO_ENV
 from tests.unit.control.harness import Harness
-from tests.unit.control.pooled import DISK, pooled
 from tests.unit.operator.stub_kube import any_resource
 from tests.unit.operator.test_concurrent_starts import SlowPods
-
-R = TypeVar("R", bound=Resource[Any, Any])
 
 
 def supervisor(h: Harness, kube: SlowPods) -> Supervisor:
@@ -128,7 +125,7 @@ async def test_a_start_reads_no_resource_this_process_holds(h: Harness) -> None:
     recent = RecentResources(kube, {("team", "reviewer"): actor}.get)
     plane = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics(), recent=recent)
     session = await h.session()
-    recent.created(session.id, any_resource(Session, "team", session.name), None)
+    recent.created(session.id, any_resource(Session, "team", session.name))
     view, _ = await h.control.enqueue_answering_session(session.id, "go")
     plane.admitted(view)
     await settled(plane)
@@ -144,13 +141,13 @@ async def test_a_session_resource_not_made_just_now_is_read_and_a_made_one_once(
     now = [0.0]
     recent = RecentResources(kube, clock=lambda: now[0])
     made, older = await h.session(), await h.session()
-    recent.created(made.id, any_resource(Session, "team", made.name), None)
-    recent.created(older.id, any_resource(Session, "team", older.name), None)
+    recent.created(made.id, any_resource(Session, "team", made.name))
+    recent.created(older.id, any_resource(Session, "team", older.name))
 
-    assert (await recent.session(made))[0] is not None
-    assert (await recent.session(made))[0] is not None  # its second start reads it
+    assert await recent.session(made) is not None
+    assert await recent.session(made) is not None  # its second start reads it
     now[0] = KEPT_SECONDS + 1  # it may have been edited since
-    assert (await recent.session(older))[0] is not None
+    assert await recent.session(older) is not None
     assert await recent.actor(made) is not None
     assert kube.reads == [Session.KIND, Session.KIND, Actor.KIND]
 
@@ -158,7 +155,7 @@ async def test_a_session_resource_not_made_just_now_is_read_and_a_made_one_once(
 class Creating:
     """An apiserver that makes every resource it is given (a uid its own)."""
 
-    async def create_resource(self, resource: R) -> R | None:
+    async def create_resource(self, resource: Session) -> Session:
         return resource.model_copy(
             update={"metadata": resource.metadata.model_copy(update={"uid": "made"})}
         )
@@ -166,87 +163,9 @@ class Creating:
 
 async def test_the_session_resource_the_api_makes_is_told_for_its_start(h: Harness) -> None:
     told: dict[str, Session] = {}
-    mirror = CustomResourceMirror(
-        Creating(),  # type: ignore[arg-type]
-        created=lambda session_id, resource, workspace: told.update({session_id: resource}),
-    )
+    mirror = CustomResourceMirror(Creating(), created=told.__setitem__)  # type: ignore[arg-type]
     session = await h.session()
     await mirror.session_started(session, NO_ENV)
 
     assert list(told) == [session.id]
     assert told[session.id].metadata.name == session.name
-
-
-class Existing(Creating):
-    """An apiserver where the Workspace exists already (a user's, made beforehand)."""
-
-    async def create_resource(self, resource: R) -> R | None:
-        if isinstance(resource, Workspace):
-            return None
-        return await super().create_resource(resource)
-
-
-@pytest.mark.parametrize("there_before", [False, True])
-async def test_the_api_makes_the_sessions_workspace_beside_it_and_forgets_an_older_ones_disk(
-    h: Harness, there_before: bool
-) -> None:
-    # The store knew a disk of an older Workspace of that name (deleted with kubectl).
-    session = await h.session()
-    await h.control.current_disk("team", session.workspace)
-    told: dict[str, tuple[Session, Workspace | None]] = {}
-    mirror = CustomResourceMirror(
-        Existing() if there_before else Creating(),  # type: ignore[arg-type]
-        created=lambda session_id, resource, workspace: told.update(
-            {session_id: (resource, workspace)}
-        ),
-        workspace_made=h.control.reset_workspace,
-    )
-    await mirror.session_started(session, NO_ENV)
-
-    [(resource, workspace)] = told.values()
-    assert resource.metadata.name == session.name
-    if there_before:  # its disk is its own: kept, and read by the start
-        assert workspace is None
-        assert not await h.control.adopt(session.id, 1, pooled(), DISK)
-    else:
-        assert workspace is not None
-        assert workspace.metadata.name == session.workspace
-        assert await h.control.adopt(session.id, 1, pooled(), DISK)  # no disk in the way
-
-
-class Adoptions:
-    """A pool that adopts nothing, noting the Workspace each start offered."""
-
-    def __init__(self) -> None:
-        self.workspaces: list[Workspace | None] = []
-
-    async def adopt(
-        self, session: Any, owner: Any, actor: Any, limits: Any, workspace: Any
-    ) -> bool:
-        self.workspaces.append(workspace)
-        return False
-
-
-async def test_a_start_offers_the_workspace_the_api_made_to_its_adoption(h: Harness) -> None:
-    kube = CountedReads()
-    pools = Adoptions()
-    recent = RecentResources(kube)
-    plane = Supervisor(
-        h.control,
-        kube,
-        RunnerPods(),
-        Settings(),
-        OperatorMetrics(),
-        pools=pools,  # type: ignore[arg-type]
-        recent=recent,
-    )
-    made, unmade = await h.session(), await h.session()
-    workspace = any_resource(Workspace, "team", made.workspace)
-    recent.created(made.id, any_resource(Session, "team", made.name), workspace)
-    recent.created(unmade.id, any_resource(Session, "team", unmade.name), None)
-    for session in (made, unmade):
-        view, _ = await h.control.enqueue_answering_session(session.id, "go")
-        plane.admitted(view)
-        await settled(plane)
-
-    assert pools.workspaces == [workspace, None]

@@ -5,8 +5,7 @@ CRs are the live face users `kubectl get`. This module:
 
 - creates the Session and Turn CRs of what the REST API admitted (the
   server's ``Mirror``), labelled with their store ids so the operator's
-  handlers know they are admitted already, and a new Session's Workspace
-  beside its Session (so its first start, on its first Turn's path, need not);
+  handlers know they are admitted already;
 - writes each CR's ``.status`` from the store's view (idempotent merge
   patches, so repeating one after a restart is harmless). Only the status
   sync writes statuses, each from a fresh read of the store: a writer with
@@ -22,14 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from helmr.control import SessionView, TurnView
 from helmr.events import Event
 from helmr.kube.client import Kube
 from helmr.kube.labels import LABEL_SESSION_ID, LABEL_TURN_ID
-from helmr.operator.disks.manifests import build_workspace
 from helmr.operator.mirror.conditions import session_observations, settle, turn_observations
 from helmr.operator.mirror.event_text import kube_event
 from helmr.operator.runners.limits import limits_status
@@ -48,7 +46,6 @@ from helmr.resources import (
     TurnError,
     TurnSpec,
     TurnStatus,
-    Workspace,
 )
 from helmr.resources.session import ForkFrom
 from helmr.resources.session_env import NO_ENV, SessionEnv
@@ -145,7 +142,7 @@ def _nobody(session: SessionView) -> None:
     return None
 
 
-def _nobody_made(session_id: str, resource: Session, workspace: Workspace | None) -> None:
+def _nobody_made(session_id: str, resource: Session) -> None:
     return None
 
 
@@ -159,8 +156,7 @@ class CustomResourceMirror:
         kube: Kube,
         *,
         admitted: Callable[[SessionView], None] = _nobody,
-        created: Callable[[str, Session, Workspace | None], None] = _nobody_made,
-        workspace_made: Callable[[str, str], Awaitable[None]] | None = None,
+        created: Callable[[str, Session], None] = _nobody_made,
         api_turn_resources: bool = True,
         followed: Callable[[], bool] = _always,
     ) -> None:
@@ -176,7 +172,6 @@ class CustomResourceMirror:
         self._followed = followed
         self._admitted = admitted
         self._created = created
-        self._workspace_made = workspace_made
         self.api_turn_resources = api_turn_resources
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
@@ -198,36 +193,11 @@ class CustomResourceMirror:
     async def session_started(
         self, session: SessionView, env: SessionEnv, fork_from: ForkFrom | None = None
     ) -> None:
-        # The Workspace's POST was the longest step of a pooled start's path from its
-        # Turn's admission (16-56 ms of ~60-100, benchmarks/results.md, 4 December):
-        # made here, beside the Session's, the start finds it made.
-        created, workspace = await asyncio.gather(
-            self.kube.create_resource(session_manifest(session, env, fork_from)),
-            self._workspace(session),
-            return_exceptions=True,
-        )
-        if isinstance(created, BaseException):
-            raise created
+        created = await self.kube.create_resource(session_manifest(session, env, fork_from))
         if created is not None:
             self._owners[session.id] = created.owner_reference()
-            self._created(
-                session.id, created, None if isinstance(workspace, BaseException) else workspace
-            )
+            self._created(session.id, created)
         self.request(session.id)
-        if isinstance(workspace, BaseException):  # the first start makes it
-            raise workspace
-
-    async def _workspace(self, session: SessionView) -> Workspace | None:
-        """The Session's Workspace if it is made now (None: it was there already, or
-        the first start makes it), its store state reset before it is told of."""
-        if self._workspace_made is None:
-            return None
-        made = await self.kube.create_resource(
-            build_workspace(session.namespace, session.workspace)
-        )
-        if made is not None:
-            await self._workspace_made(session.namespace, session.workspace)
-        return made
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         self._admitted(session)
