@@ -21,7 +21,7 @@ from helmr.control import (
     storage_pressure,
     turns,
 )
-from helmr.control.surface import Surface
+from helmr.control.surface import Connection, Surface
 from helmr.control.transaction import reads, writes
 from helmr.errors import ReceiveTimeout
 from helmr.protocol.api import MessageView, TurnView
@@ -36,15 +36,20 @@ class RunnerControl(Surface):
         epoch: int,
         timeout: float,  # noqa: ASYNC109 (see _wait_for)
         *,
+        listening: Connection | None = None,
         metadata: dict[str, JsonValue] | None = None,
         tags: list[str] | None = None,
     ) -> TurnView | None:
         """The Turn to run (:func:`helmr.control.turns.take_next`, which records
         ``metadata`` and ``tags`` on the ``turn.running`` of a Turn it starts); None
         once there is none for this process (closing Session drained, or the
-        process must stop); ReceiveTimeout after ``timeout``."""
+        process must stop); ReceiveTimeout after ``timeout``. A Turn is started on a
+        wake-up only while the runner is ``listening`` (ConnectionResetError once it
+        left: its process may be ending, and a Turn started for it would be lost)."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
-        answer = await self._next_turn(session_id, timeout, asked.look_first, asked.take_next)
+        answer = await self._next_turn(
+            session_id, timeout, asked.look_first, asked.take_next, listening
+        )
         if answer is None:
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
@@ -57,7 +62,7 @@ class RunnerControl(Surface):
         timeout: float,  # noqa: ASYNC109 (see _wait_for)
         *,
         holding: Callable[[], Awaitable[object]],
-        listening: Callable[[], bool],
+        listening: Connection,
         metadata: dict[str, JsonValue] | None = None,
         tags: list[str] | None = None,
     ) -> TurnView | turns.Drained | None:
@@ -65,15 +70,11 @@ class RunnerControl(Surface):
         or :meth:`fail_and_take_next`, asked with ``metadata`` and ``tags``) and, when it
         started no Turn, a ``receive``'s wait for one (runner protocol 5): ``holding``
         is awaited between the two, once the settlement has committed, which the wait
-        never undoes. None when ``timeout`` ends first. A Turn is started only while
-        the runner is ``listening`` (ConnectionResetError once it left: its process
-        may be ending, and a Turn started for it would be lost with it)."""
+        never undoes. None when ``timeout`` ends first. A Turn is started after the
+        settlement only while the runner is ``listening``, as for :meth:`receive`."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
         return await self._next_turn(
-            session_id,
-            timeout,
-            partial(_settling, settle, holding),
-            partial(_taking_if_listening, asked.take_next, listening),
+            session_id, timeout, partial(_settling, settle, holding), asked.take_next, listening
         )
 
     async def _next_turn(
@@ -82,9 +83,11 @@ class RunnerControl(Surface):
         timeout: float,  # noqa: ASYNC109 (see _wait_for)
         first: Callable[[], Awaitable[TurnView | turns.Drained | None]],
         take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
+        listening: Connection | None,
     ) -> TurnView | turns.Drained | None:
-        """``first``, then ``take_next`` after each commit to the Session until a Turn
-        or the end comes (None: ``timeout`` ended first)."""
+        """``first``, then ``take_next`` after each commit to the Session while the
+        runner is ``listening``, until a Turn or the end comes (None: ``timeout``
+        ended first)."""
         return await self._wait_for(
             session_id,
             timeout,
@@ -93,6 +96,7 @@ class RunnerControl(Surface):
             # Woken by a commit to the Session, most often the enqueue it waited
             # for: a read first would only add a transaction before the write.
             again=take_next,
+            listening=listening,
         )
 
     adoption_of_pod = reads(adoptions.of_pod)
@@ -181,15 +185,6 @@ async def _settling(
     if answer is None:
         await holding()
     return answer
-
-
-async def _taking_if_listening(
-    take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
-    listening: Callable[[], bool],
-) -> TurnView | turns.Drained | None:
-    if not listening():
-        raise ConnectionResetError("the runner left before a turn came for its settlement")
-    return await take_next()
 
 
 class _Receive:

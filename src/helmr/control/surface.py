@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from helmr.control.config import ControlConfig
 from helmr.control.transaction import Fence
@@ -21,6 +21,14 @@ from helmr.errors import InvalidInput
 from helmr.store import Store
 
 T = TypeVar("T")
+
+
+class Connection(Protocol):
+    """The connection a long poll answers on (aiohttp's ``request.protocol``, which a
+    request keeps anyway: a waiting ``receive`` makes nothing more to be asked)."""
+
+    @property
+    def connected(self) -> bool: ...
 
 
 class Surface:
@@ -41,10 +49,15 @@ class Surface:
         ready: Callable[[T], bool],
         *,
         again: Callable[[], Awaitable[T]] | None = None,
+        listening: Connection | None = None,
     ) -> T:
         """Repeats ``attempt`` (``again`` from the second time, if given) after each
         commit touching the Session until its value is ``ready`` or ``timeout``
-        seconds pass; returns the last value."""
+        seconds pass; returns the last value. With ``listening``, a wake-up whose
+        caller has left raises ConnectionResetError rather than attempt: its answer
+        would be lost, and an attempt may start a Turn (a runner's process may be
+        ending: the Turn would be lost with it, where left queued it waits for the
+        next process)."""
         if timeout < 0:
             raise InvalidInput("timeout must not be negative", timeout=timeout)
         loop = asyncio.get_running_loop()
@@ -69,3 +82,5 @@ class Surface:
                     # and for a receive that is a write: at 5,000 idle runners, a
                     # write transaction per runner every 30 s, most of the store's.)
                     return value
+            if listening is not None and not listening.connected:
+                raise ConnectionResetError(f"the caller waiting on session {session_id} left")

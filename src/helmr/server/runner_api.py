@@ -129,7 +129,7 @@ class RunnerApi:
         per_turn=True,
     )
     async def receive(
-        self, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
+        self, request: web.Request, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
     ) -> ReceiveResponse:
         """Answers the turn already assigned to this epoch while it is unsettled; 408
         receive_timeout when none came; {"closed": true} when this process gets no more."""
@@ -139,7 +139,12 @@ class RunnerApi:
             # Before the wait: a receive that times out has still reported them.
             await self._control.take_code_settings(session_id, epoch, body.actor_settings)
         waiting = self._control.receive(
-            session_id, epoch, min(body.timeout, MAX_WAIT), metadata=body.metadata, tags=body.tags
+            session_id,
+            epoch,
+            min(body.timeout, MAX_WAIT),
+            listening=request.protocol,
+            metadata=body.metadata,
+            tags=body.tags,
         )
         # An idle runner's receive waits for minutes, 5,000 at once: its inputs'
         # models are not kept that long (bench_long_poll_memory.py).
@@ -284,7 +289,7 @@ class RunnerApi:
                 epoch,
                 min(next.timeout, MAX_WAIT),
                 holding=partial(held.prepare, request),
-                listening=partial(_listening, request),
+                listening=request.protocol,
                 **_labels(next),
             )
         except HelmrError:
@@ -351,12 +356,6 @@ def _receive_reply(turn: TurnView | Drained | None) -> ReceiveReply:
         source=turn.source,
         created_at=turn.created_at,
     )
-
-
-def _listening(request: web.Request) -> bool:
-    """Whether the runner is still connected to hear the answer to ``request``."""
-    transport = request.transport
-    return transport is not None and not transport.is_closing()
 
 
 def _settled(after: TurnView | Drained | None) -> Settled:
