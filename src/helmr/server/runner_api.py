@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from pydantic import JsonValue, RootModel
@@ -60,6 +60,9 @@ from helmr.server.routing import JSON, route
 from helmr.server.traces import NoTraces, TurnTraceFacts
 
 TAG = "runner"
+
+Outcome = TypeVar("Outcome")
+"""What a settlement records: a completion's result, a failure's error."""
 
 # Every runner call is a POST with the session's runner token.
 post = partial(route, "POST", access="runner", tag=TAG)
@@ -230,21 +233,15 @@ class RunnerApi:
     ) -> Settled | web.StreamResponse:
         """With ``next``, also starts this process's next turn in the same transaction
         (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
-        result = body.result if body.has_result else NO_RESULT
-        session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
-        self._traces.settling(session_id, turn_id, datetime.now(UTC))
-        if body.next is None:
-            await self._control.complete(session_id, epoch, turn_id, result)
-            return Settled()
-        settle = partial(
+        return await self._settle(
+            request,
+            path,
+            headers,
+            body.next,
+            body.result if body.has_result else NO_RESULT,
+            self._control.complete,
             self._control.complete_and_take_next,
-            session_id,
-            epoch,
-            turn_id,
-            result,
-            **_labels(body.next),
         )
-        return await self._with_next(request, session_id, epoch, body.next, settle)
 
     @post(routes.FAIL, summary="Settle the turn as failed.", per_turn=True)
     async def fail(
@@ -252,20 +249,35 @@ class RunnerApi:
     ) -> Settled | web.StreamResponse:
         """With ``next``, also starts this process's next turn in the same transaction
         (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
+        return await self._settle(
+            request,
+            path,
+            headers,
+            body.next,
+            body.error,
+            self._control.fail,
+            self._control.fail_and_take_next,
+        )
+
+    async def _settle(
+        self,
+        request: web.Request,
+        path: TurnPath,
+        headers: RunnerHeaders,
+        next: NextReceive | None,
+        outcome: Outcome,
+        alone: Callable[[str, int, str, Outcome], Awaitable[object]],
+        and_take_next: Callable[..., Awaitable[TurnView | Drained | None]],
+    ) -> Settled | web.StreamResponse:
+        """Settles the turn with ``outcome``: by ``alone`` without ``next``, else by
+        ``and_take_next`` (the settlement with the next receive, in one transaction)."""
         session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
         self._traces.settling(session_id, turn_id, datetime.now(UTC))
-        if body.next is None:
-            await self._control.fail(session_id, epoch, turn_id, body.error)
+        if next is None:
+            await alone(session_id, epoch, turn_id, outcome)
             return Settled()
-        settle = partial(
-            self._control.fail_and_take_next,
-            session_id,
-            epoch,
-            turn_id,
-            body.error,
-            **_labels(body.next),
-        )
-        return await self._with_next(request, session_id, epoch, body.next, settle)
+        settle = partial(and_take_next, session_id, epoch, turn_id, outcome, **_labels(next))
+        return await self._with_next(request, session_id, epoch, next, settle)
 
     async def _with_next(
         self,
