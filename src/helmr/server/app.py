@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from prometheus_client.registry import Collector
 
 from helmr import __version__
@@ -13,8 +15,9 @@ from helmr.errors import ErrorBody
 from helmr.protocol.api_routes import STREAM_KEEPALIVE
 from helmr.server.access import AccessGuard
 from helmr.server.auth import Authenticator, RunnerTokenVerifier
-from helmr.server.errors import error_middleware
-from helmr.server.metrics import Metrics, nothing_to_refresh
+from helmr.server.errors import failure_response
+from helmr.server.log_context import bind_request
+from helmr.server.metrics import CLIENT_CLOSED, Metrics, nothing_to_refresh
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
@@ -34,6 +37,37 @@ async def _always_ready() -> bool:
 
 def _always_leading() -> bool:
     return True
+
+
+def _middleware(metrics: Metrics) -> Middleware:
+    """Every request's one middleware: its log context bound, its failures answered as
+    JSON (``errors.failure_response``), then its count and latency recorded with the
+    status that answer has. One for the three, not a middleware each: each is a
+    coroutine frame on every request, resumed at every wait of a held reply and kept
+    by every waiting long poll (and aiohttp wraps any middlewares in one of its own)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        bind_request(request)  # so that the failure's log lines carry it too
+        status = CLIENT_CLOSED  # unless the handler ends: its client left, it was cancelled
+        try:
+            try:
+                response = await handler(request)
+            except Exception as error:
+                answer = failure_response(request, error)
+                if answer is None:
+                    raise
+                response = answer
+            status = str(response.status)
+            return response
+        except web.HTTPException as e:  # what is no failure (a redirect): aiohttp sends it
+            status = str(e.status)
+            raise
+        finally:
+            metrics.observe(request, status, time.perf_counter() - started)
+
+    return middleware
 
 
 def build_app(
@@ -81,9 +115,7 @@ def build_app(
     )
     app = web.Application(
         client_max_size=max_body,
-        # Metrics outermost, so they count the status the error middleware chose
-        # (which binds the request's log context first, so its lines carry it too).
-        middlewares=[metrics.middleware, error_middleware],
+        middlewares=[_middleware(metrics)],
     )
     app.on_shutdown.append(streams.close_all)
     app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)

@@ -13,7 +13,6 @@ restarting, the apiserver failing a call) is ``Unavailable``, a 503 with
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -29,7 +28,6 @@ from helmr.errors import (
     Unavailable,
 )
 from helmr.kube import errors as kube
-from helmr.server.log_context import bind_request
 
 log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
@@ -92,31 +90,25 @@ def respond(error: HelmrError) -> web.Response:
     return response
 
 
-@web.middleware
-async def error_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Translates every failure to its JSON answer, in the request's log context
-    (one middleware for both: each is a frame every waiting long poll keeps)."""
-    bind_request(request)
-    try:
-        response: web.StreamResponse = await handler(request)
-    except HelmrError as e:
-        return respond(e)
-    except kube.KubeError as e:
-        log.warning("%s %s: Kubernetes answered %s", request.method, request.path, e.status)
-        return respond(_from_kube(e))
-    except web.HTTPException as e:
-        if e.status < 400:  # redirects and the like are not errors
-            raise
-        response = respond(_from_http(e))
-        if "Allow" in e.headers:  # a 405 must say what is allowed (RFC 9110)
-            response.headers["Allow"] = e.headers["Allow"]
+def failure_response(request: web.Request, error: Exception) -> web.Response | None:
+    """The JSON answer to ``error``, raised while handling ``request``; None for what
+    is no failure (a redirect: the caller raises it again, and aiohttp sends it)."""
+    if isinstance(error, HelmrError):
+        return respond(error)
+    if isinstance(error, kube.KubeError):
+        log.warning("%s %s: Kubernetes answered %s", request.method, request.path, error.status)
+        return respond(_from_kube(error))
+    if isinstance(error, web.HTTPException):
+        if error.status < 400:  # redirects and the like are not errors
+            return None
+        response = respond(_from_http(error))
+        if "Allow" in error.headers:  # a 405 must say what is allowed (RFC 9110)
+            response.headers["Allow"] = error.headers["Allow"]
         return response
-    except ConnectionResetError:
+    if isinstance(error, ConnectionResetError):
         # The client left mid-response (a runner's receive cut short by a restart,
         # a stream reader gone): no one is left to answer, and nothing failed here.
         log.info("the client left during %s %s", request.method, request.path)
         return web.Response(status=CLIENT_LEFT)
-    except Exception:
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        return respond(HelmrError("internal error; the server logged it, please report it"))
-    return response
+    log.error("unhandled error in %s %s", request.method, request.path, exc_info=error)
+    return respond(HelmrError("internal error; the server logged it, please report it"))

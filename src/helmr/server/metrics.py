@@ -9,9 +9,7 @@ the operator's Session counts, read from the store).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -60,23 +58,13 @@ class Metrics:
         await self._refresh()
         return generate_latest(self.registry)
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    def observe(self, request: web.Request, status: str, seconds: float) -> None:
+        """Counts ``request``, answered ``status`` after ``seconds``, by its route."""
         resource = request.match_info.route.resource
-        labels = (request.method, resource.canonical if resource is not None else "unmatched")
-        started = time.perf_counter()
-        status = CLIENT_CLOSED
-        try:
-            response: web.StreamResponse = await handler(request)
-            status = str(response.status)
-            return response
-        except web.HTTPException as e:  # the error middleware lets redirects through
-            status = str(e.status)
-            raise
-        finally:
-            latency, requests = self._labelled(*labels, status)
-            latency.observe(time.perf_counter() - started)
-            requests.inc()
+        route = resource.canonical if resource is not None else "unmatched"
+        latency, requests = self._labelled(request.method, route, status)
+        latency.observe(seconds)
+        requests.inc()
 
     def _labelled(self, method: str, route: str, status: str) -> tuple[Histogram, Counter]:
         """The latency and count children of a request's labels, made once."""

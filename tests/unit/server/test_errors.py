@@ -13,7 +13,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from helmr.kube import errors as kube_errors
 from helmr.protocol import EPOCH_HEADER
-from helmr.server.errors import CLIENT_LEFT, error_middleware
+from helmr.server.errors import CLIENT_LEFT, failure_response
 from tests.unit.api import (
     ADMIN,
     NAMESPACE,
@@ -313,12 +313,11 @@ async def test_workspace_owned_by_another_session(api: Api) -> None:
 async def test_a_client_that_left_mid_answer_is_no_server_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def writes_to_a_gone_client(request: web.Request) -> web.StreamResponse:
-        raise ConnectionResetError("Cannot write to closing transport")
-
     request = make_mocked_request("POST", "/runner/v1/sessions/s/receive")
+    gone = ConnectionResetError("Cannot write to closing transport")
     with caplog.at_level(logging.INFO, logger="helmr.server.errors"):
-        response = await error_middleware(request, writes_to_a_gone_client)
+        response = failure_response(request, gone)
+    assert response is not None
     assert response.status == CLIENT_LEFT
     assert [r.levelno for r in caplog.records] == [logging.INFO]
 
@@ -348,11 +347,8 @@ async def test_a_client_that_left_mid_answer_is_no_server_error(
 async def test_a_kubernetes_refusal_is_answered_with_its_message_never_a_500(
     error: kube_errors.KubeError, status: int, code: str
 ) -> None:
-    async def refused(request: web.Request) -> web.StreamResponse:
-        raise error
-
     request = make_mocked_request("DELETE", "/v1/namespaces/ns/workspaces/w")
-    response = await error_middleware(request, refused)
+    response = failure_response(request, error)
     assert isinstance(response, web.Response)
     assert response.status == status
     assert response.text is not None
