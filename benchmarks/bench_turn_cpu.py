@@ -13,6 +13,10 @@ Turn moves with its rate: what is compared here is the code's own work. Steadier
 still, ``--instructions`` counts the instructions each Turn runs (valgrind's
 callgrind, counting from the end of the warm-up; about 50 times slower, so use a
 few hundred Turns): the same code runs the same count within 0.2% at any load.
+Each run also prints the event loop's thread's share (with ``--http``: aiohttp and the
+API's own work, without the store's threads); ``--loop-thread`` compares that share
+alone, steadier for a change to the API's code, since the store's threads' counts
+move with how their work interleaves with the loop's (by up to 0.5% at a load of 10).
 
 ``--http``: the same Turns as a client and a runner make them, over HTTP: the child
 serves the REST and runner API (``static_app``) over its Control, and this process
@@ -59,6 +63,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -298,16 +303,40 @@ async def drive(process: subprocess.Popen[str], args: argparse.Namespace) -> str
 def run_served(command: list[str], env: dict[str, str] | None, args: argparse.Namespace) -> float:
     """``--http``: the child serves, this process makes the Turns; the child's CPU
     seconds per Turn, or the instructions it ran per Turn (``--instructions``)."""
-    if args.instructions:
-        command = [*VALGRIND, *command]
-    with piped([*command, "--http"], env) as process:
-        reported = asyncio.run(drive(process, args))
-    if args.instructions:
-        return collected(reported) / float(args.turns)
-    return float(reported.split()[-1]) / float(args.turns)
+    if not args.instructions:
+        with piped([*command, "--http"], env) as process:
+            reported = asyncio.run(drive(process, args))
+        return float(reported.split()[-1]) / float(args.turns)
+    with tempfile.TemporaryDirectory(prefix="helmr-callgrind-") as out:
+        with piped([*valgrind(out), *command, "--http"], env) as process:
+            reported = asyncio.run(drive(process, args))
+        return counted(reported, out, args)
 
 
-VALGRIND = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+def valgrind(out: str) -> list[str]:
+    """Callgrind, counting from ``start_counting`` on, each thread's count in a file of
+    ``out`` (the event loop's thread is the first)."""
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={out}/callgrind.%p",
+    ]
+
+
+def counted(errors: str, out: str, args: argparse.Namespace) -> float:
+    """Instructions per Turn: the whole process's, or with ``--loop-thread`` the event
+    loop's thread's alone (the API's work, without the store's threads, whose counts
+    move with how their work interleaves with the loop's); the other is printed."""
+    total = collected(errors) / float(args.turns)
+    [first] = Path(out).glob("callgrind.*-01")  # thread 1: the main thread, the loop's
+    found = re.search(r"^(?:summary|totals): (\d+)", first.read_text(), re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"callgrind wrote no total in {first}")
+    loop = int(found.group(1)) / float(args.turns)
+    print(f"  {total * 1e-6:.3f} M instructions per turn, {loop * 1e-6:.3f} M on the loop's thread")
+    return loop if args.loop_thread else total
 
 
 def piped(command: list[str], env: dict[str, str] | None) -> subprocess.Popen[str]:
@@ -372,13 +401,14 @@ def run_version(store: str, args: argparse.Namespace, variant: Variant) -> float
     if not args.instructions:
         output = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
         return float(output.stdout.split()[-1])
-    with piped([*VALGRIND, *command, "--gated"], env) as process:
-        assert process.stdout is not None
-        if process.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the child did not warm up: {process.communicate()[1]}")
-        start_counting(process)
-        _, errors = process.communicate("go\n")
-    return collected(errors) / float(args.turns)
+    with tempfile.TemporaryDirectory(prefix="helmr-callgrind-") as out:
+        with piped([*valgrind(out), *command, "--gated"], env) as process:
+            assert process.stdout is not None
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the child did not warm up: {process.communicate()[1]}")
+            start_counting(process)
+            _, errors = process.communicate("go\n")
+        return counted(errors, out, args)
 
 
 def compare(kind: str, new_store: Callable[[], Any], args: argparse.Namespace) -> None:
@@ -442,6 +472,11 @@ def main() -> None:
         "--instructions",
         action="store_true",
         help="count instructions per turn with valgrind's callgrind instead of CPU time",
+    )
+    parser.add_argument(
+        "--loop-thread",
+        action="store_true",
+        help="with --instructions: compare the event loop's thread's instructions alone",
     )
     parser.add_argument(
         "--http", action="store_true", help="through the REST and runner API, over HTTP"
