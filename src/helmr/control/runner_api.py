@@ -156,9 +156,9 @@ class RunnerControl(Surface):
         timeout: float,  # noqa: ASYNC109 (see _wait_for)
     ) -> list[str]:
         """The stop channel: the ids among ``turn_ids`` this process must stop
-        (:func:`helmr.control.stop_notices.requested`), as soon as there are any;
-        empty when ``timeout`` ends first."""
-        return await self._wait_for(
+        (:func:`helmr.control.stop_notices.requested`), as soon as there are any or
+        the process runs no Turn; empty when ``timeout`` ends first."""
+        to_stop = await self._wait_for(
             session_id,
             timeout,
             partial(
@@ -167,8 +167,9 @@ class RunnerControl(Surface):
                     stop_notices.requested, session_id=session_id, epoch=epoch, turn_ids=turn_ids
                 ),
             ),
-            bool,
+            lambda to_stop: to_stop is not None,
         )
+        return [] if to_stop is None else to_stop
 
 
 def _found(answer: TurnView | turns.Drained | None) -> bool:

@@ -5,7 +5,9 @@ ends it elsewhere (its deadline, a failed session).
 
 A busy process holds one poll for many turns: the control plane keeps it open
 while each settlement starts the process's next turn, and answers the turn it
-runs now once a stop of it is accepted (``helmr.control.stop_notices``).
+runs now once a stop of it is accepted (``helmr.control.stop_notices``). A turn the
+process settled itself is never an answer; the poll ends with nothing to stop once
+the process runs no turn.
 
 Without it a handler inside a long call (a provider request) would hear of
 the stop only at its next call for the turn, or at SIGTERM once the stop grace
@@ -40,6 +42,11 @@ async def listen_for_stops(session: Session, transport: Transport) -> None:
     """Runs until cancelled, or until the process is fenced."""
     while True:
         turn = await session.next_unsignalled_turn()
+        # A settlement of it sent, its reply first: its commit may be what ended the last
+        # poll (the process runs no turn now), and would answer a poll for it at once.
+        await turn._settlement_answered()
+        if turn.settled:
+            continue
         try:
             reply = await transport.call(
                 routes.stops(session.id),

@@ -95,6 +95,8 @@ class Turn:
         self._pump: MessagePump | None = None
         self._state = _State.ACTIVE
         self._settled = asyncio.Event()
+        self._no_settlement_sent = asyncio.Event()  # cleared while a settlement awaits its reply
+        self._no_settlement_sent.set()
 
     @property
     def settled(self) -> bool:
@@ -167,10 +169,14 @@ class Turn:
             # messages not started; it commits the outcome once that handler reports.
             after = self._after
             asked = None if after is None else after.next_receive()
-            if after is None or asked is None:
-                await self._call(path, body)
-            else:
-                await after.settle(self._call, path, replace(body, next=asked), asked)
+            self._no_settlement_sent.clear()
+            try:
+                if after is None or asked is None:
+                    await self._call(path, body)
+                else:
+                    await after.settle(self._call, path, replace(body, next=asked), asked)
+            finally:
+                self._no_settlement_sent.set()
             if self._pump is not None:
                 await self._pump.stopped()
         except BaseException:
@@ -181,6 +187,12 @@ class Turn:
 
     async def _wait_settled(self) -> None:
         await self._settled.wait()
+
+    async def _settlement_answered(self) -> None:
+        """Returns once no settlement of this turn awaits its reply (at once when none
+        was sent): the server has then either ended the turn, or is waiting for its
+        message handler in progress to report, or refused the settlement."""
+        await self._no_settlement_sent.wait()
 
     async def _call(
         self,

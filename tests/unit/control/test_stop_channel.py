@@ -57,12 +57,28 @@ async def test_a_turn_ended_elsewhere_is_answered_too(h: Harness) -> None:
     assert await h.control.requested_stops(session.id, epoch, [turn.id], timeout=0) == [turn.id]
 
 
-async def test_a_settled_turn_is_answered_so_the_runner_stops_polling_for_it(h: Harness) -> None:
+@pytest.mark.parametrize("outcome", ["complete", "fail"])
+async def test_a_poll_ends_with_nothing_to_stop_once_its_process_settled_its_turn(
+    h: Harness, outcome: str
+) -> None:
+    """A settlement is no stop (the handler's signal stays clear), and a process that
+    runs no Turn holds no poll: the poll ends at once, empty."""
     session = await h.session()
     epoch, turn = await h.running(session.id)
-    await h.control.complete(session.id, epoch, turn.id, "done")
+    poll = asyncio.create_task(h.control.requested_stops(session.id, epoch, [turn.id], timeout=10))
+    await asyncio.sleep(0.05)
+    assert not poll.done()
 
-    assert await h.control.requested_stops(session.id, epoch, [turn.id], timeout=0) == [turn.id]
+    if outcome == "complete":
+        await h.control.complete(session.id, epoch, turn.id, "done")
+    else:
+        error = ErrorInfo(code="actor_error", message="no")
+        await h.control.fail(session.id, epoch, turn.id, error)
+
+    assert await asyncio.wait_for(poll, 1) == []
+    # Asked again for the settled Turn: answered at once, not at the timeout.
+    asked = h.control.requested_stops(session.id, epoch, [turn.id], timeout=10)
+    assert await asyncio.wait_for(asked, 1) == []
 
 
 async def test_a_fenced_process_is_refused(h: Harness) -> None:
@@ -109,7 +125,8 @@ async def test_a_poll_for_a_settled_turn_is_answered_once_its_process_runs_none(
     h: Harness,
 ) -> None:
     """The next Turn ended elsewhere (here its deadline) while the poll listed the one
-    settled before it: the poll ends, and the runner asks about the one it holds."""
+    settled before it: the poll ends, empty (the settled one is no stop), and the
+    runner asks about the one it holds."""
     session = await h.session(max_turn_duration=timedelta(seconds=5))
     epoch, first = await h.running(session.id)
     await h.control.enqueue(session.id, "next")
@@ -119,5 +136,5 @@ async def test_a_poll_for_a_settled_turn_is_answered_once_its_process_runs_none(
 
     await h.control.expire_deadlines(h.clock.advance(timedelta(seconds=6)))
 
-    assert await h.control.requested_stops(session.id, epoch, [first.id], timeout=0) == [first.id]
+    assert await h.control.requested_stops(session.id, epoch, [first.id], timeout=0) == []
     assert await h.control.requested_stops(session.id, epoch, [second.id], timeout=0) == [second.id]

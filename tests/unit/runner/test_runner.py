@@ -847,8 +847,17 @@ def start_runner(plane: FakeControlPlane, tmp_path: Path) -> StartRunner:
                 contract.ENV_TOKEN_FILE: str(tmp_path / "token"),
                 contract.ENV_PROCESS_EPOCH: str(EPOCH),
                 contract.ENV_ENTRYPOINT: entrypoint,
+                # The parent's path last: the runner is the checkout's under test.
                 "PYTHONPATH": os.pathsep.join(
-                    [str(tmp_path), str(REPO / "examples"), str(REPO / "tests" / "actors")]
+                    filter(
+                        None,
+                        [
+                            str(tmp_path),
+                            str(REPO / "examples"),
+                            str(REPO / "tests" / "actors"),
+                            os.environ.get("PYTHONPATH"),
+                        ],
+                    )
                 ),
                 **overrides,
             }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,43 @@ async def test_a_stop_of_a_turn_a_settlement_started_reaches_its_signal(api: Api
             assert await asyncio.wait_for(third.signal.wait(), PROMPT) == STOP_REQUESTED
             assert not second.signal.aborted
             assert sent.count("stops") == polls  # the second turn's poll answered the third
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+
+async def test_a_poll_ended_by_the_settlement_before_its_reply_is_no_stop(api: Api) -> None:
+    """The settlement commits, so the process runs no turn and the poll ends; its answer
+    may come before the settlement's own reply, while the turn is still settling. The
+    handler's signal stays clear, and no poll is sent for the settled turn (each would
+    be answered at once)."""
+    sid = await api.start()
+    await api.enqueue(sid, "work")
+    sent: list[str] = []
+    async with runner_session(api, sid, sent=sent) as session:
+        transport = session._transport
+        call = transport.call
+
+        async def settlement_reply_late(path: str, *args: Any, **kwargs: Any) -> Any:
+            reply = await call(path, *args, **kwargs)
+            if path.endswith("/complete"):
+                await asyncio.sleep(0.3)  # the stop channel's answer comes first
+            return reply
+
+        transport.call = settlement_reply_late  # type: ignore[method-assign]
+        listener = asyncio.create_task(listen_for_stops(session, transport))
+        try:
+            turn = await session.receive(timeout=5)
+            assert turn is not None
+            await asyncio.sleep(0.1)  # the listener's poll is waiting
+            assert sent.count("stops") == 1
+
+            await turn.complete("done")
+            await asyncio.sleep(0.1)
+
+            assert not turn.signal.aborted
+            assert sent.count("stops") == 1
         finally:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
