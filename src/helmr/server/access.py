@@ -26,9 +26,11 @@ from helmr.errors import Forbidden, Unauthenticated
 from helmr.protocol.api import SessionView
 from helmr.protocol.api_requests import RunnerHeaders
 from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
-from helmr.server.inputs import headers_of, parse
+from helmr.server.inputs import Input, headers_of
 from helmr.server.routing import Admission, RouteSpec
 from helmr.server.session_names import SessionNames
+
+_RUNNER_HEADERS = Input(RunnerHeaders, "headers")
 
 
 class AccessGuard:
@@ -58,7 +60,7 @@ class AccessGuard:
         session_id: str | None = getattr(path, "session_id", None)
         if spec.access == "runner":
             assert session_id is not None
-            epoch = parse(RunnerHeaders, headers_of(request, RunnerHeaders), "headers")
+            epoch = _RUNNER_HEADERS.parse(headers_of(request, RunnerHeaders))
             if not await self._runner_tokens.verify(session_id, epoch.process_epoch, token):
                 raise Forbidden(
                     f"this token is not the runner token of session {session_id}, "

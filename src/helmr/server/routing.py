@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple, TypeVar, get_args, get_type_hints
 from aiohttp import web
 from pydantic import BaseModel
 
-from helmr.server.inputs import adapter, headers_of, json_body, parse, query_of
+from helmr.server.inputs import Input, adapter, headers_of, json_body, query_of
 
 # Who may call a route: nobody needs a token ("none"), a Kubernetes user with
 # the route's verb in the namespace ("public"), the session's runner ("runner").
@@ -171,38 +171,55 @@ class Admission(NamedTuple):
 Guard = Callable[[web.Request, RouteSpec, BaseModel | None, bool], Awaitable[Admission]]
 
 
+def _input(op: Operation, name: str) -> Input[Any] | None:
+    model = op.inputs.get(name)
+    return None if model is None else Input(model, name)
+
+
 def _endpoint(
     op: Operation, guard: Guard
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    # What every request of this route needs of its declaration, found once here: its
+    # inputs' readers, its answer's serializer.
+    path_input, query_input = _input(op, "path"), _input(op, "query")
+    headers_input, body_input = _input(op, "headers"), _input(op, "body")
+    headers_model = op.inputs.get("headers", BaseModel)
+    answer = None if op.response is None else adapter(op.response).dump_json
+    spec, handler, wants_request, wants_subject = (
+        op.spec,
+        op.handler,
+        op.wants_request,
+        op.wants_subject,
+    )
+
     async def endpoint(request: web.Request) -> web.StreamResponse:
         kwargs: dict[str, Any] = {}
-        path_model = op.inputs.get("path")
-        if path_model is not None:
-            kwargs["path"] = parse(path_model, dict(request.match_info), "path")
+        path = None
+        if path_input is not None:
+            kwargs["path"] = path = path_input.parse(dict(request.match_info))
         # Credentials before the rest of the input: a stranger learns nothing
         # about the request's shape.
-        admission = await guard(request, op.spec, kwargs.get("path"), op.wants_subject)
-        if "query" in op.inputs:
-            kwargs["query"] = parse(op.inputs["query"], query_of(request), "query")
-        if "headers" in op.inputs:
-            model = op.inputs["headers"]
-            if isinstance(admission.headers, model):
+        admission = await guard(request, spec, path, wants_subject)
+        if query_input is not None:
+            kwargs["query"] = query_input.parse(query_of(request))
+        if headers_input is not None:
+            if isinstance(admission.headers, headers_model):
                 kwargs["headers"] = admission.headers
             else:
-                kwargs["headers"] = parse(model, headers_of(request, model), "headers")
-        if "body" in op.inputs:
-            kwargs["body"] = parse(op.inputs["body"], await json_body(request), "body")
-        if op.wants_request:
+                kwargs["headers"] = headers_input.parse(headers_of(request, headers_model))
+        if body_input is not None:
+            kwargs["body"] = body_input.parse(await json_body(request))
+        if wants_request:
             kwargs["request"] = request
-        if op.wants_subject:
+        if wants_subject:
             kwargs["subject"] = admission.subject
-        call = op.handler(**kwargs)
-        del kwargs, admission  # the handler has them: a waiting long poll keeps less
+        call = handler(**kwargs)
+        del kwargs, path, admission  # the handler has them: a waiting long poll keeps less
         result = await call
-        if op.response is None or isinstance(result, web.StreamResponse):
+        if answer is None or isinstance(result, web.StreamResponse):
             response: web.StreamResponse = result
             return response
-        return web.Response(body=adapter(op.response).dump_json(result), content_type=JSON)
+        return web.Response(body=answer(result), content_type=JSON)
 
     return endpoint
 

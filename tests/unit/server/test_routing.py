@@ -4,13 +4,14 @@ because no path matches two routes. A runner call's headers are parsed once."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from helmr.protocol import routes
 from helmr.protocol.api_requests import RunnerHeaders
 from helmr.protocol.api_routes import SESSION_TURNS
-from helmr.server.inputs import adapter
+from helmr.server.inputs import Input
 from tests.unit.api import Api
 
 
@@ -46,15 +47,16 @@ async def test_a_runner_calls_epoch_header_is_parsed_once(
     """The guard parses it to check the runner token's epoch; the handler takes that."""
     session = await api.start()
     await api.enqueue(session)
-    headers = adapter(RunnerHeaders)
     parsed: list[object] = []
-    validate = headers.validate_python
+    parse = Input.parse
 
-    def counted(data: object) -> RunnerHeaders:
-        parsed.append(data)
-        return validate(data)
+    def counted(self: Input[object], data: dict[str, Any]) -> object:
+        read = parse(self, data)
+        if isinstance(read, RunnerHeaders):
+            parsed.append(read)
+        return read
 
-    monkeypatch.setattr(headers, "validate_python", counted)
+    monkeypatch.setattr(Input, "parse", counted)
     turn, runner = await api.run_turn(session)
     await api.call("POST", routes.complete(session, turn), headers=runner, json={})
     assert len(parsed) == 2  # the receive's, the complete's
