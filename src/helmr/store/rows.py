@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from operator import itemgetter
 from typing import Any, Self, TypeVar
 
 from pydantic import JsonValue
@@ -35,35 +36,49 @@ _Row = TypeVar("_Row")
 def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
     """A ``cls`` read from ``row``: each field the column of its name, decoded as the
     field's type says, unless ``given`` holds it (a field that is no column)."""
-    values = {
-        name: decode(row[position])
-        for name, position, decode in _layout(cls, tuple(row.keys()), tuple(given))
-    }
-    values.update(given)
-    return cls(**values)
+    layout = _layout(cls, tuple(row.keys()), tuple(given))
+    values: tuple[Any, ...] | list[Any] = layout.columns(row)
+    if layout.decoded:
+        values = list(values)
+        for index, decode in layout.decoded:
+            values[index] = decode(values[index])
+    return cls(*values, **given)
 
 
-_Layout = tuple[tuple[str, int, Callable[[Any], object]], ...]
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """How a row of one statement's columns becomes a ``cls``: the columns of the
+    fields read from them, in the fields' order, taken in one C call
+    (``operator.itemgetter``) and passed positionally, where a comprehension indexed
+    the row once per field and built the keywords the constructor then matched one
+    by one; and the few of them that decode (by position among them)."""
+
+    columns: Callable[[sqlite3.Row], tuple[Any, ...]]
+    decoded: tuple[tuple[int, Callable[[Any], object]], ...]
 
 
 def _layout(cls: type[Any], columns: tuple[str, ...], given: tuple[str, ...]) -> _Layout:
-    """Each field of ``cls`` not ``given``, the position of its column among ``columns``
-    and how it decodes, worked out once per class and statement: a row's column
-    looked up by name is a scan of its names (sqlite3.Row), and a Session row's 38
-    read so took longer than building the row (docs/sizing.md, "CPU per Turn, cut
-    by profile")."""
+    """The :class:`_Layout` of ``cls`` from ``columns``, the fields ``given`` aside (the
+    last fields of ``cls``, so the others can be passed by position), worked out once
+    per class and statement: a row's column looked up by name is a scan of its names
+    (sqlite3.Row), and a Session row's 38 read so took longer than building the row
+    (docs/sizing.md, "CPU per Turn, cut by profile")."""
     key = (cls, columns, given)
     known = _LAYOUTS.get(key)
     if known is None:
         position = {column: n for n, column in enumerate(columns)}
-        missing = [f.name for f in fields(cls) if f.name not in position and f.name not in given]
+        read = [f for f in fields(cls) if f.name not in given]
+        missing = [f.name for f in read if f.name not in position]
         if missing:
             raise LookupError(f"{cls.__name__}: no column for {', '.join(missing)}")
-        known = tuple(
+        if {f.name for f in fields(cls)[len(read) :]} != set(given):
+            raise TypeError(f"{cls.__name__}: the fields given ({', '.join(given)}) come last")
+        known = _Layout(
+            columns=_getter(tuple(position[f.name] for f in read)),
             # The annotations are text (``from __future__ import annotations``).
-            (f.name, position[f.name], _DECODERS.get(str(f.type), _as_is))
-            for f in fields(cls)
-            if f.name not in given
+            decoded=tuple(
+                (n, _DECODERS[str(f.type)]) for n, f in enumerate(read) if str(f.type) in _DECODERS
+            ),
         )
         _LAYOUTS[key] = known
     return known
@@ -73,8 +88,13 @@ _LAYOUTS: dict[tuple[type[Any], tuple[str, ...], tuple[str, ...]], _Layout] = {}
 """Bounded by the code: one per class and distinct column list its statements read."""
 
 
-def _as_is(value: object) -> object:
-    return value
+def _getter(positions: tuple[int, ...]) -> Callable[[sqlite3.Row], tuple[Any, ...]]:
+    """The row's values at ``positions``, a tuple even of one (``itemgetter`` of a
+    single position answers the value alone)."""
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda row: (row[only],)
+    return itemgetter(*positions)
 
 
 def _time(text: str) -> datetime:
@@ -124,7 +144,6 @@ class SessionRow:
     key: str | None
     idempotency_key: str | None
     status: SessionStatus
-    hold: HoldRow | None
     consecutive_failures: int
     consecutive_losses: int
     process_epoch: int
@@ -141,8 +160,6 @@ class SessionRow:
     last_turn_seq: int
     last_event_seq: int
     retained_after: int
-    limits: SessionLimits | None
-    """The limits resolved once from the Actor (None until they are)."""
     run_deadline_at: datetime | None
     """When the live process's Run has lasted ``maxDurationSeconds``."""
     prepare_deadline_at: datetime | None
@@ -154,6 +171,10 @@ class SessionRow:
     awaiting_cut: int | None
     """The save (its version) whose cut the next Turn waits for: a save belongs to
     exactly the state after its Turn (helmr.control.disks)."""
+    # Not columns, so last (_load passes the columns by position).
+    hold: HoldRow | None
+    limits: SessionLimits | None
+    """The limits resolved once from the Actor (None until they are)."""
 
     @classmethod
     def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
@@ -328,13 +349,14 @@ class StorageLimits:
 @dataclass(frozen=True, slots=True)
 class StorageRow:
     session_id: str
-    limits: StorageLimits
     episode: int
     """How many episodes the Session has had; the current one's number while ``state`` is set."""
     state: EpisodeState | None
     """The open episode's state (``paused`` or ``stopped``); None: no episode."""
     hold_id: str | None
     """The hold the episode put (or found) on the Session; released: acknowledged."""
+    limits: StorageLimits
+    """Not a column, so last (_load passes the columns by position)."""
 
     @classmethod
     def load(cls, row: sqlite3.Row) -> StorageRow:
