@@ -25,6 +25,15 @@ runner is a pod of its own).
 
     .venv/bin/python benchmarks/bench_long_poll_memory.py --sessions 1000 --frames 0 \
         --server helmr,aiohttp,raw
+
+``--held``: each runner waits in a held settlement (runner protocol 5) instead: its
+Session's Turn runs, and the runner's ``complete`` (with ``--result`` bytes of result,
+none by default) asks for the next with a ``timeout``; none comes, so the reply's
+head is sent and its body waits as an idle ``receive`` would (what an idle runner
+holds just after its last Turn, until the wait ends: up to 120 s).
+
+    .venv/bin/python benchmarks/bench_long_poll_memory.py --sessions 1000 --held \
+        --result 4096
 """
 
 from __future__ import annotations
@@ -61,16 +70,23 @@ import aiohttp
 from helmr.protocol import routes
 from helmr.protocol.contract import EPOCH_HEADER
 
-async def main(url, token, sessions):
+async def main(url, token, sessions, result):
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        async def receive(session_id, epoch):
+        async def receive(session_id, epoch, turn_id):
             headers = {EPOCH_HEADER: str(epoch), "Authorization": f"Bearer {token}"}
+            if turn_id is not None:  # --held: settle it, and wait for the next turn
+                body = {"next": {"timeout": 300}}
+                if result is not None:
+                    body["result"] = result
+                async with http.post(url + routes.complete(session_id, turn_id), json=body,
+                                     headers=headers) as answer:
+                    await answer.read()
             while True:
                 async with http.post(url + routes.receive(session_id), json={"timeout": 300},
                                      headers=headers) as answer:
                     await answer.read()
-        await asyncio.gather(*(receive(s, e) for s, e in sessions))
+        await asyncio.gather(*(receive(*session) for session in sessions))
 
 args = json.loads(sys.stdin.readline())
 asyncio.run(main(*args))
@@ -133,16 +149,18 @@ class _RawLongPoll(asyncio.Protocol):
 
 
 @asynccontextmanager
-async def _server(kind: str, n: int) -> AsyncIterator[tuple[str, list[tuple[str, int]], Sized]]:
-    """The server of ``kind`` serving N Sessions: its URL, the Sessions (id, epoch),
-    and what counts its waiting receives."""
+async def _server(
+    kind: str, n: int, held: bool
+) -> AsyncIterator[tuple[str, list[tuple[str, int, str | None]], Sized]]:
+    """The server of ``kind`` serving N Sessions: its URL, the Sessions (id, epoch, and
+    with ``held`` the id of the Turn it runs), and what counts its waiting receives."""
     if kind == "raw":
         waiting: dict[str, asyncio.Future[None]] = {}
         loop = asyncio.get_running_loop()
         server = await loop.create_server(lambda: _RawLongPoll(waiting), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         async with server:
-            yield f"http://127.0.0.1:{port}", [(f"ses_{i}", 1) for i in range(n)], waiting
+            yield f"http://127.0.0.1:{port}", [(f"ses_{i}", 1, None) for i in range(n)], waiting
         return
     if kind == "aiohttp":
         futures: dict[str, asyncio.Future[None]] = {}
@@ -156,17 +174,22 @@ async def _server(kind: str, n: int) -> AsyncIterator[tuple[str, list[tuple[str,
         app = web.Application()
         app.router.add_post(routes.RECEIVE, receive)
         async with serving(app) as url:
-            yield url, [(f"ses_{i}", 1) for i in range(n)], futures
+            yield url, [(f"ses_{i}", 1, None) for i in range(n)], futures
         return
     with tempfile.TemporaryDirectory() as work:
         async with open_plane(Path(work) / "store.db") as plane:
             helmr = static_app(plane.control, {}, AnyRunner(TOKEN))
-            sessions = []
+            sessions: list[tuple[str, int, str | None]] = []
             for i in range(n):
                 view = await plane.control.open_session(
                     namespace="team", name=f"s{i}", actor="a", workspace=f"w{i}"
                 )
-                sessions.append((view.id, await plane.control.process_started(view.id)))
+                epoch = await plane.control.process_started(view.id)
+                running = None
+                if held:
+                    await plane.control.enqueue(view.id, None)
+                    running = await plane.control.receive(view.id, epoch, 0)
+                sessions.append((view.id, epoch, None if running is None else running.id))
             async with serving(helmr) as url:
                 yield url, sessions, plane.store._signals._watches  # the waiters, counted
 
@@ -179,6 +202,10 @@ async def measure(args: argparse.Namespace) -> None:
         await measure_one(args, kinds[0])
         return
     own = ["--sessions", str(args.sessions), "--frames", str(args.frames), "--top", str(args.top)]
+    if args.held:
+        own.append("--held")
+    if args.result is not None:
+        own += ["--result", str(args.result)]
     for kind in kinds:
         process = await asyncio.create_subprocess_exec(
             sys.executable, __file__, *own, "--server", kind
@@ -188,7 +215,7 @@ async def measure(args: argparse.Namespace) -> None:
 
 async def measure_one(args: argparse.Namespace, kind: str) -> None:
     n = args.sessions
-    async with _server(kind, n) as (url, sessions, waiting):
+    async with _server(kind, n, args.held) as (url, sessions, waiting):
         gc.collect()
         if args.frames:
             tracemalloc.start(args.frames)
@@ -199,7 +226,8 @@ async def measure_one(args: argparse.Namespace, kind: str) -> None:
             sys.executable, "-c", CLIENT, stdin=asyncio.subprocess.PIPE
         )
         assert client.stdin is not None
-        client.stdin.write(json.dumps([url, TOKEN, sessions]).encode() + b"\n")
+        result = None if args.result is None else "x" * args.result
+        client.stdin.write(json.dumps([url, TOKEN, sessions, result]).encode() + b"\n")
         await client.stdin.drain()
         deadline = time.monotonic() + 120
         while len(waiting) < n:
@@ -215,8 +243,9 @@ async def measure_one(args: argparse.Namespace, kind: str) -> None:
             tracemalloc.stop()
         client.kill()
         await client.wait()
+    what = "held settlements" if args.held else "receives"
     print(
-        f"{kind}: {n} pending receives: RSS {(rss_after - rss_before) / n:.1f} KiB each,"
+        f"{kind}: {n} pending {what}: RSS {(rss_after - rss_before) / n:.1f} KiB each,"
         f" peak while they connected {(peak - rss_before) / n:.1f}",
         end="",
     )
@@ -250,5 +279,11 @@ if __name__ == "__main__":
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument(
         "--server", default="helmr", help="helmr, aiohttp or raw (comma-separated: each in turn)"
+    )
+    parser.add_argument(
+        "--held", action="store_true", help="held settlements, not receives (helmr only)"
+    )
+    parser.add_argument(
+        "--result", type=int, help="with --held: the settled result, a string of this many bytes"
     )
     asyncio.run(measure(parser.parse_args()))

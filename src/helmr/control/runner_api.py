@@ -54,41 +54,44 @@ class RunnerControl(Surface):
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
 
-    async def settle_and_receive(
+    def settle_and_receive(
         self,
         settle: Callable[[], Awaitable[TurnView | turns.Drained | None]],
         session_id: str,
         epoch: int,
-        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+        timeout: float,
         *,
         holding: Callable[[], Awaitable[object]],
         listening: Connection,
         metadata: dict[str, JsonValue] | None = None,
         tags: list[str] | None = None,
-    ) -> TurnView | turns.Drained | None:
+    ) -> Awaitable[TurnView | turns.Drained | None]:
         """``settle`` (a settlement with its next receive, :meth:`complete_and_take_next`
         or :meth:`fail_and_take_next`, asked with ``metadata`` and ``tags``) and, when it
         started no Turn, a ``receive``'s wait for one (runner protocol 5): ``holding``
         is awaited between the two, once the settlement has committed, which the wait
         never undoes. None when ``timeout`` ends first. A Turn is started after the
-        settlement only while the runner is ``listening``, as for :meth:`receive`."""
+        settlement only while the runner is ``listening``, as for :meth:`receive`.
+        A plain function, as :meth:`_next_turn`: the wait is the one frame kept, and it
+        drops ``settle`` (the settled result with it) once it is done."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
-        return await self._next_turn(
+        return self._next_turn(
             session_id, timeout, partial(_settling, settle, holding), asked.take_next, listening
         )
 
-    async def _next_turn(
+    def _next_turn(
         self,
         session_id: str,
-        timeout: float,  # noqa: ASYNC109 (see _wait_for)
+        timeout: float,
         first: Callable[[], Awaitable[TurnView | turns.Drained | None]],
         take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
         listening: Connection | None,
-    ) -> TurnView | turns.Drained | None:
+    ) -> Awaitable[TurnView | turns.Drained | None]:
         """``first``, then ``take_next`` after each commit to the Session while the
         runner is ``listening``, until a Turn or the end comes (None: ``timeout``
-        ended first)."""
-        return await self._wait_for(
+        ended first). A plain function: a frame of its own would keep ``first``
+        for as long as the wait waits."""
+        return self._wait_for(
             session_id,
             timeout,
             first,

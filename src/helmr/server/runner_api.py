@@ -233,7 +233,7 @@ class RunnerApi:
     ) -> Settled | web.StreamResponse:
         """With ``next``, also starts this process's next turn in the same transaction
         (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
-        return await self._settle(
+        settling = self._settle(
             request,
             path,
             headers,
@@ -242,6 +242,8 @@ class RunnerApi:
             self._control.complete,
             self._control.complete_and_take_next,
         )
+        del path, headers, body  # see _settle
+        return await settling
 
     @post(routes.FAIL, summary="Settle the turn as failed.", per_turn=True)
     async def fail(
@@ -249,7 +251,7 @@ class RunnerApi:
     ) -> Settled | web.StreamResponse:
         """With ``next``, also starts this process's next turn in the same transaction
         (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
-        return await self._settle(
+        settling = self._settle(
             request,
             path,
             headers,
@@ -258,6 +260,8 @@ class RunnerApi:
             self._control.fail,
             self._control.fail_and_take_next,
         )
+        del path, headers, body  # see _settle
+        return await settling
 
     async def _settle(
         self,
@@ -270,14 +274,20 @@ class RunnerApi:
         and_take_next: Callable[..., Awaitable[TurnView | Drained | None]],
     ) -> Settled | web.StreamResponse:
         """Settles the turn with ``outcome``: by ``alone`` without ``next``, else by
-        ``and_take_next`` (the settlement with the next receive, in one transaction)."""
+        ``and_take_next`` (the settlement with the next receive, in one transaction).
+        A held reply waits up to two minutes, an idle runner's after its last turn:
+        the request's inputs are not kept that long (``bench_long_poll_memory.py
+        --held``), which is why the handlers drop theirs once they called this."""
         session_id, epoch, turn_id = path.session_id, headers.process_epoch, path.turn_id
+        del path, headers
         self._traces.settling(session_id, turn_id, datetime.now(UTC))
         if next is None:
             await alone(session_id, epoch, turn_id, outcome)
             return Settled()
         settle = partial(and_take_next, session_id, epoch, turn_id, outcome, **_labels(next))
-        return await self._with_next(request, session_id, epoch, next, settle)
+        replying = self._with_next(request, session_id, epoch, next, settle)
+        del outcome, settle  # a held reply's wait drops the settlement once it is done
+        return await replying
 
     async def _with_next(
         self,
@@ -294,16 +304,18 @@ class RunnerApi:
         if next.timeout is None:
             return _settled(await settle())
         held = web.StreamResponse(headers=_JSON_TYPE)
+        waiting = self._control.settle_and_receive(
+            settle,
+            session_id,
+            epoch,
+            min(next.timeout, MAX_WAIT),
+            holding=partial(held.prepare, request),
+            listening=request.protocol,
+            **_labels(next),
+        )
+        del settle  # the wait drops it once settled: the result is not kept while it waits
         try:
-            after = await self._control.settle_and_receive(
-                settle,
-                session_id,
-                epoch,
-                min(next.timeout, MAX_WAIT),
-                holding=partial(held.prepare, request),
-                listening=request.protocol,
-                **_labels(next),
-            )
+            after = await waiting
         except HelmrError:
             if not held.prepared:
                 raise  # the settlement's own error, answered as ever
