@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from operator import itemgetter
-from typing import Any, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from pydantic import JsonValue
 
@@ -34,8 +34,10 @@ _Row = TypeVar("_Row")
 
 
 def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
-    """A ``cls`` read from ``row``: each field the column of its name, decoded as the
-    field's type says, unless ``given`` holds it (a field that is no column)."""
+    """A ``cls`` read from ``row``: each field the column of its name (or the one the
+    class's ``_COLUMNS`` names for it, where a row looked up by name scanned the
+    Session's 38 columns for each limit), decoded as the field's type says, unless
+    ``given`` holds it (a field that is no column)."""
     layout = _layout(cls, tuple(row.keys()), tuple(given))
     values: tuple[Any, ...] | list[Any] = layout.columns(row)
     if layout.decoded:
@@ -67,14 +69,16 @@ def _layout(cls: type[Any], columns: tuple[str, ...], given: tuple[str, ...]) ->
     known = _LAYOUTS.get(key)
     if known is None:
         position = {column: n for n, column in enumerate(columns)}
+        named: dict[str, str] = getattr(cls, "_COLUMNS", {})
         read = [f for f in fields(cls) if f.name not in given]
-        missing = [f.name for f in read if f.name not in position]
+        column = {f.name: named.get(f.name, f.name) for f in read}
+        missing = [name for name in column.values() if name not in position]
         if missing:
-            raise LookupError(f"{cls.__name__}: no column for {', '.join(missing)}")
+            raise LookupError(f"{cls.__name__}: no column {', '.join(missing)}")
         if {f.name for f in fields(cls)[len(read) :]} != set(given):
             raise TypeError(f"{cls.__name__}: the fields given ({', '.join(given)}) come last")
         known = _Layout(
-            columns=_getter(tuple(position[f.name] for f in read)),
+            columns=_getter(tuple(position[column[f.name]] for f in read)),
             # The annotations are text (``from __future__ import annotations``).
             decoded=tuple(
                 (n, _DECODERS[str(f.type)]) for n, f in enumerate(read) if str(f.type) in _DECODERS
@@ -97,6 +101,14 @@ def _getter(positions: tuple[int, ...]) -> Callable[[sqlite3.Row], tuple[Any, ..
     return itemgetter(*positions)
 
 
+def _seconds(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(seconds=value)
+
+
+def _duration(value: float) -> timedelta:
+    return timedelta(seconds=value)
+
+
 def _time(text: str) -> datetime:
     value = load_time(text)
     assert value is not None, "a NOT NULL timestamp column was NULL"
@@ -109,6 +121,9 @@ _DECODERS: dict[str, Callable[[Any], object]] = {
     "datetime": _time,
     "datetime | None": load_time,
     "JsonValue": load_json,
+    # Nor durations: their columns are seconds.
+    "timedelta": _duration,
+    "timedelta | None": _seconds,
 }
 
 
@@ -183,7 +198,7 @@ class SessionRow:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionLimits:
+class SessionLimits(_Loaded):
     """A Session's resolved limits (its own override, else its Actor's, else what the
     actor's code declared once a Run reported it: ``helmr.control.limits``). None is
     a limit no one set: no limit, or for the two that always have one the default
@@ -208,21 +223,13 @@ class SessionLimits:
         attempts = self.retry_max_attempts
         return DEFAULT_RETRY_ATTEMPTS if attempts is None else attempts
 
-    @classmethod
-    def load(cls, row: sqlite3.Row) -> SessionLimits:
-        return cls(
-            queue_limit=row["queue_limit"],
-            max_turn_duration=_seconds(row["max_turn_duration_s"]),
-            max_run_duration=_seconds(row["max_run_duration_s"]),
-            idle_ttl=_seconds(row["idle_ttl_s"]),
-            idle_timeout_seconds=row["idle_timeout_s"],
-            retry_max_attempts=row["retry_max_attempts"],
-            retry_backoff=timedelta(seconds=row["retry_backoff_s"]),
-        )
-
-
-def _seconds(value: float | None) -> timedelta | None:
-    return None if value is None else timedelta(seconds=value)
+    _COLUMNS: ClassVar[dict[str, str]] = {
+        "max_turn_duration": "max_turn_duration_s",
+        "max_run_duration": "max_run_duration_s",
+        "idle_ttl": "idle_ttl_s",
+        "idle_timeout_seconds": "idle_timeout_s",
+        "retry_backoff": "retry_backoff_s",
+    }
 
 
 @dataclass(frozen=True, slots=True)

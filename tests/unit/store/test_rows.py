@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 
 import pytest
 from pydantic import JsonValue
@@ -24,6 +25,14 @@ class _Row:
 @dataclass(frozen=True, slots=True)
 class _One:
     id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Durations:
+    _COLUMNS: ClassVar[dict[str, str]] = {"ttl": "ttl_s", "backoff": "backoff_s"}
+
+    ttl: timedelta | None
+    backoff: timedelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +64,7 @@ def test_a_row_of_one_field() -> None:
 
 
 def test_a_field_no_column_holds_is_refused() -> None:
-    with pytest.raises(LookupError, match="no column for extra"):
+    with pytest.raises(LookupError, match="no column extra"):
         _load(_Row, _row("SELECT 'r1' AS id, 1 AS live, '' AS at, 'null' AS data"))
 
 
@@ -63,3 +72,8 @@ def test_a_given_field_before_a_column_one_is_refused() -> None:
     # The columns are passed by position: a given field among them would shift them.
     with pytest.raises(TypeError, match="come last"):
         _load(_GivenFirst, _row("SELECT 'r1' AS id"), extra="given")
+
+
+def test_a_field_reads_the_column_the_class_names_for_it() -> None:
+    row = _row("SELECT 1.5 AS backoff_s, NULL AS ttl_s, 3 AS ttl, 4 AS backoff")
+    assert _load(_Durations, row) == _Durations(ttl=None, backoff=timedelta(seconds=1.5))
