@@ -564,6 +564,7 @@ NAMESPACED_RULES: dict[tuple[str, str], set[str]] = {
     ("helmr.dev", "actors"): VERBS_CRUD,
     ("helmr.dev", "sessions"): VERBS_CRUD,
     ("helmr.dev", "turns"): VERBS_CRUD,
+    # Created by the API beside each Session it starts (else on its first run).
     ("helmr.dev", "workspaces"): VERBS_CRUD,
     ("helmr.dev", "actors/status"): {"get", "patch", "update"},
     ("helmr.dev", "sessions/status"): {"get", "patch", "update"},

@@ -373,6 +373,12 @@ def forget_workspace(tx: Tx, namespace: str, workspace: str) -> None:
     disks.delete_workspace(tx, namespace, workspace)
 
 
+def workspace_known(rt: ReadTx, namespace: str, workspace: str) -> bool:
+    """Whether the store knows a disk or saves of a Workspace of that name: when its
+    resource is made anew, an older one's, to reset (:func:`reset_workspace`)."""
+    return disks.known(rt, namespace, workspace)
+
+
 def reset_workspace(tx: Tx, namespace: str, workspace: str) -> None:
     """Forgets the disk and saves of a Workspace whose objects are gone (it was
     deleted outside Helmr, or is a fork, and is made anew): the next runner starts

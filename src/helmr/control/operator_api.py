@@ -74,7 +74,6 @@ class OperatorControl(SessionControls):
     save_failed = writes_configured(disks.save_failed)
     saves_to_prune = reads(disks.saves_to_prune)
     save_pruned = writes(disks.save_pruned)
-    reset_workspace = writes(disks.reset_workspace)
     set_storage_limits = writes(storage_pressure.set_limits)
     sessions_under_storage_pressure = reads(storage_pressure.under_pressure)
 

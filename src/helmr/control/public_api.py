@@ -38,6 +38,10 @@ class SessionControls(Surface):
     close = writes(sessions.close)
     get_workspace = reads(disks.workspace_view)
     require_unheld_workspace = reads(disks.require_unheld)
+    # Whoever makes a Workspace's resource resets it if the store knew an older one of
+    # its name: the API at a Session's start, else the Session's first start.
+    workspace_known = reads(disks.workspace_known)
+    reset_workspace = writes(disks.reset_workspace)
 
     async def list_events(self, session_id: str, after: int = 0, limit: int = 100) -> EventPage:
         """A page of the Session's timeline after ``after`` (InvalidInput on bad bounds)."""

@@ -110,9 +110,10 @@ class ControlPlane:
         self.mirror = CustomResourceMirror(
             self.kube,
             admitted=self._turn_admitted,
-            created=lambda session_id, resource: self.supervisor.recent.created(
-                session_id, resource
+            created=lambda session_id, resource, workspace: self.supervisor.recent.created(
+                session_id, resource, workspace
             ),
+            workspaces=self.api_control,
             api_turn_resources=settings.api_turn_resources,
             followed=lambda: self.leadership.leading,
         )

@@ -34,6 +34,16 @@ def get(rt: ReadTx, namespace: str, workspace: str) -> DiskRow | None:
     return None if row is None else _disk(namespace, workspace, row)
 
 
+def known(rt: ReadTx, namespace: str, workspace: str) -> bool:
+    """Whether the store holds a disk or a save of a Workspace of that name."""
+    row = rt.conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM workspaces WHERE namespace = ? AND name = ?)"
+        " OR EXISTS (SELECT 1 FROM saves WHERE namespace = ? AND workspace = ?)",
+        (namespace, workspace, namespace, workspace),
+    ).fetchone()
+    return bool(row[0])
+
+
 def _disk(namespace: str, workspace: str, row: sqlite3.Row) -> DiskRow:
     return DiskRow(
         namespace=namespace,

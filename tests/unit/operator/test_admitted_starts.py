@@ -6,8 +6,9 @@ the Session and Actor resources this process holds are not read again."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,11 +19,14 @@ from helmr.operator.runners.recent_resources import KEPT_SECONDS, RecentResource
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.resources import Actor, Session
+from helmr.resources import Actor, Resource, Session, Workspace
 from helmr.resources.session_env import NO_ENV
 from tests.unit.control.harness import Harness
+from tests.unit.control.pooled import DISK, pooled
 from tests.unit.operator.stub_kube import any_resource
 from tests.unit.operator.test_concurrent_starts import SlowPods
+
+R = TypeVar("R", bound=Resource[Any, Any])
 
 
 def supervisor(h: Harness, kube: SlowPods) -> Supervisor:
@@ -125,7 +129,7 @@ async def test_a_start_reads_no_resource_this_process_holds(h: Harness) -> None:
     recent = RecentResources(kube, {("team", "reviewer"): actor}.get)
     plane = Supervisor(h.control, kube, RunnerPods(), Settings(), OperatorMetrics(), recent=recent)
     session = await h.session()
-    recent.created(session.id, any_resource(Session, "team", session.name))
+    recent.created(session.id, any_resource(Session, "team", session.name), None)
     view, _ = await h.control.enqueue_answering_session(session.id, "go")
     plane.admitted(view)
     await settled(plane)
@@ -141,13 +145,13 @@ async def test_a_session_resource_not_made_just_now_is_read_and_a_made_one_once(
     now = [0.0]
     recent = RecentResources(kube, clock=lambda: now[0])
     made, older = await h.session(), await h.session()
-    recent.created(made.id, any_resource(Session, "team", made.name))
-    recent.created(older.id, any_resource(Session, "team", older.name))
+    recent.created(made.id, any_resource(Session, "team", made.name), None)
+    recent.created(older.id, any_resource(Session, "team", older.name), None)
 
-    assert await recent.session(made) is not None
-    assert await recent.session(made) is not None  # its second start reads it
+    assert (await recent.session(made))[0] is not None
+    assert (await recent.session(made))[0] is not None  # its second start reads it
     now[0] = KEPT_SECONDS + 1  # it may have been edited since
-    assert await recent.session(older) is not None
+    assert (await recent.session(older))[0] is not None
     assert await recent.actor(made) is not None
     assert kube.reads == [Session.KIND, Session.KIND, Actor.KIND]
 
@@ -155,7 +159,7 @@ async def test_a_session_resource_not_made_just_now_is_read_and_a_made_one_once(
 class Creating:
     """An apiserver that makes every resource it is given (a uid its own)."""
 
-    async def create_resource(self, resource: Session) -> Session:
+    async def create_resource(self, resource: R) -> R | None:
         return resource.model_copy(
             update={"metadata": resource.metadata.model_copy(update={"uid": "made"})}
         )
@@ -163,9 +167,107 @@ class Creating:
 
 async def test_the_session_resource_the_api_makes_is_told_for_its_start(h: Harness) -> None:
     told: dict[str, Session] = {}
-    mirror = CustomResourceMirror(Creating(), created=told.__setitem__)  # type: ignore[arg-type]
+    mirror = CustomResourceMirror(
+        Creating(),  # type: ignore[arg-type]
+        created=lambda session_id, resource, workspace: told.update({session_id: resource}),
+    )
     session = await h.session()
     await mirror.session_started(session, NO_ENV)
 
     assert list(told) == [session.id]
     assert told[session.id].metadata.name == session.name
+
+
+class Existing(Creating):
+    """An apiserver where the Workspace exists already (a user's, made beforehand)."""
+
+    async def create_resource(self, resource: R) -> R | None:
+        if isinstance(resource, Workspace):
+            return None
+        return await super().create_resource(resource)
+
+
+@pytest.mark.parametrize("there_before", [False, True])
+async def test_the_api_makes_the_sessions_workspace_beside_it_and_forgets_an_older_ones_disk(
+    h: Harness, there_before: bool
+) -> None:
+    # The store knew a disk of an older Workspace of that name (deleted with kubectl).
+    session = await h.session()
+    await h.control.current_disk("team", session.workspace)
+    told: dict[str, tuple[Session, Workspace | None]] = {}
+    mirror = CustomResourceMirror(
+        Existing() if there_before else Creating(),  # type: ignore[arg-type]
+        created=lambda session_id, resource, workspace: told.update(
+            {session_id: (resource, workspace)}
+        ),
+        workspaces=h.control,
+    )
+    await mirror.session_started(session, NO_ENV)
+
+    [(resource, workspace)] = told.values()
+    assert resource.metadata.name == session.name
+    if there_before:  # its disk is its own: kept, and read by the start
+        assert workspace is None
+        assert not await h.control.adopt(session.id, 1, pooled(), DISK)
+    else:
+        assert workspace is not None
+        assert workspace.metadata.name == session.workspace
+        assert await h.control.adopt(session.id, 1, pooled(), DISK)  # no disk in the way
+
+
+async def test_a_workspace_the_api_makes_on_a_name_the_store_never_knew_writes_nothing(
+    h: Harness,
+) -> None:
+    # A reset's write before the start call answers cost it ~28 ms (results.md, 4
+    # December): a new name, the common case, has nothing to reset.
+    session = await h.session()
+    transactions: Counter[str] = Counter()
+    h.store.observe = lambda kind, lane, seconds: transactions.update((kind,))
+    told: dict[str, Workspace | None] = {}
+    mirror = CustomResourceMirror(
+        Creating(),  # type: ignore[arg-type]
+        created=lambda session_id, resource, workspace: told.update({session_id: workspace}),
+        workspaces=h.control,
+    )
+    await mirror.session_started(session, NO_ENV)
+
+    assert told[session.id] is not None
+    assert transactions["write"] == 0
+
+
+class Adoptions:
+    """A pool that adopts nothing, noting the Workspace each start offered."""
+
+    def __init__(self) -> None:
+        self.workspaces: list[Workspace | None] = []
+
+    async def adopt(
+        self, session: Any, owner: Any, actor: Any, limits: Any, workspace: Any
+    ) -> bool:
+        self.workspaces.append(workspace)
+        return False
+
+
+async def test_a_start_offers_the_workspace_the_api_made_to_its_adoption(h: Harness) -> None:
+    kube = CountedReads()
+    pools = Adoptions()
+    recent = RecentResources(kube)
+    plane = Supervisor(
+        h.control,
+        kube,
+        RunnerPods(),
+        Settings(),
+        OperatorMetrics(),
+        pools=pools,  # type: ignore[arg-type]
+        recent=recent,
+    )
+    made, unmade = await h.session(), await h.session()
+    workspace = any_resource(Workspace, "team", made.workspace)
+    recent.created(made.id, any_resource(Session, "team", made.name), workspace)
+    recent.created(unmade.id, any_resource(Session, "team", unmade.name), None)
+    for session in (made, unmade):
+        view, _ = await h.control.enqueue_answering_session(session.id, "go")
+        plane.admitted(view)
+        await settled(plane)
+
+    assert pools.workspaces == [workspace, None]

@@ -20,6 +20,7 @@ from helmr.kube.client import HELD_POLICY, ClassRef
 from helmr.kube.errors import KubeError, translated
 from helmr.operator.at_once import AT_ONCE
 from helmr.operator.disks.backend import DiskInTheWay, RestoreFailed
+from helmr.operator.disks.manifests import build_workspace
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Actor, Resource, Workspace
@@ -858,3 +859,19 @@ async def test_a_disk_is_bound_for_its_pod_unless_its_class_binds_it_later(
     prepared = await disks.prepare(session, await _actor(kube))
 
     assert (prepared.claim, prepared.bound) == ("ws-disk-1", bound)
+
+
+async def test_a_pooled_claim_takes_the_workspace_the_api_made_neither_made_nor_read_again(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    # Made at the Session's start, its store state reset then: the adoption resets nothing.
+    made = build_workspace(NS, "ws")
+    made.metadata.uid = "uid-made-at-start"
+    given = await disks.pool_disk(NS, "ws", await _actor(kube), made)
+    assert given is not None
+    assert (given.workspace.uid, given.disk.new_workspace) == ("uid-made-at-start", False)
+    assert ("Workspace", "ws") not in kube.resources  # no POST, no GET
+
+    unmade = await disks.pool_disk(NS, "other", await _actor(kube))
+    assert unmade is not None
+    assert (unmade.workspace.uid, unmade.disk.new_workspace) == ("uid-other", True)

@@ -37,6 +37,7 @@ from helmr.resources import (
     Session,
     SessionSpec,
     WarmPoolSpec,
+    Workspace,
 )
 from helmr.resources.session import ActorRef
 from helmr.resources.session_env import EnvSource, SecretKeyRef, SessionEnv, SessionEnvVar
@@ -122,7 +123,15 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
 
 
 class PoolDisks:
-    async def pool_disk(self, namespace: str, name: str, actor: Actor) -> PoolDisk:
+    """Every Workspace takes a pooled claim; the Workspace the API made is noted."""
+
+    def __init__(self) -> None:
+        self.made: list[Workspace | None] = []
+
+    async def pool_disk(
+        self, namespace: str, name: str, actor: Actor, made: Workspace | None = None
+    ) -> PoolDisk:
+        self.made.append(made)
         return PoolDisk(WorkspaceRef(namespace, name, f"uid-{name}"), DISK)
 
 
@@ -149,6 +158,7 @@ class Pools:
         self.kube = kube
         self.asking = AskingPods()
         self.now = 0.0
+        self.disks = PoolDisks()
         writes = AdoptionWrites(h.control, kube, pod_gone=self._gone)
         metrics = WarmPoolMetrics()
         settings = PoolSettings(runner_url="http://helmr:8080")
@@ -165,7 +175,7 @@ class Pools:
         self.adoptions = PoolAdoptions(
             h.control,
             kube,
-            PoolDisks(),  # type: ignore[arg-type]
+            self.disks,  # type: ignore[arg-type]
             self.keeper,
             writes,
             RunnerPods(),
@@ -500,3 +510,15 @@ async def test_a_new_sessions_limits_are_resolved_by_its_adoptions_own_transacti
     assert transactions["write"] == 1
     adopted = await h.control.get_session(session.id)
     assert (adopted.process_epoch, adopted.limits) == (1, limits_view(DEFAULT_LIMITS))
+
+
+async def test_an_adoption_takes_the_workspace_the_api_made_at_the_sessions_start(
+    h: Harness,
+) -> None:
+    kube = PoolKube()
+    a = actor()
+    pools = await full_pool(h, kube, a)
+    made = any_resource(Workspace, "team", "ws-s")
+    assert await pools.adoptions.adopt(await opened(h, "s"), owner("s"), a, workspace=made)
+    assert await pools.adoptions.adopt(await opened(h, "t"), owner("t"), a)
+    assert pools.disks.made == [made, None]

@@ -621,12 +621,17 @@ class Disks:
         if not (snapshot.get("status") or {}).get("readyToUse"):
             raise RestoreFailed(f"save {snapshot_name} to restore from is not ready to use")
 
-    async def pool_disk(self, namespace: str, name: str, actor: Actor) -> PoolDisk | None:
+    async def pool_disk(
+        self, namespace: str, name: str, actor: Actor, made: Workspace | None = None
+    ) -> PoolDisk | None:
         """What a pooled claim of ``actor`` is as the Workspace's first disk: the
-        Workspace (made now if missing, with the Actor's settings), the disk's usage
+        Workspace (``made`` by the API at the Session's start, its store state reset
+        then; else made now if missing, with the Actor's settings), the disk's usage
         thresholds and the Workspace's save policy; None when the Workspace overrides
         the Actor's disk settings (a pooled claim is made with the Actor's)."""
-        workspace, made = await self._made_or_read(namespace, name)
+        workspace, new = (
+            (made, False) if made is not None else await self._made_or_read(namespace, name)
+        )
         computer = actor.spec.computer
         if workspace.spec.resolve(computer) != computer:
             return None
@@ -635,7 +640,7 @@ class Disks:
             storage=disk_usage_spec(computer).limits,
             aligned=why is None,
             save_interval=timedelta(seconds=computer.save_interval_seconds),
-            new_workspace=made,
+            new_workspace=new,
         )
         return PoolDisk(WorkspaceRef.of(workspace), disk)
 

@@ -5,7 +5,8 @@ CRs are the live face users `kubectl get`. This module:
 
 - creates the Session and Turn CRs of what the REST API admitted (the
   server's ``Mirror``), labelled with their store ids so the operator's
-  handlers know they are admitted already;
+  handlers know they are admitted already, and a new Session's Workspace
+  beside its Session (so its first start, on its first Turn's path, need not);
 - writes each CR's ``.status`` from the store's view (idempotent merge
   patches, so repeating one after a restart is harmless). Only the status
   sync writes statuses, each from a fresh read of the store: a writer with
@@ -21,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Protocol
 
 from helmr.control import SessionView, TurnView
 from helmr.events import Event
 from helmr.kube.client import Kube
 from helmr.kube.labels import LABEL_SESSION_ID, LABEL_TURN_ID
+from helmr.operator.disks.manifests import build_workspace
 from helmr.operator.mirror.conditions import session_observations, settle, turn_observations
 from helmr.operator.mirror.event_text import kube_event
 from helmr.operator.runners.limits import limits_status
@@ -46,6 +49,7 @@ from helmr.resources import (
     TurnError,
     TurnSpec,
     TurnStatus,
+    Workspace,
 )
 from helmr.resources.session import ForkFrom
 from helmr.resources.session_env import NO_ENV, SessionEnv
@@ -138,11 +142,21 @@ def turn_manifest(session: SessionView, turn: TurnView, owner: OwnerReference | 
     return Turn(metadata=metadata, spec=spec)
 
 
+class WorkspaceResets(Protocol):
+    """What the store knows of Workspaces by name, and its reset of an older one's."""
+
+    @property
+    def workspace_known(self) -> Callable[[str, str], Awaitable[bool]]: ...
+
+    @property
+    def reset_workspace(self) -> Callable[[str, str], Awaitable[None]]: ...
+
+
 def _nobody(session: SessionView) -> None:
     return None
 
 
-def _nobody_made(session_id: str, resource: Session) -> None:
+def _nobody_made(session_id: str, resource: Session, workspace: Workspace | None) -> None:
     return None
 
 
@@ -156,7 +170,8 @@ class CustomResourceMirror:
         kube: Kube,
         *,
         admitted: Callable[[SessionView], None] = _nobody,
-        created: Callable[[str, Session], None] = _nobody_made,
+        created: Callable[[str, Session, Workspace | None], None] = _nobody_made,
+        workspaces: WorkspaceResets | None = None,
         api_turn_resources: bool = True,
         followed: Callable[[], bool] = _always,
     ) -> None:
@@ -164,6 +179,8 @@ class CustomResourceMirror:
         admission left it), before its resource is made: the supervisor's, so a runner
         starts without waiting for the Turn's resource or for the status sync's pass
         (which may be busy mirroring).
+        ``workspaces``: the store's Workspaces, reset when this makes a new Session's
+        Workspace over an older one's state (none: the Session's first start makes it).
         ``api_turn_resources`` off makes no resource, status or Event for them.
         ``followed`` says whether a status sync takes the requests here (this replica
         leads): a replica that does not lead drops them, since the leader's status
@@ -172,6 +189,7 @@ class CustomResourceMirror:
         self._followed = followed
         self._admitted = admitted
         self._created = created
+        self._workspaces = workspaces
         self.api_turn_resources = api_turn_resources
         # Turn id → CR name for Turns applied with kubectl (API-created Turns
         # are named after their id). Rebuilt on restart by the resume handler.
@@ -193,11 +211,39 @@ class CustomResourceMirror:
     async def session_started(
         self, session: SessionView, env: SessionEnv, fork_from: ForkFrom | None = None
     ) -> None:
-        created = await self.kube.create_resource(session_manifest(session, env, fork_from))
+        # The Workspace's POST was the longest step of a pooled start's path from its
+        # Turn's admission (16-56 ms of ~60-100, benchmarks/results.md, 4 December):
+        # made here, beside the Session's, the start finds it made (and kept).
+        created, workspace = await asyncio.gather(
+            self.kube.create_resource(session_manifest(session, env, fork_from)),
+            self._workspace(session),
+            return_exceptions=True,
+        )
+        if isinstance(created, BaseException):
+            raise created
         if created is not None:
             self._owners[session.id] = created.owner_reference()
-            self._created(session.id, created)
+            self._created(
+                session.id, created, None if isinstance(workspace, BaseException) else workspace
+            )
         self.request(session.id)
+        if isinstance(workspace, BaseException):  # the first start makes it
+            raise workspace
+
+    async def _workspace(self, session: SessionView) -> Workspace | None:
+        """The Session's Workspace if it is made now (None: it was there already, or
+        the first start makes it), its store state reset before it is told of."""
+        if self._workspaces is None:
+            return None
+        # The store is asked beside the POST, not after it: a name never used before is
+        # the common case, and then the start call writes nothing more to the store.
+        made, known = await asyncio.gather(
+            self.kube.create_resource(build_workspace(session.namespace, session.workspace)),
+            self._workspaces.workspace_known(session.namespace, session.workspace),
+        )
+        if made is not None and known:  # an older Workspace's (deleted with kubectl)
+            await self._workspaces.reset_workspace(session.namespace, session.workspace)
+        return made
 
     async def turn_enqueued(self, session: SessionView, turn: TurnView) -> None:
         self._admitted(session)

@@ -4,9 +4,10 @@ The order is what makes it fast and crash-safe:
 
 1. a Running pooled pod is taken from the pool (:meth:`WarmPools.take`: in memory,
    offered to no other Session meanwhile);
-2. what the adoption stores is read: the Workspace (made if missing; one whose
-   settings override the Actor's disk settings takes no pooled claim), the disk's
-   thresholds and save policy, and the Secrets the Session names, if any;
+2. what the adoption stores is read: the Workspace (the one the API made at the
+   Session's start, else made if missing; one whose settings override the Actor's
+   disk settings takes no pooled claim), the disk's thresholds and save policy, and
+   the Secrets the Session names, if any;
 3. one store transaction commits the adoption (:func:`helmr.control.adoptions.adopt`):
    the process, prepared, the pod and claim as the Session's, the disk's thresholds.
    Its commit answers the pooled runner's adoption poll: the runner starts now;
@@ -37,7 +38,7 @@ from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.session_settings import SettingsUnavailable, settings_values
 from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.telemetry.warm_pools import WarmPoolMetrics
-from helmr.resources import Actor, Session
+from helmr.resources import Actor, Session, Workspace
 from helmr.resources.session_env import SessionEnv
 from helmr.store import SessionLimits
 from helmr.store.rows import AdoptionRow
@@ -97,10 +98,12 @@ class PoolAdoptions:
         owner: Session,
         actor: Actor,
         limits: SessionLimits | None = None,
+        workspace: Workspace | None = None,
     ) -> bool:
         """The Session's first process adopts a pooled pod of ``actor`` (True), or
         starts cold (False: none is ready, or its Workspace or settings cannot take one).
-        ``limits``: the Session's when it has none yet, resolved by the adoption."""
+        ``limits``: the Session's when it has none yet, resolved by the adoption;
+        ``workspace``: its Workspace as the API made it at its start, if it did."""
         env = SessionEnv.of(owner.spec.env, owner.spec.env_from)
         if not takes_pooled_pod(actor, session, env, read_secrets=self._read_secrets):
             return False
@@ -109,7 +112,7 @@ class PoolAdoptions:
             return False
         started = self._clock()
         try:
-            disk = await self._disk(session, actor, env)
+            disk = await self._disk(session, actor, env, workspace)
         except BaseException:
             self._pools.give_back(pod)  # untouched
             raise
@@ -149,7 +152,9 @@ class PoolAdoptions:
             self._pools.unwritten(pod)
         return True
 
-    async def _disk(self, session: SessionView, actor: Actor, env: SessionEnv) -> PoolDisk | None:
+    async def _disk(
+        self, session: SessionView, actor: Actor, env: SessionEnv, workspace: Workspace | None
+    ) -> PoolDisk | None:
         """The pooled claim as the Session's Workspace's disk; None when the Workspace
         overrides the Actor's disk settings, or a Secret the Session names is missing
         (checked here: its runner would get nothing; a cold pod says it plainly)."""
@@ -159,4 +164,4 @@ class PoolAdoptions:
             except SettingsUnavailable as exc:
                 log.info("session %s starts cold: %s", session.id, exc)
                 return None
-        return await self._disks.pool_disk(session.namespace, session.workspace, actor)
+        return await self._disks.pool_disk(session.namespace, session.workspace, actor, workspace)

@@ -81,8 +81,9 @@ class Supervisor:
         ``resources``: where Actors and Sessions are read (``kube`` unless given).
         ``kube`` is None only with all three given: no cluster at all (``helmr dev``).
         ``pools``: adoptions from the Actors' warm pools, whose pods new Sessions
-        adopt (none: every start is cold); ``recent``: the Session resources this
-        process's API created and the Actors watched, which a start need not read."""
+        adopt (none: every start is cold); ``recent``: the Session resources (and
+        Workspaces) this process's API created and the Actors watched, which a start
+        need not read (nor make)."""
         self.control = control
         self.clock = clock
         self.metrics = metrics
@@ -422,7 +423,7 @@ class Supervisor:
     async def _start(self, session: SessionView) -> None:
         # The three reads go out together: each may be an apiserver round trip (the
         # Session and Actor resources are not read when this process holds them).
-        leftovers, owner, actor = await asyncio.gather(
+        leftovers, (owner, workspace), actor = await asyncio.gather(
             self._leftovers(session), self.recent.session(session), self.recent.actor(session)
         )
         if leftovers:
@@ -445,7 +446,9 @@ class Supervisor:
         # Opened since the pass's resolve_limits: resolved now, by a pooled start's
         # adoption in its own transaction (one write fewer on its path), else here.
         limits = None if session.limits is not None else effective_limits(owner, actor)
-        if self.pools is not None and await self.pools.adopt(session, owner, actor, limits):
+        if self.pools is not None and await self.pools.adopt(
+            session, owner, actor, limits, workspace
+        ):
             self.metrics.processes_started.inc()
             return
         if limits is not None:
