@@ -292,12 +292,16 @@ class Operator:
         self.process.wait()
 
     def stop(self) -> None:
+        """SIGTERM, as a pod's stop sends it: the process must end well inside the
+        chart's grace period (``terminationGracePeriodSeconds``, 30 s)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+                message = f"the operator ignored SIGTERM for 15 s; see {self.log}"
+                raise AssertionError(message) from None
 
 
 @pytest.fixture(scope="session")

@@ -42,7 +42,7 @@ from helmr.operator.runners.identity import RunnerPods
 from helmr.operator.runners.supervisor import Supervisor
 from helmr.operator.settings import HISTORY_RETENTION, Settings
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.server import build_app, listen
+from helmr.server import app_runner, build_app, listen
 from helmr.server.auth import Grant, StaticAuthenticator, User
 from helmr.store import Store
 
@@ -51,8 +51,6 @@ log = logging.getLogger(__name__)
 ROOT = Path(".helmr")
 """The project-local directory ``helmr dev`` keeps its store and Workspaces in."""
 NAMESPACE = "default"
-SHUTDOWN_SECONDS = 0.5
-"""How long a stopping plane lets open requests finish."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +141,7 @@ class DevPlane:
         app = build_app(
             self.api_control, StaticAuthenticator(users), self.tokens, workspaces=self.disks
         )
-        # Stopping, the long polls still open (runners' receives) are not waited for.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
+        self._runner = app_runner(app)
         await self._runner.setup()
         await listen(self._runner, options.host, options.port)
         port = self._runner.addresses[0][1]

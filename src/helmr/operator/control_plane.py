@@ -45,7 +45,7 @@ from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry import tracing
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.server import SessionNames, build_app, listen
+from helmr.server import SessionNames, app_runner, build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
@@ -174,7 +174,7 @@ class ControlPlane:
         # Loaded before the API listens: a restart is asked at once by every runner.
         self.session_names = SessionNames(self.api_control)
         self.app = self._api(api)
-        self._runner = web.AppRunner(self.app, access_log=None)
+        self._runner = app_runner(self.app)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _status_sync(self, settings: Settings) -> StatusSync:

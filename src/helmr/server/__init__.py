@@ -18,7 +18,7 @@ from helmr.server.auth import (
     StaticRunnerTokens,
     User,
 )
-from helmr.server.listen import listen
+from helmr.server.listen import app_runner, listen
 from helmr.server.public import Mirror
 from helmr.server.session_names import SessionNames
 
@@ -31,6 +31,7 @@ __all__ = [
     "StaticAuthenticator",
     "StaticRunnerTokens",
     "User",
+    "app_runner",
     "build_app",
     "listen",
 ]
