@@ -8,7 +8,7 @@ They are what store functions return and what ``helmr.control`` reasons on;
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from operator import itemgetter
@@ -38,7 +38,7 @@ def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
     class's ``_COLUMNS`` names for it, where a row looked up by name scanned the
     Session's 38 columns for each limit), decoded as the field's type says, unless
     ``given`` holds it (a field that is no column)."""
-    layout = _layout(cls, tuple(row.keys()), tuple(given))
+    layout = _layout(cls, row.keys(), tuple(given))
     values: tuple[Any, ...] | list[Any] = layout.columns(row)
     if layout.decoded:
         values = list(values)
@@ -55,40 +55,51 @@ class _Layout:
     the row once per field and built the keywords the constructor then matched one
     by one; and the few of them that decode (by position among them)."""
 
+    names: Sequence[str]
+    """The statement's column names, as its rows' ``keys()`` answer them."""
     columns: Callable[[sqlite3.Row], tuple[Any, ...]]
     decoded: tuple[tuple[int, Callable[[Any], object]], ...]
 
 
-def _layout(cls: type[Any], columns: tuple[str, ...], given: tuple[str, ...]) -> _Layout:
+def _layout(cls: type[Any], columns: Sequence[str], given: tuple[str, ...]) -> _Layout:
     """The :class:`_Layout` of ``cls`` from ``columns``, the fields ``given`` aside (the
     last fields of ``cls``, so the others can be passed by position), worked out once
     per class and statement: a row's column looked up by name is a scan of its names
     (sqlite3.Row), and a Session row's 38 read so took longer than building the row
-    (docs/sizing.md, "CPU per Turn, cut by profile")."""
-    key = (cls, columns, given)
-    known = _LAYOUTS.get(key)
-    if known is None:
-        position = {column: n for n, column in enumerate(columns)}
-        named: dict[str, str] = getattr(cls, "_COLUMNS", {})
-        read = [f for f in fields(cls) if f.name not in given]
-        column = {f.name: named.get(f.name, f.name) for f in read}
-        missing = [name for name in column.values() if name not in position]
-        if missing:
-            raise LookupError(f"{cls.__name__}: no column {', '.join(missing)}")
-        if {f.name for f in fields(cls)[len(read) :]} != set(given):
-            raise TypeError(f"{cls.__name__}: the fields given ({', '.join(given)}) come last")
-        known = _Layout(
-            columns=_getter(tuple(position[column[f.name]] for f in read)),
-            # The annotations are text (``from __future__ import annotations``).
-            decoded=tuple(
-                (n, _DECODERS[str(f.type)]) for n, f in enumerate(read) if str(f.type) in _DECODERS
-            ),
-        )
-        _LAYOUTS[key] = known
+    (docs/sizing.md, "CPU per Turn, cut by profile"). Found by the row's width and
+    its names compared, not by the names as a key: SQLite's are new strings in every
+    row, so a key of them was a tuple built and its 38 names hashed at every read."""
+    key = (cls, len(columns), given)
+    for known in _LAYOUTS.get(key, ()):
+        # The same object on PostgreSQL (PgRow's names); equal strings on SQLite.
+        if known.names is columns or known.names == columns:
+            return known
+    known = _new_layout(cls, columns, given)
+    _LAYOUTS.setdefault(key, []).append(known)
     return known
 
 
-_LAYOUTS: dict[tuple[type[Any], tuple[str, ...], tuple[str, ...]], _Layout] = {}
+def _new_layout(cls: type[Any], columns: Sequence[str], given: tuple[str, ...]) -> _Layout:
+    position = {column: n for n, column in enumerate(columns)}
+    named: dict[str, str] = getattr(cls, "_COLUMNS", {})
+    read = [f for f in fields(cls) if f.name not in given]
+    column = {f.name: named.get(f.name, f.name) for f in read}
+    missing = [name for name in column.values() if name not in position]
+    if missing:
+        raise LookupError(f"{cls.__name__}: no column {', '.join(missing)}")
+    if {f.name for f in fields(cls)[len(read) :]} != set(given):
+        raise TypeError(f"{cls.__name__}: the fields given ({', '.join(given)}) come last")
+    return _Layout(
+        names=columns,
+        columns=_getter(tuple(position[column[f.name]] for f in read)),
+        # The annotations are text (``from __future__ import annotations``).
+        decoded=tuple(
+            (n, _DECODERS[str(f.type)]) for n, f in enumerate(read) if str(f.type) in _DECODERS
+        ),
+    )
+
+
+_LAYOUTS: dict[tuple[type[Any], int, tuple[str, ...]], list[_Layout]] = {}
 """Bounded by the code: one per class and distinct column list its statements read."""
 
 
