@@ -8,7 +8,7 @@ They are what store functions return and what ``helmr.control`` reasons on;
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from operator import itemgetter
@@ -38,7 +38,11 @@ def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
     class's ``_COLUMNS`` names for it, where a row looked up by name scanned the
     Session's 38 columns for each limit), decoded as the field's type says, unless
     ``given`` holds it (a field that is no column)."""
-    layout = _layout(cls, row.keys(), tuple(given))
+    return _built(cls, _layout(cls, row.keys(), tuple(given)), row, given)
+
+
+def _built(cls: type[_Row], layout: _Layout, row: sqlite3.Row, given: Mapping[str, object]) -> _Row:
+    """:func:`_load` with the ``layout`` of ``row``'s statement."""
     values: tuple[Any, ...] | list[Any] = layout.columns(row)
     if layout.decoded:
         values = list(values)
@@ -57,6 +61,8 @@ class _Layout:
 
     names: Sequence[str]
     """The statement's column names, as its rows' ``keys()`` answer them."""
+    position: dict[str, int]
+    """Each column's position: a column that is no field read by it, not by name."""
     columns: Callable[[sqlite3.Row], tuple[Any, ...]]
     decoded: tuple[tuple[int, Callable[[Any], object]], ...]
 
@@ -91,6 +97,7 @@ def _new_layout(cls: type[Any], columns: Sequence[str], given: tuple[str, ...]) 
         raise TypeError(f"{cls.__name__}: the fields given ({', '.join(given)}) come last")
     return _Layout(
         names=columns,
+        position=position,
         columns=_getter(tuple(position[column[f.name]] for f in read)),
         # The annotations are text (``from __future__ import annotations``).
         decoded=tuple(
@@ -203,9 +210,20 @@ class SessionRow:
     """The limits resolved once from the Actor (None until they are)."""
 
     @classmethod
-    def load(cls, row: sqlite3.Row, hold: HoldRow | None) -> SessionRow:
-        limits = None if row["limits_resolved_at"] is None else SessionLimits.load(row)
-        return _load(cls, row, hold=hold, limits=limits)
+    def load(cls, row: sqlite3.Row, hold: Callable[[str], HoldRow | None]) -> SessionRow:
+        """The Session of ``row``, its hold (if any) read by ``hold`` from its id. The
+        hold's and the limits' columns are found by position (the layout's): by name
+        each was a scan of the row's 38 names, three a Session read."""
+        layout = _layout(cls, row.keys(), _SESSION_GIVEN)
+        at = layout.position
+        hold_id = row[at["hold_id"]]
+        limits = None if row[at["limits_resolved_at"]] is None else SessionLimits.load(row)
+        given = {"hold": None if hold_id is None else hold(hold_id), "limits": limits}
+        return _built(cls, layout, row, given)
+
+
+_SESSION_GIVEN = ("hold", "limits")
+"""A :class:`SessionRow`'s fields that are no column."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ when; no column name leaves this module), and the queries the operator side poll
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from helmr.errors import NotFound
@@ -94,8 +95,7 @@ def names_not_ended(rt: ReadTx, limit: int) -> list[tuple[str, str, str]]:
 
 
 def _load(rt: ReadTx, row: Any) -> SessionRow:
-    hold = holds.get(rt, row["hold_id"]) if row["hold_id"] is not None else None
-    return SessionRow.load(row, hold)
+    return SessionRow.load(row, partial(holds.get, rt))
 
 
 def _not_found(session_id: str) -> NotFound:
