@@ -54,10 +54,10 @@ def request_save(tx: Tx, session: SessionRow, turn: TurnRow) -> int | None:
     Workspace's saves are cut at Turns' ends and no other save of it is being
     taken, so this one can be taken now (else it is covered by the next save
     taken at a Turn's end, and the next Turn runs)."""
-    save, cut_now = disks.request_save(
+    version, cut_now = disks.request_save(
         tx, session.namespace, session.workspace, session.id, turn.id
     )
-    return save.version if cut_now else None
+    return version if cut_now else None
 
 
 def lose_disk(tx: Tx, session: SessionRow) -> Restore:

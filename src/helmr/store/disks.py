@@ -79,23 +79,27 @@ def replace_disk(tx: Tx, namespace: str, workspace: str, restored_from: int | No
     return disk
 
 
-_NEXT_VERSION = (
+_SAVE_POLICY = "last_version, disk, aligned, taking, save_interval_s, last_cut_at"
+"""What a save's request reads of its Workspace's row: the version it takes, its disk
+and its save policy (the row's other columns, and the save's own, are not read)."""
+_TAKE_VERSION = (
     "INSERT INTO workspaces (namespace, name, last_version) VALUES (?, ?, 1)"
     " ON CONFLICT (namespace, name) DO UPDATE"
-    " SET last_version = workspaces.last_version + 1 RETURNING *"
+    " SET last_version = workspaces.last_version + 1 RETURNING"
 )
+_NEXT_VERSION = f"{_TAKE_VERSION} {_SAVE_POLICY}"
 _INSERT_SAVE = (
     "INSERT INTO saves (namespace, workspace, version, disk, session_id, turn_id, status,"
     " requested_at)"
 )
 _REQUEST_SAVE = (
-    f"WITH workspace AS ({_NEXT_VERSION}),"
+    f"WITH workspace AS ({_TAKE_VERSION} namespace, name, {_SAVE_POLICY}),"
     f" save AS ({_INSERT_SAVE}"
     # Typed: a parameter in a SELECT's list is not typed by the column it goes to.
     " SELECT namespace, name, last_version, disk, CAST(? AS TEXT), CAST(? AS TEXT), 'pending',"
-    " CAST(? AS TEXT) FROM workspace RETURNING *)"
-    " SELECT save.*, workspace.aligned, workspace.taking, workspace.save_interval_s,"
-    " workspace.last_cut_at FROM save, workspace"
+    " CAST(? AS TEXT) FROM workspace RETURNING version)"
+    " SELECT save.version AS last_version, workspace.aligned, workspace.taking,"
+    " workspace.save_interval_s, workspace.last_cut_at FROM save, workspace"
 )
 """Where a ``WITH`` may update (``Dialect.updates_in_with``): the Workspace's next
 save version taken and the save inserted with it, answered with the Workspace's save
@@ -104,29 +108,31 @@ policy, one round trip where there were two."""
 
 def request_save(
     tx: Tx, namespace: str, workspace: str, session_id: str, turn_id: str
-) -> tuple[SaveRow, bool]:
-    """A new pending save of the Workspace's current disk, with the next version,
-    and whether it can be cut now, at its Turn's end: the Workspace's saves are
-    cut at Turns' ends (``aligned``) and none is being taken.
+) -> tuple[int, bool]:
+    """A new pending save of the Workspace's current disk: its version, and whether
+    it can be cut now, at its Turn's end: the Workspace's saves are cut at Turns'
+    ends (``aligned``) and none is being taken.
 
     As this runs with every completed Turn: the Workspace's row (made if new) takes
     the next version and answers it with its disk and save policy, and the save is
-    inserted and answered as stored; one statement where a ``WITH`` may update, two
-    in SQLite (in process)."""
+    inserted; one statement where a ``WITH`` may update, two in SQLite (in process).
+    Neither answers a whole row: only the version and the policy are read (both
+    rows answered whole, and the save's built, were 2.4% of a no-op Turn's
+    instructions on SQLite: docs/sizing.md, "The store's threads per Turn")."""
     requested = (session_id, turn_id, dump_time(tx.now))
     if tx.dialect.updates_in_with:
-        row = policy = tx.conn.execute(_REQUEST_SAVE, (namespace, workspace, *requested)).fetchone()
+        policy = tx.conn.execute(_REQUEST_SAVE, (namespace, workspace, *requested)).fetchone()
     else:
         policy = tx.conn.execute(_NEXT_VERSION, (namespace, workspace)).fetchone()
-        row = tx.conn.execute(
-            f"{_INSERT_SAVE} VALUES (?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING *",
+        tx.conn.execute(
+            f"{_INSERT_SAVE} VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
             (namespace, workspace, policy["last_version"], policy["disk"], *requested),
-        ).fetchone()
+        )
     due = save_due(
         load_time(policy["last_cut_at"]), timedelta(seconds=policy["save_interval_s"]), tx.now
     )
     cut_now = bool(policy["aligned"]) and policy["taking"] is None and due
-    return SaveRow.load(row), cut_now
+    return policy["last_version"], cut_now
 
 
 def set_policy(

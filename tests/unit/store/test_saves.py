@@ -19,8 +19,9 @@ async def test_save_versions_count_per_workspace_and_name_its_current_disk(
         session = await new_session(store, "w1")
 
         def save(tx: Tx, workspace: str) -> tuple[int, int, str]:
-            row, _ = disks.request_save(tx, "team", workspace, session, f"turn-{workspace}")
-            return row.version, row.disk, row.status
+            version, _ = disks.request_save(tx, "team", workspace, session, f"turn-{workspace}")
+            [saved] = [s for s in disks.saves(tx, "team", workspace) if s.version == version]
+            return saved.version, saved.disk, saved.status
 
         # The first save of a Workspace that has no row yet makes it, as version 1.
         assert await store.write(lambda tx: save(tx, "w1")) == (1, 1, "pending")
@@ -41,10 +42,10 @@ async def test_a_save_is_requested_in_one_statement_where_a_with_may_update(
 
         def request(tx: Tx, turn_id: str) -> tuple[int, bool, list[str]]:
             counted = CountingConnection(tx.conn)
-            row, cut_now = disks.request_save(
+            version, cut_now = disks.request_save(
                 Tx(counted, tx.dialect, tx.now), "team", "w", session, turn_id
             )
-            return row.version, cut_now, counted.statements
+            return version, cut_now, counted.statements
 
         # Saves not cut at Turns' ends: none is cut now.
         version, cut_now, statements = await store.write(lambda tx: request(tx, "t1"))
