@@ -48,7 +48,7 @@ class RunnerControl(Surface):
         left: its process may be ending, and a Turn started for it would be lost)."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
         answer = await self._next_turn(
-            session_id, timeout, asked.look_first, asked.take_next, listening
+            session_id, timeout, asked.look_first, asked.again, listening
         )
         if answer is None:
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
@@ -76,7 +76,7 @@ class RunnerControl(Surface):
         drops ``settle`` (the settled result with it) once it is done."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
         return self._next_turn(
-            session_id, timeout, partial(_settling, settle, holding), asked.take_next, listening
+            session_id, timeout, partial(_settling, settle, holding), asked.again, listening
         )
 
     def _next_turn(
@@ -226,12 +226,17 @@ class _Receive:
             return answer
         return await self.take_next()
 
-    async def take_next(self) -> TurnView | turns.Drained | None:
+    async def take_next(self, *, woken: bool = False) -> TurnView | turns.Drained | None:
         take = partial(
             turns.take_next,
             session_id=self._session_id,
             epoch=self._epoch,
             metadata=self._metadata,
             tags=self._tags,
+            woken=woken,
         )
         return await self._store.write(take)
+
+    async def again(self) -> TurnView | turns.Drained | None:
+        """``take_next`` as the wait asks it after a commit woke it (``woken``)."""
+        return await self.take_next(woken=True)

@@ -196,16 +196,28 @@ def take_next(
     *,
     metadata: dict[str, JsonValue] | None = None,
     tags: list[str] | None = None,
+    woken: bool = False,
 ) -> TurnView | Drained | None:
     """The Turn this process is to run now, ``"drained"``, or None to wait
     (see :func:`next_step`). The FIFO head starts running here: its deadline is
     stored now, from ``maxTurnDuration``, so it survives restarts. The receive's
-    ``metadata`` and ``tags``, if given, are recorded on its ``turn.running``."""
-    return _take_next(tx, guards.runner(tx, session_id, epoch), epoch, _labels(metadata, tags))
+    ``metadata`` and ``tags``, if given, are recorded on its ``turn.running``.
+
+    ``woken``: asked again by a waiting request after a commit (not its first
+    attempt). Such a request never starts a Turn this process gave back
+    (:func:`release`): the runner releases only once it has let go of its
+    requests in flight (``Session.give_back`` cuts its held reply short first),
+    so a wait still running then is one it left, whose start may run after
+    the release (woken before it, its transaction slow to run) and would start
+    the Turn again for no one. A request sent after the release starts it (a
+    wait of its own for something else first, such as a hold, leaves that to
+    the runner's next request)."""
+    session = guards.runner(tx, session_id, epoch)
+    return _take_next(tx, session, epoch, _labels(metadata, tags), woken=woken)
 
 
 def _take_next(
-    tx: Tx, session: SessionRow, epoch: int, labels: dict[str, JsonValue]
+    tx: Tx, session: SessionRow, epoch: int, labels: dict[str, JsonValue], *, woken: bool = False
 ) -> TurnView | Drained | None:
     """:func:`take_next` for the Session as this transaction has it (guarded)."""
     session_id = session.id
@@ -221,6 +233,8 @@ def _take_next(
         sessions.ask_stop(tx, session_id, StopReason.RUN_DURATION_ELAPSED)
         return "drained"
     if step is Step.START and turn is not None:
+        if woken and turn.epoch == epoch:
+            return None  # given back by this process (a queued Turn's epoch is its releaser's)
         return _start(tx, session, turn, epoch, labels)
     finish_closing(tx, session_id)  # Step.FINISH_CLOSING
     return "drained"

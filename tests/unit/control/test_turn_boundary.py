@@ -5,9 +5,11 @@ started back (``release``), on both stores, with concurrent writers on the Sessi
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
 
+from helmr.control import runner_api
 from helmr.errors import TurnNotActive
 from helmr.states import ErrorInfo
 from tests.unit.control.harness import Harness
@@ -114,3 +116,63 @@ async def test_a_stop_accepted_before_the_release_wins(h: Harness) -> None:
     await h.control.cancel(session.id)
     with pytest.raises(TurnNotActive):
         await h.control.release(session.id, epoch, started.id)
+
+
+class _Line:
+    """A held reply's connection, as the server sees it (``Connection``)."""
+
+    connected = True
+
+
+async def test_a_held_wait_s_late_start_starts_no_turn_its_runner_gave_back(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A held settlement's wait (revision 5) woken by a commit while its runner was
+    still there, its start of a Turn then slow to run (a PostgreSQL store thread
+    under load): meanwhile the runner's ``run`` ended, it cut the reply short, its
+    sweep ``receive`` started the Turn and it gave that back (``give_back``). The
+    held wait's start, run last, must not start it again for a process that asks
+    for no more: it stays queued for the next."""
+    session = await h.session()
+    epoch, first = await h.running(session.id)
+    committed, woken, slow, ran = (asyncio.Event() for _ in range(4))
+    take_next = runner_api._Receive.take_next
+
+    async def slow_when_held(asked: runner_api._Receive, **how: bool) -> object:
+        """The held wait's first start after its settlement waits for ``slow``."""
+        if not committed.is_set() or woken.is_set() or asked._tags != ["held"]:
+            return await take_next(asked, **how)
+        woken.set()
+        await slow.wait()
+        try:
+            return await take_next(asked, **how)
+        finally:
+            ran.set()
+
+    monkeypatch.setattr(runner_api._Receive, "take_next", slow_when_held)
+    line = _Line()
+
+    async def holding() -> None:
+        committed.set()
+
+    settle = partial(h.control.complete_and_take_next, session.id, epoch, first.id, tags=["held"])
+    held = asyncio.ensure_future(
+        h.control.settle_and_receive(
+            settle, session.id, epoch, 60, holding=holding, listening=line, tags=["held"]
+        )
+    )
+    await committed.wait()
+    third = await h.control.enqueue(session.id, "three")
+    await woken.wait()  # the held wait is starting a Turn, slowly
+    line.connected = False  # the runner cut its held reply short
+    swept = await h.control.receive(session.id, epoch, timeout=0.001)
+    assert swept is not None
+    assert swept.id == third.id
+    await h.control.release(session.id, epoch, third.id)
+    slow.set()
+    await ran.wait()
+    held.cancel()
+    await asyncio.gather(held, return_exceptions=True)
+    assert (await h.control.get_turn(session.id, third.id)).status == "queued"
+    kinds = [e.kind for e in await h.events(session.id) if e.turn_id == third.id]
+    assert kinds == ["turn.queued", "turn.running", "turn.queued"]
