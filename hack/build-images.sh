@@ -5,8 +5,8 @@
 #   runner  python + helmr (runner side, no kopf) + examples/ and the test actors, user 65532
 #   operator python + helmr[operator] (the control plane), user 65532
 #   egress-proxy python + helmr[egress] (the egress proxy: proxy.py), user 65532
-#   coredns cluster DNS (hack/go/coredns)
-#   csi     the storage stack (hack/go/csi): hostpath CSI driver, its sidecars,
+#   coredns cluster DNS (hack/go/kube/coredns)
+#   csi     the storage stack (hack/go/addons): hostpath CSI driver, its sidecars,
 #           the snapshot controller; each pod names its command
 # Each is an OCI tarball in the cache, rebuilt only when its inputs change.
 #

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Builds every pinned Go component from the Go module proxy into the cache:
-# Kubernetes (apiserver, controller-manager, scheduler, kubelet, kube-proxy,
-# kubectl), etcd, helm, CoreDNS, the pod sandbox's pause binary, kube-router
-# (NetworkPolicy), the storage stack (snapshot controller, CSI sidecars, hostpath CSI driver), and
-# unpacks promtool (the tests check the chart's alerting rules with it). Each
-# module is keyed by the hash of its go.mod/go.sum/sources, so only a changed
-# pin rebuilds. Binaries are linked into $HELMR_CACHE/bin/current.
+# Builds every pinned Go component from the Go module proxy into the cache, one
+# `go build` per module of hack/go:
+#   kube    Kubernetes (apiserver, controller-manager, scheduler, kubelet,
+#           kube-proxy, kubectl), helm and CoreDNS, on the cluster's own
+#           release of Kubernetes' client libraries
+#   addons  the storage stack (snapshot controller, CSI sidecars, hostpath CSI
+#           driver) and kube-router (NetworkPolicy), on a newer release of them
+#   etcd, pause (the pod sandbox's init process)
+# and unpacks promtool (the tests check the chart's alerting rules with it).
+# Components that share dependencies share a module, so a cold build compiles
+# each package once: most of a cold CI's time is this build. Each module is keyed
+# by the hash of its go.mod/go.sum/sources, so only a changed pin rebuilds.
+# Binaries are linked into $HELMR_CACHE/bin/current.
 #
 #   hack/build.sh [module...]     (default: all but kwok; modules are hack/go/*)
 # shellcheck source=lib/common.sh
@@ -58,13 +64,18 @@ build_module() {
   for f in "$out"/*; do ln -sfn "$f" "$HELMR_BIN/current/$(basename "$f")"; done
 }
 
+# Kubernetes' components, helm and CoreDNS: one module (hack/go/kube), so the
+# client libraries all three are built on compile once.
 build_kube() {
   check_pin kube k8s.io/kubernetes "$KUBERNETES_VERSION"
+  check_pin kube helm.sh/helm/v3 "$HELM_VERSION"
+  check_pin kube github.com/coredns/coredns "$COREDNS_VERSION"
   local v="$KUBERNETES_VERSION" minor="${KUBERNETES_VERSION#*.}"; minor="${minor%%.*}"
   local ldflags="-X k8s.io/component-base/version.gitVersion=v$v"
   ldflags+=" -X k8s.io/component-base/version.gitMajor=${v%%.*} -X k8s.io/component-base/version.gitMinor=$minor"
   ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-  local pkgs=() t
+  ldflags+=" -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
+  local pkgs=(helm.sh/helm/v3/cmd/helm ./coredns) t
   for t in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
     pkgs+=("k8s.io/kubernetes/cmd/$t")
   done
@@ -76,41 +87,28 @@ build_etcd() {
   build_module etcd "" .
 }
 
-build_helm() {
-  check_pin helm helm.sh/helm/v3 "$HELM_VERSION"
-  build_module helm "-X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION" helm.sh/helm/v3/cmd/helm
-}
-
-build_coredns() {
-  check_pin coredns github.com/coredns/coredns "$COREDNS_VERSION"
-  build_module coredns "" .
-}
-
 build_pause() { build_module pause "" .; }
 
-# The storage stack: the snapshot controller and the CSI sidecars from their
-# pinned modules, and this repository's hostpath driver (hack/go/csi). The
-# VolumeSnapshot CRDs come from the same pin's client module.
-build_csi() {
+# What the cluster adds to Kubernetes, one module (hack/go/addons): the storage
+# stack (the snapshot controller, the CSI sidecars and this repository's
+# hostpath driver; the VolumeSnapshot CRDs come from the same pin's client
+# module) and kube-router, the NetworkPolicy engine (hack/network-policy.sh).
+build_addons() {
   local snapshotter=github.com/kubernetes-csi/external-snapshotter
-  check_pin csi "$snapshotter/v8" "$EXTERNAL_SNAPSHOTTER_VERSION"
-  check_pin csi "$snapshotter/client/v8" "$EXTERNAL_SNAPSHOTTER_VERSION"
-  check_pin csi github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION"
-  build_module csi "" ./csi-hostpath "$snapshotter/v8/cmd/snapshot-controller" \
-    "$snapshotter/v8/cmd/csi-snapshotter" github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+  check_pin addons "$snapshotter/v8" "$EXTERNAL_SNAPSHOTTER_VERSION"
+  check_pin addons "$snapshotter/client/v8" "$EXTERNAL_SNAPSHOTTER_VERSION"
+  check_pin addons github.com/kubernetes-csi/external-provisioner/v6 "$EXTERNAL_PROVISIONER_VERSION"
+  check_pin addons github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION"
+  build_module addons "" ./csi-hostpath "$snapshotter/v8/cmd/snapshot-controller" \
+    "$snapshotter/v8/cmd/csi-snapshotter" github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
+    github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
   local crds="$HELMR_BIN/volumesnapshot-crds-$EXTERNAL_SNAPSHOTTER_VERSION.yaml" client
   if [[ ! -f "$crds" ]]; then
-    client="$(cd "$HACK_DIR/go/csi" && go list -m -f '{{.Dir}}' "$snapshotter/client/v8")"
+    client="$(cd "$HACK_DIR/go/addons" && go list -m -f '{{.Dir}}' "$snapshotter/client/v8")"
     cat "$client"/config/crd/snapshot.storage.k8s.io_*.yaml >"$crds.tmp"
     mv "$crds.tmp" "$crds"
   fi
   ln -sfn "$crds" "$HELMR_BIN/current/volumesnapshot-crds.yaml"
-}
-
-# kube-router: the local cluster's NetworkPolicy engine (hack/network-policy.sh).
-build_kube_router() {
-  check_pin kube-router github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION"
-  build_module kube-router "" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 }
 
 # promtool from Debian's prometheus package, not compiled: rule checks and rule
@@ -162,7 +160,7 @@ exec 9>"$HELMR_BIN/.lock"
 flock 9
 
 modules=("$@")
-[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube helm coredns csi kube-router promtool)
+[[ ${#modules[@]} -gt 0 ]] || modules=(pause etcd kube addons promtool)
 prefetch "${modules[@]}"
 for m in "${modules[@]}"; do "build_${m//-/_}"; done
 wait

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Enforces NetworkPolicy on the local cluster: the bridge CNI plugins enforce
-# none, so kube-router (built by hack/build.sh from its Go module) runs on the
+# none, so kube-router (built by hack/build.sh, module hack/go/addons) runs on the
 # node as a daemon with its network policy controller alone: no BGP routing,
 # no service proxy (kube-proxy serves Services), only iptables and ipset rules
 # for the pods on this node's bridge. Why kube-router and not Calico's felix:
