@@ -76,6 +76,7 @@ test: export HELMR_REQUIRE_POSTGRES = 1
 test: deps venv lint ## Every test, cluster tests included (brings the local cluster up)
 	$(VENV)/bin/pytest -m "not cluster" -n $(UNIT_WORKERS) --durations=15
 	$(VENV)/bin/pytest -m cluster --durations=25
+	hack/go-test.sh
 
 .PHONY: demo
 demo: deps venv ## Helm-install Helmr on the local cluster and drive a demo session
