@@ -30,6 +30,7 @@ from helmr.server import (
     RunnerTokenVerifier,
     StaticAuthenticator,
     StaticRunnerTokens,
+    app_runner,
     build_app,
     listen,
 )
@@ -98,8 +99,9 @@ def static_app(
 async def serving(
     app: web.Application, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[str]:
-    """Serves ``app`` over TCP (port 0 picks a free one); yields its base URL."""
-    runner = web.AppRunner(app, access_log=None)
+    """Serves ``app`` over TCP (port 0 picks a free one) as the control plane does
+    (``app_runner``); yields its base URL."""
+    runner = app_runner(app)
     await runner.setup()
     try:
         await listen(runner, host, port)

@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-from aiohttp import web
 
 from helmr.events import EventKind
 from helmr.protocol import routes
-from helmr.server import listen
+from helmr.server import app_runner, listen
 from tests.unit.api import Api
 
 
@@ -20,7 +19,7 @@ async def test_a_receive_its_runner_left_starts_no_turn(api: Api) -> None:
     sid = await api.start()
     headers = await api.runner(sid)
     watches = api.control._store._signals._watches
-    served = web.AppRunner(api.app, access_log=None)
+    served = app_runner(api.app)
     await served.setup()
     try:
         await listen(served, "127.0.0.1", 0)
