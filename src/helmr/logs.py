@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -50,13 +50,19 @@ def log_format(value: str | None, default: LogFormat = "text") -> LogFormat:
 def bind(**fields: str | int | None) -> None:
     """Adds ``fields`` (of :data:`CONTEXT_FIELDS`; None removes one) to the current
     context, for the rest of the current task: for a whole process or task."""
-    _context.set(_merged(fields))
+    _context.set(_merged(_checked(fields)))
+
+
+def bind_about(session: str | None, turn: str | None, epoch: int | None) -> None:
+    """:func:`bind` of a Session, a Turn and a process epoch (None removes one), for a
+    caller that binds them for every request it serves: no names to check, no keywords."""
+    _context.set(_merged((("session", session), ("turn", turn), ("epoch", epoch))))
 
 
 @contextmanager
 def bound(**fields: str | int | None) -> Iterator[None]:
     """Adds ``fields`` to the log context for the ``with`` block only."""
-    token = _context.set(_merged(fields))
+    token = _context.set(_merged(_checked(fields)))
     try:
         yield
     finally:
@@ -68,12 +74,19 @@ def current() -> Context:
     return dict(_context.get())
 
 
-def _merged(fields: dict[str, str | int | None]) -> Context:
-    unknown = set(fields) - set(CONTEXT_FIELDS)
-    if unknown:
+_FIELDS = frozenset(CONTEXT_FIELDS)
+
+
+def _checked(fields: dict[str, str | int | None]) -> Iterable[tuple[str, str | int | None]]:
+    if not _FIELDS.issuperset(fields):
+        unknown = set(fields) - _FIELDS
         raise TypeError(f"not log context fields: {', '.join(sorted(unknown))}")
-    merged = dict(_context.get())
-    for name, value in fields.items():
+    return fields.items()
+
+
+def _merged(fields: Iterable[tuple[str, str | int | None]]) -> Context:
+    merged = _context.get().copy()
+    for name, value in fields:
         if value is None:
             merged.pop(name, None)
         else:

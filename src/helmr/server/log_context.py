@@ -17,9 +17,10 @@ def bind_request(request: web.Request) -> None:
     context vars"), so nothing bound here outlives the request, and a waiting long
     poll keeps no context manager (``bench_long_poll_memory.py``)."""
     epoch = request.headers.get(EPOCH_HEADER, "")
-    logs.bind(
-        session=request.match_info.get("session_id"),
-        turn=request.match_info.get("turn_id"),
+    match = request.match_info
+    logs.bind_about(
+        match.get("session_id"),
+        match.get("turn_id"),
         # Only ASCII digits: str.isdigit also admits '²', which int() refuses.
-        epoch=int(epoch) if epoch.isascii() and epoch.isdigit() else None,
+        int(epoch) if epoch.isascii() and epoch.isdigit() else None,
     )

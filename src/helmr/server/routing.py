@@ -50,8 +50,8 @@ class RouteSpec:
     # A streaming route (server-sent events): the model each message's data is.
     stream_item: type[BaseModel] | None = None
     per_turn: bool = False
-    """Called for every Turn (its enqueue, its runner's receive and settlement):
-    matched before the other routes (``register``)."""
+    """Called for every Turn (its enqueue, its runner's settlement, its output):
+    matched before the other routes, in their declaration order (``register``)."""
 
 
 _MARK = "__helmr_route__"
@@ -225,10 +225,11 @@ def _endpoint(
 
 
 def register(app: web.Application, ops: Iterable[Operation], guard: Guard) -> None:
-    """Adds the routes of ``ops``, the ``per_turn`` ones first. aiohttp tries the routes
-    that share a path's fixed prefix (``/runner/v1/sessions``: 15 of them) one after
-    another, each a regular expression, in the order they were added; no two of
-    Helmr's patterns match one path, so the order changes only how soon one does."""
+    """Adds the routes of ``ops``, the ``per_turn`` ones first, each group in the
+    order ``ops`` has them. aiohttp tries the routes that share a path's fixed prefix
+    (``/runner/v1/sessions``: 15 of them) one after another, each a regular expression
+    and a coroutine, in the order they were added; no two of Helmr's patterns match one
+    path, so the order changes only how soon one does."""
     for op in sorted(ops, key=lambda op: not op.spec.per_turn):
         app.router.add_route(
             op.spec.method, op.spec.path, _endpoint(op, guard), name=op.operation_id

@@ -125,35 +125,6 @@ class RunnerApi:
             raise NotFound("this control plane keeps no warm pools")
         return await self._adoptions.answer(bearer_token(request), min(body.timeout, MAX_WAIT))
 
-    @post(
-        routes.RECEIVE,
-        errors=(408,),
-        summary="Long-poll for the turn this process runs next.",
-        per_turn=True,
-    )
-    async def receive(
-        self, request: web.Request, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
-    ) -> ReceiveResponse:
-        """Answers the turn already assigned to this epoch while it is unsettled; 408
-        receive_timeout when none came; {"closed": true} when this process gets no more."""
-        session_id, epoch = path.session_id, headers.process_epoch
-        self._connected(session_id, epoch)
-        if body.actor_settings is not None:
-            # Before the wait: a receive that times out has still reported them.
-            await self._control.take_code_settings(session_id, epoch, body.actor_settings)
-        waiting = self._control.receive(
-            session_id,
-            epoch,
-            min(body.timeout, MAX_WAIT),
-            listening=request.protocol,
-            metadata=body.metadata,
-            tags=body.tags,
-        )
-        # An idle runner's receive waits for minutes, 5,000 at once: its inputs'
-        # models are not kept that long (bench_long_poll_memory.py).
-        del path, headers, body
-        return ReceiveResponse(_receive_reply(await waiting))
-
     @post(routes.STOPS, summary="Long-poll for a stop of the turns this process holds.")
     async def stops(
         self, path: SessionPath, headers: RunnerHeaders, body: StopsRequest
@@ -206,16 +177,6 @@ class RunnerApi:
         await self._control.output_batch(path.session_id, headers.process_epoch, None, _items(body))
         return Ack()
 
-    @post(routes.TURN_OUTPUT_BATCH, summary="Append a burst of the turn's output.", per_turn=True)
-    async def turn_output_batch(
-        self, path: TurnPath, headers: RunnerHeaders, body: OutputBatchRequest
-    ) -> Ack:
-        """Each item as the turn's ``output``, in order, in one transaction (all or none)."""
-        await self._control.output_batch(
-            path.session_id, headers.process_epoch, path.turn_id, _items(body)
-        )
-        return Ack()
-
     @post(routes.RESPOND, summary="Set the turn's human-facing response.")
     async def respond(self, path: TurnPath, headers: RunnerHeaders, body: RespondRequest) -> Ack:
         await self._control.respond(
@@ -223,6 +184,10 @@ class RunnerApi:
         )
         return Ack()
 
+    # The per-Turn routes in the order the router tries them (``routing.register``):
+    # a runner's settlement first (from revision 5 a looping runner's one request a
+    # Turn, holding its next receive), then output, then the receive (a Run's first,
+    # and after a window with no Turn).
     @post(
         routes.COMPLETE,
         summary="Settle the turn as completed ({} without a result).",
@@ -262,6 +227,45 @@ class RunnerApi:
         )
         del path, headers, body  # see _settle
         return await settling
+
+    @post(routes.TURN_OUTPUT_BATCH, summary="Append a burst of the turn's output.", per_turn=True)
+    async def turn_output_batch(
+        self, path: TurnPath, headers: RunnerHeaders, body: OutputBatchRequest
+    ) -> Ack:
+        """Each item as the turn's ``output``, in order, in one transaction (all or none)."""
+        await self._control.output_batch(
+            path.session_id, headers.process_epoch, path.turn_id, _items(body)
+        )
+        return Ack()
+
+    @post(
+        routes.RECEIVE,
+        errors=(408,),
+        summary="Long-poll for the turn this process runs next.",
+        per_turn=True,
+    )
+    async def receive(
+        self, request: web.Request, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
+    ) -> ReceiveResponse:
+        """Answers the turn already assigned to this epoch while it is unsettled; 408
+        receive_timeout when none came; {"closed": true} when this process gets no more."""
+        session_id, epoch = path.session_id, headers.process_epoch
+        self._connected(session_id, epoch)
+        if body.actor_settings is not None:
+            # Before the wait: a receive that times out has still reported them.
+            await self._control.take_code_settings(session_id, epoch, body.actor_settings)
+        waiting = self._control.receive(
+            session_id,
+            epoch,
+            min(body.timeout, MAX_WAIT),
+            listening=request.protocol,
+            metadata=body.metadata,
+            tags=body.tags,
+        )
+        # An idle runner's receive waits for minutes, 5,000 at once: its inputs'
+        # models are not kept that long (bench_long_poll_memory.py).
+        del path, headers, body
+        return ReceiveResponse(_receive_reply(await waiting))
 
     async def _settle(
         self,

@@ -41,6 +41,13 @@ def test_the_routes_every_turn_calls_are_tried_first(api: Api) -> None:
     assert first <= set(order[: len(first) + 2]), order
 
 
+def test_a_runner_s_settlement_is_the_first_runner_route_tried(api: Api) -> None:
+    """From revision 5 a looping runner's one request a Turn is its settlement (holding
+    its next receive): the router tries it before any other route of its prefix."""
+    runner = [t for t, _ in _patterns(api) if t.startswith(routes.PREFIX.partition("{")[0])]
+    assert runner[:4] == [routes.COMPLETE, routes.FAIL, routes.TURN_OUTPUT_BATCH, routes.RECEIVE]
+
+
 async def test_a_runner_calls_epoch_header_is_parsed_once(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
