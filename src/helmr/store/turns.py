@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from datetime import datetime
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -149,10 +150,24 @@ def _update(tx: Tx, turn: TurnRow, **changes: object) -> TurnRow:
 # The state changes of a Turn's row, each named for what it is (Control says when).
 
 
+def _changed(tx: Tx, turn: TurnRow, fields: dict[str, Any], **columns: object) -> TurnRow:
+    """``turn`` with ``fields`` (values as the row holds them, none of them JSON) and
+    ``columns`` (as the columns hold them) written, answered as ``turn`` with
+    ``fields``, not read back: ``turn`` is the row as this transaction read it (under
+    its Session's lock where writes are concurrent), and ``columns`` hold what ``turn``
+    already has. Where the caller needs little of the row (the Turn's start and end,
+    every Turn), that is an ``UPDATE`` without ``RETURNING *`` and no row built from
+    its 21 columns."""
+    tx.update("turns", turn.id, fields | columns)
+    tx.touch(turn.session_id)
+    return replace(turn, **fields)
+
+
 def started(tx: Tx, turn: TurnRow, epoch: int, deadline: datetime | None) -> TurnRow:
     """``turn`` runs on process ``epoch``, until ``deadline`` at most (``maxTurnDuration``)."""
     tx.queue_changed(turn.session_id, queued=False)
-    return _update(tx, turn, status="running", started_at=tx.now, epoch=epoch, deadline_at=deadline)
+    begun = {"status": "running", "started_at": tx.now, "epoch": epoch, "deadline_at": deadline}
+    return _changed(tx, turn, begun)
 
 
 def released(tx: Tx, turn: TurnRow) -> TurnRow:
@@ -204,15 +219,20 @@ def ended(tx: Tx, turn: TurnRow, status: TerminalTurnStatus, reason: str | None)
     """``turn`` reached ``status`` (for ``reason``), with its outcome as the row has it
     (a settlement's, written before or not: :func:`completing`); a response goes only
     with a successful outcome."""
-    changes: dict[str, object] = {
+    changes: dict[str, Any] = {
         "status": status,
         "ended_at": tx.now,
         "settling": None,
-        "reason": reason,
-        "has_result": turn.has_result,
-        "result": dump_json(turn.result) if turn.has_result else None,
-        "error": None if turn.error is None else dump_json(turn.error),
+        # As the column answers it: text, not a vocabulary's enum (helmr.states).
+        "reason": None if reason is None else str(reason),
     }
     if status != "completed":
         changes |= {"has_response": False, "response": None}
-    return _update(tx, turn, **changes)
+    return _changed(
+        tx,
+        turn,
+        changes,
+        has_result=turn.has_result,
+        result=dump_json(turn.result) if turn.has_result else None,
+        error=None if turn.error is None else dump_json(turn.error),
+    )
