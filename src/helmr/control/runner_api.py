@@ -54,6 +54,16 @@ class RunnerControl(Surface):
             raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
         return None if answer == "drained" else answer
 
+    async def started(self, session_id: str, epoch: int) -> TurnView | None:
+        """``receive`` asked not to start (``start: false``): the Turn already started
+        for this process (:func:`helmr.control.turns.started_for`); None once there is
+        none for it; ReceiveTimeout at once when none was started (nothing is waited for)."""
+        look = partial(turns.started_for, session_id=session_id, epoch=epoch)
+        answer = await self._store.read(look)
+        if answer is None:
+            raise ReceiveTimeout(f"no turn started for session {session_id}'s process")
+        return None if answer == "drained" else answer
+
     def settle_and_receive(
         self,
         settle: Callable[[], Awaitable[TurnView | turns.Drained | None]],

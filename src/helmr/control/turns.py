@@ -189,6 +189,14 @@ def look(rt: ReadTx, session_id: str, epoch: int) -> TurnView | Drained | Unansw
     return _answer(*_plan(rt, session))
 
 
+def started_for(rt: ReadTx, session_id: str, epoch: int) -> TurnView | Drained | None:
+    """The Turn already started for this process, ``"drained"`` once it gets no more,
+    else None: :func:`look` that never starts one (``receive``'s ``start: false``, an
+    ending process's last look: a Turn it would start could only go back)."""
+    answer = look(rt, session_id, epoch)
+    return None if answer is Unanswered.TAKE_NEXT else answer
+
+
 def take_next(
     tx: Tx,
     session_id: str,

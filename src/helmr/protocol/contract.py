@@ -54,9 +54,12 @@ with an older control plane, and an older image with a newer one.
 5. A settlement's ``next`` may wait (its ``timeout``): with no turn to start, the
    reply is held as a ``receive`` would be, its head sent once the settlement
    committed and its body (the next turn, or none yet) when the wait ends.
+6. ``receive``'s ``start: false``: answer the turn already started for this
+   process, start none and wait for none (an ending process's last look, to
+   give back what it was given).
 """
 
-PROTOCOL = 5
+PROTOCOL = 6
 """The revision this Helmr speaks (``ENV_PROTOCOL`` in the pods it starts)."""
 
 ENV_IDLE_TIMEOUT = "HELMR_IDLE_TIMEOUT"

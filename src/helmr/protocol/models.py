@@ -126,6 +126,16 @@ class ReceiveRequest(_Request):
             )
         ),
     ] = field(default=None, metadata=since(2))
+    start: Annotated[
+        bool | None,
+        Constraint(
+            description=(
+                "False: answer only the turn already started for this process, start"
+                " none and wait for none (revision 6): an ending process's last look,"
+                " so that it gives back what it was given and takes nothing new."
+            )
+        ),
+    ] = field(default=None, metadata=since(6))
 
 
 @dataclass(frozen=True)

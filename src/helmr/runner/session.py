@@ -36,7 +36,8 @@ node went away) fails sooner, by TCP keepalive (``helmr.runner.http``)."""
 
 HELD_SWEEP = 0.001
 """Seconds the ``receive`` after a held reply cut short may wait (``give_back``): it
-only answers a turn already started or queued, not one to come."""
+only answers a turn already started for this process, not one to come (from
+revision 6 it is asked not to start one: ``start: false``)."""
 
 RECHECK = 1.0
 """Seconds between asking again while this process holds an unsettled turn, so a turn
@@ -145,15 +146,22 @@ class Session:
             return self._start(reply, current)
 
     async def _ask(
-        self, window: float, idle: float | None, labels: Mapping[str, Any]
+        self,
+        window: float,
+        idle: float | None,
+        labels: Mapping[str, Any],
+        *,
+        start: bool | None = None,
     ) -> ReceiveReply | None:
         """One ``receive`` request waiting up to ``window`` seconds; None when the
-        server's window ended with no turn."""
+        server's window ended with no turn. ``start=False`` (revision 6): it starts
+        none and waits for none."""
         body = request(
             ReceiveRequest,
             timeout=window,
             idle_timeout=idle,
             actor_settings=self._unreported,
+            start=start,
             **labels,
         )
         try:
@@ -249,7 +257,10 @@ class Session:
         ``run`` ended): it runs next, on another process. A reply still held is cut
         short first: the server starts no turn for a reply no one waits for, but a
         wait woken as the connection closed may have, and a ``receive`` answers that
-        turn (or starts the queue's head) to give back."""
+        turn to give back. From revision 6 that receive starts nothing (``start:
+        false``): a turn queued meanwhile stays queued, never started for this
+        ending process only to go back (an older control plane starts the queue's
+        head, which goes back likewise)."""
         given, self._started_next = self._started_next, None
         if given is None:
             return
@@ -259,7 +270,8 @@ class Session:
         else:
             reply.cancel()
             await asyncio.wait((reply,))  # its connection closed before the receive
-            started = await self._ask(HELD_SWEEP, None, self._labels_asked)
+            only_started = False if self._protocol >= 6 else None
+            started = await self._ask(HELD_SWEEP, None, self._labels_asked, start=only_started)
         if isinstance(started, TurnAssignment):
             await self._release(started)
 

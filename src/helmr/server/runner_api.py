@@ -248,9 +248,12 @@ class RunnerApi:
         self, request: web.Request, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
     ) -> ReceiveResponse:
         """Answers the turn already assigned to this epoch while it is unsettled; 408
-        receive_timeout when none came; {"closed": true} when this process gets no more."""
+        receive_timeout when none came; {"closed": true} when this process gets no more.
+        With ``start: false`` it starts none and waits for none (408 at once)."""
         session_id, epoch = path.session_id, headers.process_epoch
         self._connected(session_id, epoch)
+        if body.start is False:
+            return ReceiveResponse(_receive_reply(await self._control.started(session_id, epoch)))
         if body.actor_settings is not None:
             # Before the wait: a receive that times out has still reported them.
             await self._control.take_code_settings(session_id, epoch, body.actor_settings)

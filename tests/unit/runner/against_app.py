@@ -54,16 +54,17 @@ async def runner_session(
     settings: ActorSettings | None = None,
     sent: list[str] | None = None,
     idle_timeout: float | None = None,
+    transport_type: type[RecordingTransport] = RecordingTransport,
 ) -> AsyncIterator[Session]:
     """A new runner process of the session (the operator's part: its epoch and token)
     and the Session handle its actor gets; ``epoch`` overrides the one it calls with,
     ``settings`` are what its ``actor(...)`` declared, ``idle_timeout`` its warm wait;
     ``sent`` gets the route of every call the process makes (``receive``,
-    ``complete``, ``output/batch``...).
+    ``complete``, ``output/batch``...); ``transport_type`` may stand in for the wire.
     Its end gives back what the process would (``Session.give_back``)."""
     headers = await api.runner(session_id)
     token = headers["Authorization"].removeprefix("Bearer ")
-    transport = RecordingTransport(
+    transport = transport_type(
         api.url,
         session_id,
         lambda: token,

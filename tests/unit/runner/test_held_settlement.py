@@ -7,18 +7,23 @@ reply lost with its connection loses nothing."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import pytest
 from aiohttp import ClientResponse
 
 from helmr.events import EventKind
-from helmr.protocol import EPOCH_HEADER
+from helmr.protocol import EPOCH_HEADER, CompleteRequest
 from helmr.runner import Session
+from helmr.runner.http import Heard
 from tests.compose import serving
 from tests.unit.api import Api
-from tests.unit.runner.against_app import answered, runner_session
+from tests.unit.runner.against_app import RecordingTransport, answered, runner_session
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 TURNS = 6
 IDLE = 0.5
@@ -169,7 +174,7 @@ async def test_a_held_reply_its_runner_left_starts_no_turn(api: Api) -> None:
 
 
 async def test_a_turn_a_held_reply_got_for_an_ending_process_goes_back(api: Api) -> None:
-    """``run`` returned after a settlement whose reply is held, as a turn came: the
+    """``run`` returned after a settlement whose held reply started a turn: the
     runner gives that turn back (the reply brought it, or, cut short, the receive
     it sends then answers it), so it runs next, never lost."""
     sid = await api.start()
@@ -184,6 +189,8 @@ async def test_a_turn_a_held_reply_got_for_an_ending_process_goes_back(api: Api)
         assert second is not None
         await second.complete()  # asks for the next turn: held, none queued
         third = await api.enqueue(sid)
+        while (await api.control.get_turn(sid, third)).status != "running":  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # the held reply's wait, woken, starts it
         # The actor's run ends here.
     assert sent[:4] == ["receive", "complete", "receive", "complete"]
     assert sent[-1] == "release"
@@ -193,6 +200,72 @@ async def test_a_turn_a_held_reply_got_for_an_ending_process_goes_back(api: Api)
         EventKind.TURN_RUNNING,
         EventKind.TURN_QUEUED,  # released
     ]
+
+
+class LosingHeldReplies(RecordingTransport):
+    """A wire on which a held settlement's reply is lost, as when the control plane
+    stops during its wait: the settlement commits (asking for no next turn, so the
+    server holds nothing) and its reply never comes."""
+
+    async def call(
+        self,
+        path: str,
+        body: DataclassInstance | None = None,
+        *,
+        wait: float = 0.0,
+        heard: Heard | None = None,
+    ) -> Any:
+        if isinstance(body, CompleteRequest) and body.next is not None and heard is not None:
+            await super().call(path, replace(body, next=None))
+            heard(200)
+            await asyncio.Event().wait()  # the reply's body never comes
+        return await super().call(path, body, wait=wait, heard=heard)
+
+
+@pytest.mark.parametrize(("protocol", "kinds"), [(5, 3), (6, 1)])
+async def test_an_ending_process_whose_held_reply_was_lost_starts_no_queued_turn(
+    api: Api, protocol: int, kinds: int
+) -> None:
+    """``run`` ended while a held reply was lost and a turn came: the receive the runner
+    sends to find what the reply may have started (``start: false``, revision 6)
+    starts nothing, so the turn stays queued, never ``running`` for a process that
+    ends. A runner of revision 5 starts it and gives it back (a second ``turn.running``
+    when it runs)."""
+    sid = await api.start()
+    await api.enqueue(sid)
+    sent: list[str] = []
+    async with runner_session(
+        api, sid, protocol=protocol, sent=sent, transport_type=LosingHeldReplies
+    ) as session:
+        first = await session.receive(timeout=5)
+        assert first is not None
+        await first.complete()
+        await api.enqueue(sid)
+        second = await session.receive(timeout=5)
+        assert second is not None
+        await second.complete()  # asks for the next turn, held: its reply is lost
+        third = await api.enqueue(sid)
+        # The actor's run ends here.
+    assert (await api.control.get_turn(sid, third)).status == "queued"
+    assert len(await _kinds(api, sid, third)) == kinds
+    assert sent[-1] == ("release" if protocol == 5 else "receive")
+
+
+async def test_a_receive_asked_not_to_start_answers_only_the_turn_already_started(
+    api: Api,
+) -> None:
+    """``start: false`` (revision 6): a queued turn is not started (408 at once, nothing
+    waited for); the turn already running for this process is answered."""
+    sid, first, headers = await _running(api)
+    receive = f"/runner/v1/sessions/{sid}/receive"
+    asked = {"timeout": 60, "start": False}
+    again = await api.call("POST", receive, headers=headers, json=asked)
+    assert again["id"] == first
+    await api.call("POST", _complete(sid, first), headers=headers, json={})
+    second = await api.enqueue(sid)
+    refused = await api.call("POST", receive, headers=headers, json=asked, status=408)
+    assert refused["error"]["code"] == "receive_timeout"
+    assert await _kinds(api, sid, second) == [EventKind.TURN_QUEUED]
 
 
 async def test_a_held_reply_s_wait_is_part_of_the_idle_wait(api: Api) -> None:

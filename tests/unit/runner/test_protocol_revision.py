@@ -30,7 +30,7 @@ def _environ(tmp_path: Path, **more: str) -> dict[str, str]:
 def test_runner_pods_are_told_the_revision_this_control_plane_speaks() -> None:
     [container] = pods.build_runner_pod_spec(runner_spec())["spec"]["containers"]
     assert {"name": contract.ENV_PROTOCOL, "value": str(contract.PROTOCOL)} in container["env"]
-    assert contract.PROTOCOL == 5
+    assert contract.PROTOCOL == 6
 
 
 @pytest.mark.parametrize(("value", "revision"), [(None, 1), ("1", 1), ("2", 2), ("7", 7)])
