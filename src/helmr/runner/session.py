@@ -78,6 +78,9 @@ class Session:
         self._labels_asked: dict[str, Any] = {}  # of the actor's last receive
         self._window_asked = RECEIVE_WINDOW  # a held settlement's wait (revision 5)
         self._looping = False  # the actor asked for a turn after settling one
+        # A receive request cut short (its caller cancelled) that no later one answered:
+        # the server may have started a turn for it as it left.
+        self._receive_cut = False
         # A settlement's reply (asked with ``next``), awaited by the next receive.
         self._started_next: tuple[asyncio.Task[Any], NextReceive] | None = None
 
@@ -168,8 +171,13 @@ class Session:
             reply = await self._transport.call(routes.receive(self.id), body, wait=window)
         except ReceiveTimeout:
             self._unreported = None  # the server took them before it waited
+            self._receive_cut = False
             return None
+        except asyncio.CancelledError:
+            self._receive_cut = True
+            raise
         self._unreported = None
+        self._receive_cut = False
         return parse_receive_reply(reply)
 
     def _start(self, assignment: TurnAssignment, held: Turn | None) -> Turn:
@@ -260,20 +268,32 @@ class Session:
         turn to give back. From revision 6 that receive starts nothing (``start:
         false``): a turn queued meanwhile stays queued, never started for this
         ending process only to go back (an older control plane starts the queue's
-        head, which goes back likewise)."""
+        head, which goes back likewise). So, from revision 6, does a ``receive``
+        cut short (SIGTERM cancels ``run`` as it waits): a wait woken as it left may
+        have started a turn, which would otherwise stay ``running`` for a process
+        gone. The turn the actor holds is never given back."""
         given, self._started_next = self._started_next, None
         if given is None:
-            return
-        reply = given[0]
-        if reply.done():
-            started = _next_of(reply)
+            # A receive cut short (SIGTERM cancelled ``run`` as it waited) may have had a
+            # turn started as it left: asked only of a control plane of revision 6, as
+            # an older one would start the queue's head to answer.
+            cut = self._receive_cut and self._protocol >= 6
+            started = await self._ask_started() if cut else None
+        elif given[0].done():
+            started = _next_of(given[0])
         else:
-            reply.cancel()
-            await asyncio.wait((reply,))  # its connection closed before the receive
-            only_started = False if self._protocol >= 6 else None
-            started = await self._ask(HELD_SWEEP, None, self._labels_asked, start=only_started)
-        if isinstance(started, TurnAssignment):
+            given[0].cancel()
+            await asyncio.wait((given[0],))  # its connection closed before the receive
+            started = await self._ask_started()
+        held = self._unsettled_turn()
+        if isinstance(started, TurnAssignment) and (held is None or held.id != started.id):
             await self._release(started)
+
+    async def _ask_started(self) -> ReceiveReply | None:
+        """The turn already started for this process, which its actor never got; from
+        revision 6 it starts none (``start: false``), before that the queue's head."""
+        start = False if self._protocol >= 6 else None
+        return await self._ask(HELD_SWEEP, None, self._labels_asked, start=start)
 
     async def _release(self, assignment: TurnAssignment) -> None:
         # TurnNotActive: a stop was accepted meanwhile; it converges as this process lets go.

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import ClientResponse
 
 from helmr.events import EventKind
-from helmr.protocol import EPOCH_HEADER, CompleteRequest
+from helmr.protocol import EPOCH_HEADER, CompleteRequest, ReceiveRequest
 from helmr.runner import Session
 from helmr.runner.http import Heard
 from tests.compose import serving
@@ -249,6 +249,48 @@ async def test_an_ending_process_whose_held_reply_was_lost_starts_no_queued_turn
     assert (await api.control.get_turn(sid, third)).status == "queued"
     assert len(await _kinds(api, sid, third)) == kinds
     assert sent[-1] == ("release" if protocol == 5 else "receive")
+
+
+class LosingReceiveReplies(RecordingTransport):
+    """A wire on which a ``receive``'s answer is lost as the process ends: the server
+    answers (a turn started for it) and the answer never comes."""
+
+    async def call(
+        self,
+        path: str,
+        body: DataclassInstance | None = None,
+        *,
+        wait: float = 0.0,
+        heard: Heard | None = None,
+    ) -> Any:
+        answer = await super().call(path, body, wait=wait, heard=heard)
+        if isinstance(body, ReceiveRequest) and body.start is None:
+            await asyncio.Event().wait()  # the answer never comes
+        return answer
+
+
+@pytest.mark.parametrize(("protocol", "status"), [(5, "running"), (6, "queued")])
+async def test_a_turn_started_for_a_receive_cut_short_goes_back(
+    api: Api, protocol: int, status: str
+) -> None:
+    """SIGTERM cancelled ``run`` as its ``receive`` was answered: the turn that receive
+    started goes back as the process ends (revision 6: ``start: false`` answers it),
+    never left ``running`` for a process gone. A runner of revision 5 asks nothing."""
+    sid = await api.start()
+    sent: list[str] = []
+    async with runner_session(
+        api, sid, protocol=protocol, sent=sent, transport_type=LosingReceiveReplies
+    ) as session:
+        actor = asyncio.create_task(session.receive())
+        turn = await api.enqueue(sid)
+        while (await api.control.get_turn(sid, turn)).status != "running":  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # the receive's wait, woken, starts it
+        actor.cancel()  # as SIGTERM cancels run
+        await asyncio.gather(actor, return_exceptions=True)
+    assert (await api.control.get_turn(sid, turn)).status == status
+    given_back = [EventKind.TURN_QUEUED, EventKind.TURN_RUNNING, EventKind.TURN_QUEUED]
+    assert await _kinds(api, sid, turn) == given_back[: 3 if protocol == 6 else 2]
+    assert sent[-1] == ("release" if protocol == 6 else "receive")
 
 
 async def test_a_receive_asked_not_to_start_answers_only_the_turn_already_started(
