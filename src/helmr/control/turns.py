@@ -281,7 +281,7 @@ def _start(
 
 def _then_take_next(
     tx: Tx,
-    settled: tuple[TurnView, SessionRow | None],
+    settled: tuple[TurnRow, SessionRow | None],
     epoch: int,
     labels: tuple[dict[str, JsonValue] | None, list[str] | None],
 ) -> TurnView | Drained | None:
@@ -403,12 +403,14 @@ def complete(
     tx: Tx, session_id: str, epoch: int, turn_id: str, result: JsonValue | NoResult = NO_RESULT
 ) -> TurnView:
     """Settles the Turn as completed, with ``result`` (None is JSON null) or without one."""
-    return _settle(tx, session_id, epoch, turn_id, "completed", _completing(tx, result))[0]
+    return turn_view(
+        _settle(tx, session_id, epoch, turn_id, "completed", _completing(tx, result))[0]
+    )
 
 
 def fail(tx: Tx, session_id: str, epoch: int, turn_id: str, error: ErrorInfo) -> TurnView:
     """Settles the Turn as failed with ``error`` (bounded to what the Turn CRD holds)."""
-    return _settle(tx, session_id, epoch, turn_id, "failed", _failing(tx, error))[0]
+    return turn_view(_settle(tx, session_id, epoch, turn_id, "failed", _failing(tx, error))[0])
 
 
 def _completing(tx: Tx, result: JsonValue | NoResult) -> Settling:
@@ -431,18 +433,19 @@ def _settle(
     turn_id: str,
     outcome: Outcome,
     settling: Settling,
-) -> tuple[TurnView, SessionRow | None]:
+) -> tuple[TurnRow, SessionRow | None]:
     """Starts settlement: no more sends, unstarted messages rejected, outcome kept.
 
     The outcome commits (with its event) as soon as no started message
     handler is pending, which is at once unless callbacks are still running.
     Repeating the call that settled the Turn returns it unchanged. Answers the
     Session too, as the settlement left it, when it has it (a read fewer after).
-    """
+    Answers the Turn's row, not its view: a settlement that takes the next Turn reads
+    its status alone, and a view is a pydantic validation of every field."""
     session = guards.runner(tx, session_id, epoch)
     turn, pending_messages = turns.require_with_pending(tx, session_id, turn_id)
     if outcome in (turn.status, turn.settling):
-        return turn_view(turn), session
+        return turn, session
     turn = guards.unsettled(guards.running(session, turn))
     pending = messages.pending(tx, turn.id) if pending_messages else []
     waiting = [message for message in pending if message.status == "admitted"]
@@ -450,5 +453,4 @@ def _settle(
     # Ending at once, the Turn's row is written once, by its end.
     turn = settling(turn, not handling)
     reject_waiting_messages(tx, turn, reason="turn_settling", waiting=waiting)
-    turn, settled = settle_if_drained(tx, session, turn, handling=handling)
-    return turn_view(turn), settled
+    return settle_if_drained(tx, session, turn, handling=handling)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from helmr.control import turns as control_turns
+from helmr.control import views
 from helmr.control.control import Control
 from helmr.errors import (
     InvalidInput,
@@ -21,6 +22,7 @@ from helmr.errors import (
     TurnSettling,
 )
 from helmr.protocol import ErrorInfo
+from helmr.protocol.api import TurnView
 from helmr.states import MessageOutcome
 from helmr.store import Tx
 from tests.unit.control.harness import Harness
@@ -386,3 +388,27 @@ async def test_closed_sessions_admit_nothing(h: Harness) -> None:
     await h.control.close(session.id)
     with pytest.raises(SessionNotOpen):
         await h.control.enqueue(session.id, 1)
+
+
+async def test_a_settlement_taking_the_next_turn_builds_the_next_turn_s_view_alone(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settled Turn's view is no one's when the settlement takes the next Turn: the
+    runner's reply names the next one (issue 31). A plain ``complete`` answers its own."""
+    session = await h.session()
+    epoch, first = await h.running(session.id)
+    await h.control.enqueue(session.id, "second")
+    built: list[str] = []
+    view = views.turn_view
+
+    def counted(row: Any) -> Any:
+        built.append(row.id)
+        return view(row)
+
+    monkeypatch.setattr(control_turns, "turn_view", counted)
+    second = await h.control.complete_and_take_next(session.id, epoch, first.id)
+    assert isinstance(second, TurnView)
+    assert built == [second.id]
+    built.clear()
+    done = await h.control.complete(session.id, epoch, second.id)
+    assert (done.status, built) == ("completed", [second.id])
