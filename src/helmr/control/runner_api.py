@@ -86,7 +86,12 @@ class RunnerControl(Surface):
         drops ``settle`` (the settled result with it) once it is done."""
         asked = _Receive(self._store, session_id, epoch, metadata, tags)
         return self._next_turn(
-            session_id, timeout, partial(_settling, settle, holding), asked.again, listening
+            session_id,
+            timeout,
+            partial(_settling, settle, holding),
+            asked.again,
+            listening,
+            settles=True,
         )
 
     def _next_turn(
@@ -96,11 +101,14 @@ class RunnerControl(Surface):
         first: Callable[[], Awaitable[TurnView | turns.Drained | None]],
         take_next: Callable[[], Awaitable[TurnView | turns.Drained | None]],
         listening: Connection | None,
+        *,
+        settles: bool = False,
     ) -> Awaitable[TurnView | turns.Drained | None]:
         """``first``, then ``take_next`` after each commit to the Session while the
         runner is ``listening``, until a Turn or the end comes (None: ``timeout``
         ended first). A plain function: a frame of its own would keep ``first``
-        for as long as the wait waits."""
+        for as long as the wait waits. ``settles``: ``first`` is a held settlement,
+        whose own commit's wake-up is not asked again (``Surface._wait_for``)."""
         return self._wait_for(
             session_id,
             timeout,
@@ -110,6 +118,7 @@ class RunnerControl(Surface):
             # for: a read first would only add a transaction before the write.
             again=take_next,
             listening=listening,
+            settles=settles,
         )
 
     adoption_of_pod = reads(adoptions.of_pod)

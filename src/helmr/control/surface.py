@@ -50,6 +50,7 @@ class Surface:
         *,
         again: Callable[[], Awaitable[T]] | None = None,
         listening: Connection | None = None,
+        settles: bool = False,
     ) -> T:
         """Repeats ``attempt`` (``again`` from the second time, if given) after each
         commit touching the Session until its value is ``ready`` or ``timeout``
@@ -57,18 +58,34 @@ class Surface:
         caller has left raises ConnectionResetError rather than attempt: its answer
         would be lost, and an attempt may start a Turn (a runner's process may be
         ending: the Turn would be lost with it, where left queued it waits for the
-        next process)."""
+        next process).
+
+        ``settles``: the first ``attempt`` is a write that touches the Session and
+        whose value stands as of its commit (a held settlement, which took the next
+        Turn in its own transaction). The watch it is made under is then set by that
+        commit's own publish; when nothing was published since (``Wakeup.set_last``),
+        the next watch is taken at once and nothing asked until a later commit sets it,
+        where asking again would be a write transaction that finds what the settlement
+        found (issue 31). Anything else published since, this store's or another
+        replica's, and it is asked again, as after any wake-up."""
         if timeout < 0:
             raise InvalidInput("timeout must not be negative", timeout=timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        stands = False  # the last value is the state's as this watch was taken
         while True:
             with self._store.watching(session_id) as signal:
-                value = await attempt()
+                if not stands:
+                    value = await attempt()
                 remaining = deadline - loop.time()
                 if ready(value) or remaining <= 0:
                     return value
                 attempt = again or attempt
+                # Not awaiting until the next watch is taken: a publish in between
+                # would find no watch of this waiter's to set.
+                stands, settles = settles and signal.set_last(), False
+                if stands:
+                    continue
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the
                 # wait as a Task of its own (with a future and callbacks) for as
                 # long as the long poll waits: 1.5 KiB of each waiting runner's

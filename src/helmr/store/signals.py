@@ -21,15 +21,18 @@ class _Watch:
     ``asyncio.Event`` (whose deque is most of its 0.8 KiB): at 5,000 idle runners
     each has one, for as long as its ``receive`` waits."""
 
-    __slots__ = ("fired", "waiters", "watchers")
+    __slots__ = ("fired", "fired_by", "waiters", "watchers")
 
     def __init__(self) -> None:
         self.fired = False
+        self.fired_by = 0
+        """The number of the publish that set it (:attr:`Signals.published`)."""
         self.waiters: list[asyncio.Future[None]] = []
         self.watchers = 0
 
-    def fire(self) -> None:
+    def fire(self, publish: int) -> None:
         self.fired = True
+        self.fired_by = publish
         for waiter in self.waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -49,6 +52,17 @@ class Wakeup:
 
     def is_set(self) -> bool:
         return self._watch.fired
+
+    def set_last(self) -> bool:
+        """Whether it is set, by the last publish there was (of any Session): then
+        nothing has been published since. For a waiter whose own write touched the
+        Session after it took this (a held settlement): its write's publish came
+        before its write answered (both stores publish a write's Sessions, then answer
+        it, in one callback; SQLite's writer publishes each write of a batch apart, in
+        commit order), so this publish was that one, and no commit published after it
+        was missed by the waiter's next watch, if taken before the next ``await``."""
+        watch = self._watch
+        return watch.fired and watch.fired_by == self._signals.published
 
     async def wait(self) -> None:
         watch = self._watch
@@ -82,6 +96,8 @@ class Signals:
         # Sessions a commit of this process left a Turn queued for, oldest first
         # (a dict: ordered): see turn_queued.
         self._queued: dict[str, None] = {}
+        self.published = 0
+        """How many publishes there were (:meth:`Wakeup.set_last`)."""
 
     def watching(self, session_id: str) -> Wakeup:
         """The wake-up the next commit touching the Session sets (use it as ``with``)."""
@@ -128,6 +144,7 @@ class Signals:
         :attr:`Tx.queues <helmr.store.tx.Tx.queues>`, for :meth:`turn_queued`."""
         if queues:
             self._note_queues(queues)
+        self.published += 1
         session_ids = list(session_ids)
         # Keys with a ":" wake waiters on something else than a Session (a pooled pod's
         # adoption): Session ids have none, and only Sessions go to the change feed.
@@ -138,7 +155,7 @@ class Signals:
         for session_id in session_ids:
             watch = self._watches.pop(session_id, None)
             if watch is not None:
-                watch.fire()
+                watch.fire(self.published)
 
     def _note_queues(self, queues: Mapping[str, bool]) -> None:
         for session_id, queued in queues.items():

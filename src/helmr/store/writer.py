@@ -4,7 +4,9 @@ Writes are functions of a :class:`~helmr.store.tx.Tx` queued from the event
 loop. The thread takes every job waiting, runs each inside its own
 savepoint (a job that raises is rolled back alone and gets its exception; a
 job that came alone needs none), commits them together, and only then
-resolves their futures and wakes the Sessions they touched. An acknowledged
+resolves their futures and wakes the Sessions they touched (each job's apart, in
+commit order: a waiter can tell its own write's wake-up from a later one's,
+``Wakeup.set_last``). An acknowledged
 write is therefore committed, and one fsync-free commit serves many
 concurrent writers.
 """
@@ -39,6 +41,8 @@ class _Outcome:
     job: _Job[Any]
     value: object = None
     error: BaseException | None = None
+    touched: Iterable[str] = ()
+    queues: Mapping[str, bool] | None = None
 
 
 class Writer:
@@ -84,15 +88,13 @@ class Writer:
                     stopping = True
                     break
                 batch.append(more)
-            outcomes, touched, queues = self._commit(batch)
-            self._loop.call_soon_threadsafe(self._deliver, outcomes, touched, queues)
+            outcomes = self._commit(batch)
+            self._loop.call_soon_threadsafe(self._deliver, outcomes)
             if stopping:
                 return
 
-    def _commit(self, batch: list[_Job[Any]]) -> tuple[list[_Outcome], set[str], dict[str, bool]]:
+    def _commit(self, batch: list[_Job[Any]]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
-        touched: set[str] = set()
-        queues: dict[str, bool] = {}  # in commit order: a later job's change wins
         # A job alone needs no savepoint: if it raises, the transaction is rolled
         # back whole (two statements fewer per write when writes come one at a time).
         alone = len(batch) == 1
@@ -112,9 +114,7 @@ class Writer:
                 else:
                     if not alone:
                         self._conn.execute("RELEASE job")
-                    touched |= tx.touched
-                    queues |= tx.queues
-                    outcomes.append(_Outcome(job, value=value))
+                    outcomes.append(_Outcome(job, value, None, tx.touched, tx.queues))
             failed_alone = alone and outcomes[0].error is not None
             self._conn.execute("ROLLBACK" if failed_alone else "COMMIT")
         except sqlite3.Error as exc:
@@ -122,13 +122,13 @@ class Writer:
             # nothing of the batch is committed, so no job may be acknowledged.
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-            return [_Outcome(job, error=exc) for job in batch], set(), {}
-        return outcomes, touched, queues
+            return [_Outcome(job, error=exc) for job in batch]
+        return outcomes
 
-    def _deliver(
-        self, outcomes: list[_Outcome], touched: set[str], queues: dict[str, bool]
-    ) -> None:
-        self._publish(touched, queues)
+    def _deliver(self, outcomes: list[_Outcome]) -> None:
+        for outcome in outcomes:  # in commit order: a later job's queue change wins
+            if outcome.error is None:
+                self._publish(outcome.touched, outcome.queues or {})
         for outcome in outcomes:
             future = outcome.job.future
             if future.done():  # the caller stopped waiting; the write stands
