@@ -244,7 +244,13 @@ def expire_deadlines(tx: Tx, now: datetime) -> list[ProcessStop]:
     asks processes past ``stop_deadline_at`` (an interrupted Turn not let go of) to
     stop too, with reason ``stop_deadline_elapsed``: their end is a process failure."""
     stops: list[ProcessStop] = []
-    for turn in turns.past_deadline(tx, now):
+    for listed in turns.past_deadline(tx, now):
+        # Read again under its Session's lock (PostgreSQL: the listing locked nothing),
+        # as it is now: a settlement committed since the listing stands.
+        tx.lock(listed.session_id)
+        turn = turns.require(tx, listed.session_id, listed.id)
+        if turn.status != "running" or turn.deadline_at is None or turn.deadline_at > now:
+            continue
         interrupt_turn(tx, turn, InterruptReason.TURN_DEADLINE_ELAPSED)
         session = sessions.require(tx, turn.session_id)
         if is_live(session, turn.epoch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from helmr.control import ControlConfig
 from helmr.errors import Conflict, InvalidInput, SessionNotOpen, StaleEpoch
 from helmr.events import EventKind
 from helmr.protocol import ExitCode
+from helmr.store import turns as store_turns
 from tests.compose import Clock
 from tests.unit.control.harness import Harness
 
@@ -256,6 +258,27 @@ async def test_an_overrunning_turn_is_interrupted_and_its_process_stopped(h: Har
     nxt = await h.control.receive(session.id, new_epoch, timeout=0)
     assert nxt is not None
     assert nxt.id == queued.id
+
+
+async def test_a_turn_settled_after_the_deadlines_were_listed_stays_settled(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing of Turns past their deadline locks nothing (PostgreSQL): a Turn its
+    runner completed between the listing and the interruption keeps its outcome (one
+    terminal event), and its process is not stopped for it."""
+    session = await h.session(max_turn_duration=timedelta(seconds=60))
+    epoch, turn = await h.running(session.id)
+    late = h.clock.advance(timedelta(seconds=61))
+    listed = await h.store.read(partial(store_turns.past_deadline, now=late))
+    assert [t.id for t in listed] == [turn.id]
+    await h.control.complete(session.id, epoch, turn.id, "done")
+    monkeypatch.setattr(store_turns, "past_deadline", lambda rt, now: listed)
+
+    assert await h.control.expire_deadlines(late) == []
+
+    assert (await h.control.get_turn(session.id, turn.id)).status == "completed"
+    ended = [e.kind for e in await h.events(session.id) if e.turn_id == turn.id][2:]
+    assert ended == [EventKind.TURN_COMPLETED]
 
 
 async def test_deadlines_survive_a_restart(tmp_path: Path) -> None:
