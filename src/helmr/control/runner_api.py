@@ -50,9 +50,7 @@ class RunnerControl(Surface):
         answer = await self._next_turn(
             session_id, timeout, asked.look_first, asked.again, listening
         )
-        if answer is None:
-            raise ReceiveTimeout(f"no turn for session {session_id} within {timeout}s")
-        return None if answer == "drained" else answer
+        return _received(answer, session_id, timeout)
 
     async def started(self, session_id: str, epoch: int) -> TurnView | None:
         """``receive`` asked not to start (``start: false``): the Turn already started
@@ -60,9 +58,7 @@ class RunnerControl(Surface):
         none for it; ReceiveTimeout at once when none was started (nothing is waited for)."""
         look = partial(turns.started_for, session_id=session_id, epoch=epoch)
         answer = await self._store.read(look)
-        if answer is None:
-            raise ReceiveTimeout(f"no turn started for session {session_id}'s process")
-        return None if answer == "drained" else answer
+        return _received(answer, session_id, None)
 
     def settle_and_receive(
         self,
@@ -192,6 +188,18 @@ class RunnerControl(Surface):
             lambda to_stop: to_stop is not None,
         )
         return [] if to_stop is None else to_stop
+
+
+def _received(
+    answer: TurnView | turns.Drained | None, session_id: str, timeout: float | None
+) -> TurnView | None:
+    """A receive's answer: the Turn, or None once there is none for the process
+    (drained); ReceiveTimeout when none came within ``timeout`` (None: none was
+    started, and nothing waited for)."""
+    if answer is None:
+        waited = f"within {timeout}s" if timeout is not None else "started for its process"
+        raise ReceiveTimeout(f"no turn for session {session_id} {waited}")
+    return None if answer == "drained" else answer
 
 
 def _found(answer: TurnView | turns.Drained | None) -> bool:
