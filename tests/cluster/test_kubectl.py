@@ -346,7 +346,11 @@ def test_turns_applied_each_once_the_last_has_its_sequence_run_in_that_order(
 
 
 def events(k: Kubectl, name: str, reason: str) -> list[dict[str, Any]]:
-    """The Events on the object named ``name`` with ``reason``, oldest first."""
+    """The Events on the object named ``name`` with ``reason``, oldest first.
+
+    An Event's creationTimestamp has whole seconds, so two Events of one second come in
+    the apiserver's order, which is by name: find a new one by its uid, not its place.
+    """
     selector = f"involvedObject.name={name},reason={reason}"
     listed = json.loads(k("get", "events", "--field-selector", selector, "-o", "json"))
     return sorted(listed["items"], key=lambda e: e["metadata"]["creationTimestamp"])
@@ -416,7 +420,11 @@ def test_a_refused_resume_and_an_interrupt_of_a_closed_session_say_so(k: Kubectl
 
     # A control on a closed Session is refused, naming its state.
     k.patch("session/s", {"interrupt": "2"})
-    closed = told(k, "s", "ControlRefused", 2)[-1]
+    [closed] = [
+        e
+        for e in told(k, "s", "ControlRefused", 2)
+        if e["metadata"]["uid"] != refused["metadata"]["uid"]
+    ]
     message = (
         "spec.interrupt 2: the Session is closed (after its queued Turns finished);"
         " nothing interrupted"
@@ -432,7 +440,7 @@ def test_a_refused_resume_and_an_interrupt_of_a_closed_session_say_so(k: Kubectl
 def test_a_turn_waits_for_its_session_which_can_open_held(k: Kubectl) -> None:
     apply_turn(k, "early", "applied before its Session", session="late")
     deadline = time.monotonic() + 60
-    while not (said := events_of(k, "early", "SessionNotFound")):
+    while not (said := events(k, "early", "SessionNotFound")):
         assert time.monotonic() < deadline, k("get", "events", "-o", "wide")
         time.sleep(1)
     assert [e["type"] for e in said] == ["Warning"]
@@ -451,8 +459,3 @@ def test_a_turn_waits_for_its_session_which_can_open_held(k: Kubectl) -> None:
     assert k.json("turn", "early")["status"]["phase"] == "queued"  # held: it does not run
     k.patch("session/late", {"resume": {"holdId": hold["holdId"]}})
     wait(k, "Complete", "turn/early")
-
-
-def events_of(k: Kubectl, name: str, reason: str) -> list[dict[str, Any]]:
-    found = k("get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json")
-    return [e for e in json.loads(found)["items"] if e["reason"] == reason]
