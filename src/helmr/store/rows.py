@@ -43,7 +43,11 @@ def _load(cls: type[_Row], row: sqlite3.Row, **given: object) -> _Row:
 
 def _built(cls: type[_Row], layout: _Layout, row: sqlite3.Row, given: Mapping[str, object]) -> _Row:
     """:func:`_load` with the ``layout`` of ``row``'s statement."""
-    values: tuple[Any, ...] | list[Any] = layout.columns(row)
+    # A PostgreSQL row is a tuple whose subscript is Python (``PgRow``, which takes
+    # names too): its values are taken from a plain tuple of them, in C, where the
+    # layout's ``itemgetter`` called that subscript once per field.
+    plain = tuple(row) if isinstance(row, tuple) else row
+    values: tuple[Any, ...] | list[Any] = layout.columns(plain)
     if layout.decoded:
         values = list(values)
         for index, decode in layout.decoded:

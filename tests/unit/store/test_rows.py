@@ -10,6 +10,7 @@ from typing import ClassVar
 import pytest
 from pydantic import JsonValue
 
+from helmr.store.postgres import _row_class
 from helmr.store.rows import _load
 
 
@@ -77,3 +78,27 @@ def test_a_given_field_before_a_column_one_is_refused() -> None:
 def test_a_field_reads_the_column_the_class_names_for_it() -> None:
     row = _row("SELECT 1.5 AS backoff_s, NULL AS ttl_s, 3 AS ttl, 4 AS backoff")
     assert _load(_Durations, row) == _Durations(ttl=None, backoff=timedelta(seconds=1.5))
+
+
+def test_a_postgres_row_is_read_without_its_python_subscript() -> None:
+    # A PgRow's subscript is Python (it takes names too): called once per field, it
+    # cost PostgreSQL about 5% of a no-op Turn's instructions (docs/sizing.md).
+    names = ("other", "data", "at", "live", "id")
+    row_class = _row_class(tuple(name.encode() for name in names))
+    subscripts = 0
+
+    class Counted(row_class):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+
+        def __getitem__(self, key: object) -> object:
+            nonlocal subscripts
+            subscripts += 1
+            return super().__getitem__(key)
+
+    at = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)
+    row = Counted(("x", "[1]", "2026-12-05T03:00:00+00:00", True, "r1"))
+    assert row["id"] == "r1"  # by name, as the store's functions read a column
+    subscripts = 0
+    loaded = _load(_Row, row, extra="given")
+    assert loaded == _Row(id="r1", live=True, at=at, data=[1], extra="given")
+    assert subscripts == 0
