@@ -28,16 +28,18 @@ def record(
     turn_id: str | None = None,
     epoch: int | None = None,
     session_change: timeline.SessionChange | None = None,
-) -> Event:
+) -> None:
     """Appends the fact once: recording it again (a retried control) is a no-op.
-    ``session_change``: set on the Session's row with it (``timeline.append``)."""
-    return timeline.append(
+    ``session_change``: set on the Session's row with it (``timeline.append``). No
+    caller reads the event: it is not built (``timeline.append_unanswered``)."""
+    event_id = lifecycle_event_id(session_id, kind, subject)
+    timeline.append_unanswered(
         tx,
         session_id,
         kind,
         data,
         turn_id=turn_id,
-        event_id=lifecycle_event_id(session_id, kind, subject),
+        event_id=event_id,
         process_epoch=epoch,
         session_change=session_change,
     )
@@ -56,15 +58,17 @@ def record_changing_session(
 ) -> SessionRow:
     """:func:`record` with ``session_change`` set on the Session's row in the same
     statement; answers the Session as it left it (no read of it after)."""
-    _, row = timeline.append_answering_session(
+    event_id = lifecycle_event_id(session_id, kind, subject)
+    row = timeline.append_unanswered(
         tx,
         session_id,
         kind,
         data,
         turn_id=turn_id,
-        event_id=lifecycle_event_id(session_id, kind, subject),
+        event_id=event_id,
         process_epoch=epoch,
         session_change=session_change,
+        answering_session=True,
     )
     return sessions.loaded(tx, row)
 
@@ -83,4 +87,7 @@ def reported(
     ``subject``; InvalidInput for a kind the state machine records itself."""
     if kind not in REPORTED_KINDS:
         raise InvalidInput(f"{kind} is recorded by the state machine, not reported")
-    return record(tx, session_id, kind, data, subject=subject, turn_id=turn_id, epoch=process_epoch)
+    event_id = lifecycle_event_id(session_id, kind, subject)
+    return timeline.append(
+        tx, session_id, kind, data, turn_id=turn_id, event_id=event_id, process_epoch=process_epoch
+    )

@@ -82,20 +82,12 @@ def append(
     in its statement (one update of the row where there were two), or on its own
     for a repeat.
     """
-    tx.lock(session_id)
-    return _append(
-        tx,
-        session_id,
-        kind,
-        data,
-        turn_id=turn_id,
-        event_id=event_id,
-        process_epoch=process_epoch,
-        session_change=session_change,
-    )[0]
+    event, _ = _append(tx, session_id, kind, data, turn_id, event_id, process_epoch, session_change)
+    assert event is not None, "an appended event is answered unless told not to be"
+    return event
 
 
-def append_answering_session(
+def append_unanswered(
     tx: Tx,
     session_id: str,
     kind: EventKind,
@@ -104,22 +96,17 @@ def append_answering_session(
     turn_id: str | None,
     event_id: str,
     process_epoch: int | None,
-    session_change: SessionChange,
-) -> tuple[Event, Any]:
-    """:func:`append` with ``session_change``, answering the Session's row too, as the
-    change left it (``UPDATE ... RETURNING``: no read of it after)."""
-    tx.lock(session_id)
-    return _append(
-        tx,
-        session_id,
-        kind,
-        data,
-        turn_id=turn_id,
-        event_id=event_id,
-        process_epoch=process_epoch,
-        session_change=session_change,
-        answering_session=True,
-    )
+    session_change: SessionChange | None,
+    answering_session: bool = False,
+) -> Any:
+    """:func:`append`, for a caller that does not read the event (a lifecycle fact,
+    ``helmr.control.record``): no :class:`Event` built, a validation of each of its
+    fields, three a no-op Turn. With ``answering_session`` (and a ``session_change``)
+    it answers the Session's row, as the change left it (``UPDATE ... RETURNING``: no
+    read of it after); else None."""
+    fact = (tx, session_id, kind, data, turn_id, event_id, process_epoch, session_change)
+    _, row = _append(*fact, answering_session=answering_session, answering_event=False)
+    return row
 
 
 def _append(
@@ -127,15 +114,18 @@ def _append(
     session_id: str,
     kind: EventKind,
     data: JsonValue,
-    *,
     turn_id: str | None,
     event_id: str | None,
     process_epoch: int | None,
     session_change: SessionChange | None = None,
+    *,
     answering_session: bool = False,
-) -> tuple[Event, Any]:
-    """:func:`append` under the Session's lock, which the caller holds; with the
-    Session's row when ``answering_session`` (else None)."""
+    answering_event: bool = True,
+) -> tuple[Event | None, Any]:
+    """:func:`append`, under the Session's lock (taken here if the caller has not);
+    with the Session's row when ``answering_session`` (else None), and the event only
+    when ``answering_event`` (else None)."""
+    tx.lock(session_id)
     if event_id is None:
         event_id = new_id("evt")
     encoded = dump_json(data)
@@ -171,6 +161,8 @@ def _append(
             tx.touch(session_id)
         return existing, row
     tx.touch(session_id)
+    if not answering_event:
+        return None, taken if answering_session else None
     event = Event(
         id=event_id,
         session_id=session_id,
@@ -211,15 +203,9 @@ def append_output(
             return existing
     # Content fragments are JSON objects; TypedDicts are not dicts to mypy.
     content = cast(JsonValue, normalize_content(value))
-    event, _ = _append(
-        tx,
-        session_id,
-        EventKind.TURN_OUTPUT,
-        content,
-        turn_id=turn_id,
-        event_id=None,
-        process_epoch=process_epoch,
-    )
+    kind = EventKind.TURN_OUTPUT
+    event, _ = _append(tx, session_id, kind, content, turn_id, None, process_epoch)
+    assert event is not None, "an appended event is answered unless told not to be"
     if idempotency_key is not None:
         tx.conn.execute(
             "INSERT INTO output_keys (session_id, scope, key, event_id, sequence)"

@@ -21,10 +21,11 @@ from helmr.errors import (
     TurnNotActive,
     TurnSettling,
 )
+from helmr.events import Event
 from helmr.protocol import ErrorInfo
 from helmr.protocol.api import TurnView
 from helmr.states import MessageOutcome
-from helmr.store import Tx
+from helmr.store import Tx, timeline
 from tests.unit.control.harness import Harness
 from tests.unit.counting import CountingConnection
 
@@ -412,3 +413,24 @@ async def test_a_settlement_taking_the_next_turn_builds_the_next_turn_s_view_alo
     built.clear()
     done = await h.control.complete(session.id, epoch, second.id)
     assert (done.status, built) == ("completed", [second.id])
+
+
+async def test_a_turn_s_lifecycle_facts_are_recorded_without_building_their_events(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No caller reads the event a lifecycle fact appends (``record``): it is not
+    built, a validation of each of its fields (issue 31). The facts are all stored."""
+    session = await h.session()
+    built: list[object] = []
+    event = Event
+
+    def counted(**fields: Any) -> Any:
+        built.append(fields["kind"])
+        return event(**fields)
+
+    monkeypatch.setattr(timeline, "Event", counted)
+    epoch, turn = await h.running(session.id, "one")
+    await h.control.complete(session.id, epoch, turn.id)
+    assert built == []
+    kinds = [record.kind for record in await h.events(session.id) if record.turn_id == turn.id]
+    assert kinds == ["turn.queued", "turn.running", "turn.completed"]

@@ -53,11 +53,11 @@ async def test_an_append_answers_the_session_as_its_change_left_it(store: Store)
         lambda tx: timeline.append(tx, session, EventKind.TURN_RUNNING, {}, session_change=start)
     )
 
-    async def append(awaiting_cut: int) -> tuple[Event, SessionRow]:
+    async def append(awaiting_cut: int) -> SessionRow:
         change = sessions.turn_ending("t1", completed=True, awaiting_cut=awaiting_cut)
 
-        def write(tx: Tx) -> tuple[Event, SessionRow]:
-            event, row = timeline.append_answering_session(
+        def write(tx: Tx) -> SessionRow:
+            row = timeline.append_unanswered(
                 tx,
                 session,
                 kind,
@@ -66,19 +66,21 @@ async def test_an_append_answers_the_session_as_its_change_left_it(store: Store)
                 event_id=event_id,
                 process_epoch=None,
                 session_change=change,
+                answering_session=True,
             )
-            return event, sessions.loaded(tx, row)
+            return sessions.loaded(tx, row)
 
         return await store.write(write)
 
-    event, answered = await append(3)
+    answered = await append(3)
     stored = await store.read(lambda rt: sessions.require(rt, session))
     assert answered == stored
     assert (answered.active_turn_id, answered.awaiting_cut) == (None, 3)
+    event = await store.read(lambda rt: timeline.get(rt, event_id))
+    assert event is not None
     assert answered.last_event_seq == event.sequence == 2
     # A repeat: no new sequence, the change all the same, and the Session answered.
-    again, answered_again = await append(4)
-    assert again == event
+    answered_again = await append(4)
     assert (answered_again.awaiting_cut, answered_again.last_event_seq) == (4, 2)
     following = await store.append_event(session, EventKind.TURN_OUTPUT, "x")
     assert following.sequence == event.sequence + 1
