@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, TypeVar
 
 import psycopg
-from psycopg import errors
+from psycopg import errors, pq
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
@@ -249,24 +249,24 @@ class PostgresBackend:
         with self._pool.connection() as conn:
             tx = Tx(PgConnection(conn), POSTGRES, self._clock())
             try:
-                conn.execute("BEGIN")
+                _command(conn, "BEGIN")
                 value = fn(tx)
             except BaseException as exc:
                 _end(conn, exc)
                 raise
             # Not retried if the connection breaks now: the commit may have landed.
-            conn.execute(commit(self._origin, tx.touched), prepare=False)
+            _command(conn, commit(self._origin, tx.touched))
         return value, tx
 
     def _read(self, fn: Callable[[ReadTx], T]) -> tuple[T, None]:
         with self._pool.connection() as conn:
             try:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                _command(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 value = fn(ReadTx(PgConnection(conn), POSTGRES, self._clock()))
             except BaseException as exc:
                 _end(conn, exc)
                 raise
-            conn.execute("ROLLBACK")
+            _command(conn, "ROLLBACK")
         return value, None
 
 
@@ -298,7 +298,24 @@ def _end(conn: psycopg.Connection[PgRow], error: BaseException) -> None:
     """Ends a transaction that raised ``error``: rolled back, or lost with its connection."""
     if conn.broken:
         raise _Lost(error) from error
-    conn.execute("ROLLBACK")
+    _command(conn, "ROLLBACK")
+
+
+def _command(conn: psycopg.Connection[Any], command: str) -> None:
+    """Runs ``command``, transaction control without parameters or rows, through
+    libpq at once (blocking this store thread, as psycopg's ``execute`` does, the
+    GIL released): ``execute`` made a cursor for it and ran the query's conversion,
+    its preparation's bookkeeping and its result's handling in Python, about half
+    the CPU of a ``BEGIN`` (docs/sizing.md, issue 31). Its errors are psycopg's: a
+    lost connection an ``OperationalError`` without SQLSTATE, as ``execute`` raises it
+    (:func:`_outage`, :class:`_Lost`), else the server's error's class."""
+    encoding = conn.info.encoding
+    result = conn.pgconn.exec_(command.encode(encoding))
+    if result.status == pq.ExecStatus.COMMAND_OK:
+        return
+    if conn.broken:
+        raise psycopg.OperationalError(pq.error_message(result, encoding=encoding))
+    raise errors.error_from_result(result, encoding=encoding)
 
 
 def _migrate(pool: ConnectionPool[psycopg.Connection[PgRow]]) -> None:

@@ -44,17 +44,25 @@ _PAYLOAD_MAX = 7900
 RECONNECT_DELAY = 1.0
 
 
-def commit(origin: str, session_ids: Iterable[str]) -> sql.Composed:
+def commit(origin: str, session_ids: Iterable[str]) -> str:
     """``COMMIT``, after a ``NOTIFY`` of the Sessions' ids from ``origin``: one
     round trip (a statement without parameters goes as a simple query, which may
-    hold several)."""
-    notifies = [
-        sql.SQL("NOTIFY {}, {}").format(
-            sql.Identifier(CHANNEL), sql.Literal(f"{origin} {','.join(chunk)}")
-        )
-        for chunk in _chunks(sorted(session_ids), _PAYLOAD_MAX - len(origin) - 1)
-    ]
-    return sql.SQL("; ").join([*notifies, sql.SQL("COMMIT")])
+    hold several). Text, not composed by ``psycopg.sql``, whose literal was adapted
+    through the connection at every write (docs/sizing.md, issue 31)."""
+    chunks = _chunks(sorted(session_ids), _PAYLOAD_MAX - len(origin) - 1)
+    payloads = (f"{origin} {','.join(chunk)}" for chunk in chunks)
+    notifies = [f"NOTIFY {CHANNEL}, {_literal(payload)}" for payload in payloads]
+    return "; ".join([*notifies, "COMMIT"])
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal: in single quotes, each of its own doubled,
+    which reads the same whether ``standard_conforming_strings`` is on or off unless
+    it holds a backslash; then psycopg's quoting (an ``E''`` literal). Session ids hold
+    none (``new_id``)."""
+    if "\\" in text:
+        return sql.Literal(text).as_string()
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _chunks(ids: list[str], size: int) -> Iterator[list[str]]:
