@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from pydantic import JsonValue
 
-from helmr.states import NO_RESULT, ErrorInfo, InterruptReason, TerminalTurnStatus
+from helmr.states import NO_RESULT, ErrorInfo, InterruptReason, TerminalTurnStatus, TurnSource
 from helmr.store import ReadTx, TurnRow, Tx
 from helmr.store import turns as store_turns
 from tests.unit.control.harness import Harness
@@ -114,3 +115,22 @@ async def test_an_interrupted_turn_s_end_answers_its_row_as_stored(h: Harness) -
         h, lambda tx, turn: turn, "interrupted", InterruptReason.TURN_DEADLINE_ELAPSED
     )
     assert ended.reason == "turn_deadline_elapsed"
+
+
+async def test_an_enqueued_turn_s_insert_answers_its_row_as_stored(h: Harness) -> None:
+    """Every column given or the schema's default; the input as its JSON reads back (a
+    tuple a list, a number key a string), the source as text, not the enum given."""
+    session = await h.session()
+    given: Any = {"n": (1, 2.5, None, "é"), 7: {"deep": True}}
+
+    def enqueue(tx: Tx) -> TurnRow:
+        return store_turns.insert(
+            tx, session.id, input=given, idempotency_key="k", source=TurnSource.API
+        )
+
+    inserted = await h.store.write(enqueue)
+    await _assert_as_stored(h, inserted)
+    assert (inserted.input, inserted.source) == (
+        {"n": [1, 2.5, None, "é"], "7": {"deep": True}},
+        "api",
+    )
