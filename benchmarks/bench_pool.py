@@ -17,7 +17,11 @@ with ``warmPool.size`` = ``--pool``, ``cold`` without. Measured, in one run:
     (a pooled sample's window includes its pool's refill: a pod and a claim made).
 
 Each start is also timed from its Turn's admission (``turn.queued``) to its
-``turn.running``: the control plane's share, without the client's two calls.
+``turn.running``: the control plane's share, without the client's two calls; and its
+start call alone. With ``--high-pool``, the start call's floor is measured first, with
+no control plane running: the two objects a start call makes (a Session's and its
+Workspace's) POSTed through the control plane's own Kubernetes client, one pair at a
+time and ``--high-pool`` pairs at ``--high-rate``, nothing watching them.
 ``--before DIR`` runs all of it first against a control plane of the code in ``DIR``
 (a checkout, e.g. ``git archive main | tar -x -C DIR``; the runner image is this
 checkout's), then against this one, and prints the ratios. Every timestamp is this
@@ -38,7 +42,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -50,11 +54,14 @@ from kubernetes import client
 from tests.cluster.sessions import all_events, create_actor
 
 from helmr.client import Client
-from helmr.resources import ACTORS, GROUP, VERSION
+from helmr.kube.client import Kube, load_config
+from helmr.operator.disks.manifests import build_workspace
+from helmr.resources import ACTORS, GROUP, VERSION, ActorRef, ObjectMeta, Session, SessionSpec
 
 DISK = "64Mi"
 LONG = 300.0
 POOLED, COLD = "pooled", "cold"
+T = TypeVar("T")
 
 # Claims are what a pool adds to Helmr's writes: counted too.
 _apiserver_writes.CORE_RESOURCES |= {"persistentvolumeclaims"}
@@ -62,10 +69,12 @@ _apiserver_writes.CORE_RESOURCES |= {"persistentvolumeclaims"}
 
 @dataclass(frozen=True)
 class Start:
-    """One start, in seconds: from the client's start call, and from its Turn's admission."""
+    """One start, in seconds: from the client's start call, and from its Turn's admission,
+    to its ``turn.running``; and the start call alone."""
 
     from_start: float
     from_admission: float
+    start_call: float
 
 
 @dataclass
@@ -97,12 +106,15 @@ async def start_to_running(helmr: Client, namespace: str, actor: str, workspace:
     """A new Session's start → its first turn's ``turn.running`` (the turn enqueued at once)."""
     started = time.time()
     session, _ = await helmr.actors.start(actor, namespace=namespace, workspace=workspace)
+    answered = time.time()
     turn = await session.enqueue({"read": []})
     assert (await turn.wait(timeout=LONG)).status == "completed"
     events = await all_events(session)
     running = first(events, "turn.running", turn.id)
     await session.cancel()
-    return Start(running - started, running - first(events, "turn.queued", turn.id))
+    return Start(
+        running - started, running - first(events, "turn.queued", turn.id), answered - started
+    )
 
 
 async def one_at_a_time(
@@ -122,14 +134,41 @@ async def one_at_a_time(
             figures.writes[kind] += helmr_writes(cluster.kubeconfig) - before
 
 
-async def paced(count: int, rate: float, start: Callable[[int], Awaitable[Start]]) -> list[Start]:
-    """``count`` starts, one every 1/``rate`` s, each measured to its ``turn.running``."""
+async def paced(count: int, rate: float, start: Callable[[int], Awaitable[T]]) -> list[T]:
+    """``count`` starts, one every 1/``rate`` s, each measured to its end."""
 
-    async def at(n: int) -> Start:
+    async def at(n: int) -> T:
         await asyncio.sleep(n / rate)
         return await start(n)
 
     return list(await asyncio.gather(*(at(n) for n in range(count))))
+
+
+async def start_call_floor(cluster: Cluster, args: argparse.Namespace) -> dict[str, list[float]]:
+    """The apiserver's part of a start call alone: its two POSTs (a Session's object and
+    its Workspace's, made together as the API makes them), one pair at a time and
+    ``--high-pool`` pairs at ``--high-rate``, through the control plane's own client (its
+    threads and connections) with no control plane running, so nothing reacts to them."""
+    kube = Kube(load_config())
+    with bench_namespace(cluster.core) as namespace:
+
+        async def pair(name: str) -> float:
+            session = Session(
+                metadata=ObjectMeta(name=name, namespace=namespace),
+                spec=SessionSpec(actor_ref=ActorRef(name=POOLED), workspace=name),
+            )
+            began = time.monotonic()
+            await asyncio.gather(
+                kube.create_resource(session),
+                kube.create_resource(build_workspace(namespace, name)),
+            )
+            return time.monotonic() - began
+
+        alone = [await pair(f"floor-{i}") for i in range(args.samples)]
+        rate = f"{args.high_pool} at {args.high_rate:g}/s"
+        high = await paced(args.high_pool, args.high_rate, lambda n: pair(f"floor-b{n}"))
+    await gone(cluster.core, namespace)
+    return {"one at a time": alone, rate: high}
 
 
 async def burst(
@@ -211,6 +250,9 @@ def tabulate(table: Table, title: str, figures: Figures, samples: int) -> dict[s
         quantiles[f"{name}, from admission"] = table.latency(
             f"{name}, turn.queued -> turn.running", [s.from_admission for s in starts]
         )
+        quantiles[f"{name}, start call"] = table.latency(
+            f"{name}, the start call alone", [s.start_call for s in starts]
+        )
     pooled, cold = quantiles[f"{POOLED}: one at a time"], quantiles[f"{COLD}: one at a time"]
     table.ratio("ratio pooled / cold, one at a time", pooled, cold)
     for name, (count, seconds) in figures.refills.items():
@@ -225,6 +267,10 @@ def tabulate(table: Table, title: str, figures: Figures, samples: int) -> dict[s
 
 
 async def bench(args: argparse.Namespace, cluster: Cluster) -> None:
+    floor = {}
+    if args.high_pool:
+        print("the start call's floor: its two POSTs, no control plane ...", flush=True)
+        floor = await start_call_floor(cluster, args)
     planes: dict[str, dict[str, str]] = {"this checkout": {}}
     if args.before is not None:
         before = {"PYTHONPATH": str(args.before / "src")}
@@ -234,6 +280,10 @@ async def bench(args: argparse.Namespace, cluster: Cluster) -> None:
         print(f"control plane: {title}", flush=True)
         measured[title] = await measure(args, cluster, **env)
     table = Table()
+    if floor:
+        table.section("the start call's floor: its two POSTs, no control plane")
+        for name, seconds in floor.items():
+            table.latency(name, seconds)
     quantiles = [
         tabulate(table, title, figures, args.samples) for title, figures in measured.items()
     ]
