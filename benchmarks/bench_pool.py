@@ -9,7 +9,8 @@ with ``warmPool.size`` = ``--pool``, ``cold`` without. Measured, in one run:
   - one at a time (``--samples`` of each, alternating, the pool refilled before each
     pooled sample): start → the first turn's ``turn.running``;
   - a burst: ``--pool`` starts at ``--rate`` per second against a full pool, then as
-    many cold ones at the same rate; each start → its first ``turn.running``;
+    many cold ones at the same rate; each start → its first ``turn.running``; a burst's
+    Sessions are cancelled after it;
   - a pooled burst at ``--high-rate`` per second: the pool grown to ``--high-pool``
     first, then as many starts (none with 0);
   - apiserver writes (POST, PUT, PATCH, DELETE on Helmr's resources, pods, claims,
@@ -53,7 +54,7 @@ from _common import Table, bench_namespace, control_plane, first
 from kubernetes import client
 from tests.cluster.sessions import all_events, create_actor
 
-from helmr.client import Client
+from helmr.client import Client, SessionRef
 from helmr.kube.client import Kube, load_config
 from helmr.operator.disks.manifests import build_workspace
 from helmr.resources import ACTORS, GROUP, VERSION, ActorRef, ObjectMeta, Session, SessionSpec
@@ -102,8 +103,13 @@ async def pool_full(api: client.ApiClient, namespace: str, size: int) -> None:
     raise SystemExit(f"the pool did not refill to {size} in {LONG} s")
 
 
-async def start_to_running(helmr: Client, namespace: str, actor: str, workspace: str) -> Start:
-    """A new Session's start → its first turn's ``turn.running`` (the turn enqueued at once)."""
+async def start_to_running(
+    helmr: Client, namespace: str, actor: str, workspace: str, ended: list[SessionRef] | None = None
+) -> Start:
+    """A new Session's start → its first turn's ``turn.running`` (the turn enqueued at
+    once). The Session is cancelled then, or, given ``ended``, put there to be cancelled
+    later: a burst's Sessions end after it, so that no start is measured against the
+    ends of the ones before it (each a save of its disk and its pod's deletion)."""
     started = time.time()
     session, _ = await helmr.actors.start(actor, namespace=namespace, workspace=workspace)
     answered = time.time()
@@ -111,7 +117,10 @@ async def start_to_running(helmr: Client, namespace: str, actor: str, workspace:
     assert (await turn.wait(timeout=LONG)).status == "completed"
     events = await all_events(session)
     running = first(events, "turn.running", turn.id)
-    await session.cancel()
+    if ended is None:
+        await session.cancel()
+    else:
+        ended.append(session)
     return Start(
         running - started, running - first(events, "turn.queued", turn.id), answered - started
     )
@@ -176,10 +185,13 @@ async def burst(
 ) -> None:
     print(f"burst: {count} {kind} starts at {rate:g}/s ...", flush=True)
 
+    ended: list[SessionRef] = []
+
     def one(n: int) -> Awaitable[Start]:
-        return start_to_running(helmr, namespace, kind, f"b{rate:g}-{kind}-{n}")
+        return start_to_running(helmr, namespace, kind, f"b{rate:g}-{kind}-{n}", ended)
 
     figures.starts[f"{kind}: {count} at {rate:g}/s"] = await paced(count, rate, one)
+    await asyncio.gather(*(session.cancel() for session in ended))
 
 
 async def refilled(
