@@ -54,10 +54,11 @@ class RunnerControl(Surface):
 
     async def started(self, session_id: str, epoch: int) -> TurnView | None:
         """``receive`` asked not to start (``start: false``): the Turn already started
-        for this process (:func:`helmr.control.turns.started_for`); None once there is
-        none for it; ReceiveTimeout at once when none was started (nothing is waited for)."""
-        look = partial(turns.started_for, session_id=session_id, epoch=epoch)
-        answer = await self._store.read(look)
+        for this process, none started for it from then on
+        (:func:`helmr.control.turns.fence_starts`); None once there is none for it;
+        ReceiveTimeout at once when none was started (nothing is waited for)."""
+        fence = partial(turns.fence_starts, session_id=session_id, epoch=epoch)
+        answer = await self._store.write(fence)
         return _received(answer, session_id, None)
 
     def settle_and_receive(

@@ -189,11 +189,18 @@ def look(rt: ReadTx, session_id: str, epoch: int) -> TurnView | Drained | Unansw
     return _answer(*_plan(rt, session))
 
 
-def started_for(rt: ReadTx, session_id: str, epoch: int) -> TurnView | Drained | None:
+def fence_starts(tx: Tx, session_id: str, epoch: int) -> TurnView | Drained | None:
     """The Turn already started for this process, ``"drained"`` once it gets no more,
-    else None: :func:`look` that never starts one (``receive``'s ``start: false``, an
-    ending process's last look: a Turn it would start could only go back)."""
-    answer = look(rt, session_id, epoch)
+    else None; and no Turn is started for it from then on (``receive``'s ``start:
+    false``, an ending process's last look: a Turn it would start could only go back).
+    The fence is written with the Session's row locked, so a start for this process
+    still under way (a wait woken before the look, its transaction slow to run) either
+    committed first, and is answered here to be given back, or finds the fence and
+    starts nothing: none is left running for a process gone."""
+    session = guards.runner(tx, session_id, epoch)
+    if session.starts_fenced_epoch != epoch:
+        sessions.fence_starts(tx, session_id, epoch)
+    answer = _answer(*_plan(tx, session))
     return None if answer is Unanswered.TAKE_NEXT else answer
 
 
@@ -243,6 +250,8 @@ def _take_next(
     if step is Step.START and turn is not None:
         if woken and turn.epoch == epoch:
             return None  # given back by this process (a queued Turn's epoch is its releaser's)
+        if session.starts_fenced_epoch == epoch:
+            return None  # this process asked for no more (fence_starts)
         return _start(tx, session, turn, epoch, labels)
     finish_closing(tx, session_id)  # Step.FINISH_CLOSING
     return "drained"

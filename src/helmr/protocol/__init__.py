@@ -81,9 +81,10 @@ The rules of the conversation, which both sides rely on:
   started, as ``receive`` would). An error during the wait (the process fenced,
   say) answers null: the ``receive`` that follows hears it.
 - ``receive`` with ``start: false`` (revision 6) answers the turn already started
-  for this process and starts none, waiting for none (408 at once): a runner whose
-  ``run`` ended asks it after cutting a held reply short, to give back a turn
-  that reply may have started, and takes nothing new.
+  for this process and starts none, waiting for none (408 at once), then or ever
+  after for that process: a runner whose ``run`` ended asks it after cutting a
+  held reply short, to give back a turn that reply may have started, and takes
+  nothing new.
 - Output written in one burst may go as one ``output/batch`` (revision 3),
   appended in order in one transaction.
 - ``adoption`` (revision 4) is a pooled runner's only call before it has a Session:

@@ -55,8 +55,8 @@ with an older control plane, and an older image with a newer one.
    reply is held as a ``receive`` would be, its head sent once the settlement
    committed and its body (the next turn, or none yet) when the wait ends.
 6. ``receive``'s ``start: false``: answer the turn already started for this
-   process, start none and wait for none (an ending process's last look, to
-   give back what it was given).
+   process, start none and wait for none, and none for this process from then on
+   (an ending process's last look, to give back what it was given).
 """
 
 PROTOCOL = 6

@@ -131,8 +131,9 @@ class ReceiveRequest(_Request):
         Constraint(
             description=(
                 "False: answer only the turn already started for this process, start"
-                " none and wait for none (revision 6): an ending process's last look,"
-                " so that it gives back what it was given and takes nothing new."
+                " none, now or later, for it and wait for none (revision 6): an ending"
+                " process's last look, so that it gives back what it was given and"
+                " takes nothing new."
             )
         ),
     ] = field(default=None, metadata=since(6))

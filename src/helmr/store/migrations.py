@@ -161,6 +161,12 @@ _LAST_CUT_DDL = """
 ALTER TABLE workspaces RENAME COLUMN last_taken_at TO last_cut_at;
 """
 
+# An ending process's last look fences further starts for its epoch (version 12;
+# helmr.control.turns.fence_starts). The migration from 11.
+_FENCE_DDL = """
+ALTER TABLE sessions ADD COLUMN starts_fenced_epoch INTEGER;
+"""
+
 # The statements that bring a database of version N (the key) to N + 1. Only
 # additive changes, so a database keeps every row it had.
 MIGRATIONS: dict[int, str] = {
@@ -188,4 +194,6 @@ CREATE INDEX sessions_stop_deadline ON sessions (stop_deadline_at)
     9: _ADOPTIONS_DDL,
     # 11: the save policy counts from the last cut.
     10: _LAST_CUT_DDL,
+    # 12: an ending process's fence against further starts.
+    11: _FENCE_DDL,
 }

@@ -208,6 +208,9 @@ class SessionRow:
     awaiting_cut: int | None
     """The save (its version) whose cut the next Turn waits for: a save belongs to
     exactly the state after its Turn (helmr.control.disks)."""
+    starts_fenced_epoch: int | None
+    """The process epoch that asked for no more Turns (its ``start: false`` look as it
+    ended): none is started for it from then on (helmr.control.turns.fence_starts)."""
     # Not columns, so last (_load passes the columns by position).
     hold: HoldRow | None
     limits: SessionLimits | None

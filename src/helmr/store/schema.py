@@ -16,7 +16,7 @@ from typing import Literal
 
 from helmr.store.migrations import MIGRATIONS
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -64,7 +64,8 @@ CREATE TABLE sessions (
     preparation_failures INTEGER NOT NULL DEFAULT 0,
     retry_at             TEXT,
     mirrored_event_seq   INTEGER NOT NULL DEFAULT 0,
-    awaiting_cut         INTEGER
+    awaiting_cut         INTEGER,
+    starts_fenced_epoch  INTEGER
 );
 CREATE UNIQUE INDEX sessions_idempotency ON sessions (namespace, idempotency_key)
     WHERE idempotency_key IS NOT NULL;

@@ -262,6 +262,11 @@ def await_cut(tx: Tx, session_id: str, version: int | None) -> None:
     _update(tx, session_id, awaiting_cut=version)
 
 
+def fence_starts(tx: Tx, session_id: str, epoch: int) -> None:
+    """No Turn is started for process ``epoch`` from now on (it is ending)."""
+    _update(tx, session_id, starts_fenced_epoch=epoch)
+
+
 def resolve_limits(tx: Tx, session_id: str, limits: SessionLimits) -> None:
     set_limits(tx, session_id, limits, limits_resolved_at=tx.now)
 

@@ -72,8 +72,14 @@ class Plain:
         sql = self.execute(f"SELECT sql FROM sqlite_master WHERE name = '{table}'")[0][0]
         return " ".join(str(sql).replace('"', "").split())
 
+    def drop_version_12(self) -> None:
+        """Drops what version 12 added (an ending process's fence against starts)."""
+        self.execute("ALTER TABLE sessions DROP COLUMN starts_fenced_epoch")
+
     def drop_version_11(self) -> None:
-        """Undoes version 11 (the save policy's last cut was its last save taken)."""
+        """Undoes version 11 (the save policy's last cut was its last save taken), and
+        what later ones did."""
+        self.drop_version_12()
         self.execute("ALTER TABLE workspaces RENAME COLUMN last_cut_at TO last_taken_at")
 
     def drop_version_10(self) -> None:
