@@ -19,6 +19,7 @@ from helmr.control.control import ApiControl
 from helmr.control.operator_api import OperatorControl
 from helmr.kube.client import Kube, load_config
 from helmr.operator.at_once import AT_ONCE
+from helmr.operator.cyclic_gc import settle_after_start
 from helmr.operator.disks.workspaces import Disks
 from helmr.operator.heap_trim import trim_heap_periodically
 from helmr.operator.history_expiry import expire_history_periodically
@@ -235,6 +236,7 @@ class ControlPlane:
     async def _serve(self) -> None:
         await self.session_names.load()
         await self._runner.setup()
+        settle_after_start()
         for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
             await listen(self._runner, self.settings.listen_host, port)
             log.info("API listening on %s:%d", self.settings.listen_host, port)
