@@ -1,6 +1,7 @@
 """What the benchmarked control plane does per Turn: HTTP requests by route, store
-transactions, SQL statements and commits, and CPU seconds of the event loop's thread
-against the whole process (the rest is the store's threads).
+transactions, SQL statements and commits, CPU seconds of the event loop's thread
+against the whole process (the rest is the store's threads), and the cyclic garbage
+collector's collections and the time they held the process.
 
 ``_scale_plane.py`` installs the counters in its process (:func:`install`) and answers
 them at ``GET /bench/counts``; ``bench_scale.py`` reads them before and after the
@@ -12,6 +13,7 @@ savepoint per job) come on top, and a SQLite commit is one per batch of writes.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -63,6 +65,17 @@ def install(app: web.Application, store: Store) -> None:
 
     store.observe = observe
 
+    began, paused = [0.0], [0.0]
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+            return
+        counts[f"gc collections, generation {info['generation']}"] += 1
+        paused[0] += time.perf_counter() - began[0]
+
+    gc.callbacks.append(collected)
+
     @web.middleware
     async def count_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
         name = request.match_info.route.name  # Helmr's routes: the bench's own are unnamed
@@ -75,7 +88,7 @@ def install(app: web.Application, store: Store) -> None:
     async def answer(_: web.Request) -> web.Response:
         # Called on the event loop's thread: thread_time is that thread's CPU.
         cpu = {"cpu s, process": time.process_time(), "cpu s, event loop": time.thread_time()}
-        return web.json_response({**counts, **cpu})
+        return web.json_response({**counts, **cpu, "gc s, pauses": paused[0]})
 
     app.router.add_get(COUNTS_ROUTE, answer)
 
@@ -86,5 +99,5 @@ def per_turn(before: dict[str, float], after: dict[str, float], turns: int) -> I
         spent = after[name] - before.get(name, 0)
         if not spent:
             continue
-        scale, unit = (1000, " ms") if name.startswith("cpu") else (1, "")
+        scale, unit = (1000, " ms") if name.startswith(("cpu", "gc s")) else (1, "")
         yield f"  {name}: {spent * scale / max(turns, 1):.2f}{unit} per turn"

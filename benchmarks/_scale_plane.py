@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _collector import settle_collector
 from _loops import LOOPS
 from _loops import run as run_on
 from _plane_counts import install as install_counts
@@ -113,6 +114,7 @@ async def serve(
         app.router.add_get(PASSES_ROUTE, pass_times)
         if count:
             install_counts(app, plane.store)
+        settle_collector()
         async with serving(app, port=port):
             mirroring = asyncio.create_task(sync.run() if mirrors else asyncio.Event().wait())
             print("ready", flush=True)

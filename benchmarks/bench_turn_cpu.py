@@ -74,6 +74,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
+from _collector import settle_collector
 from _fleet import enqueue
 from _loops import loop_names
 from _loops import run as run_on
@@ -153,6 +154,7 @@ async def turns(
                 raise RuntimeError(f"receive answered {running!r}, not turn {turn.id}")
             await control.complete(session_id, epoch, turn.id)
 
+        settle_collector()
         for n in range(WARM_UP):
             await one(n)
         if gated:
@@ -178,6 +180,7 @@ async def serve(store: str, sessions: int, profile: str | None) -> None:
         epochs = await open_sessions(plane.control, sessions)
         runner_tokens = StaticRunnerTokens(dict.fromkeys(epochs, TOKEN))
         app = static_app(plane.control, {TOKEN: Grant(User("bench"))}, runner_tokens)
+        settle_collector()
         async with serving(app) as url:
             hello = {"url": url, "epochs": epochs, "protocol": PROTOCOL}
             print(json.dumps(hello), flush=True)
