@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from helmr.operator.cyclic_gc import YOUNG_THRESHOLD
 from helmr.protocol import routes
 from helmr.protocol.api_routes import session_turns
 from helmr.protocol.contract import EPOCH_HEADER, PROTOCOL
@@ -93,6 +92,10 @@ class Fleet:
         (at 5,000 Sessions, up to 0.86 s, every few seconds under load) held every
         runner and client at once, which the latencies measured took for the
         control plane's."""
+        # Imported here: a --before child (bench_turn_cpu.py's) imports this module
+        # with an older src, which may not have it; the fleet's process has this one.
+        from helmr.operator.cyclic_gc import YOUNG_THRESHOLD
+
         gc.collect()
         gc.freeze()
         threshold = gc.get_threshold()
