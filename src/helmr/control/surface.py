@@ -63,11 +63,11 @@ class Surface:
         ``settles``: the first ``attempt`` is a write that touches the Session and
         whose value stands as of its commit (a held settlement, which took the next
         Turn in its own transaction). The watch it is made under is then set by that
-        commit's own publish; when nothing was published since (``Wakeup.set_last``),
-        the next watch is taken at once and nothing asked until a later commit sets it,
-        where asking again would be a write transaction that finds what the settlement
-        found (issue 31). Anything else published since, this store's or another
-        replica's, and it is asked again, as after any wake-up."""
+        commit's own publish; when no other commit touched the Session
+        (``Wakeup.set_last``), the next watch is taken at once and nothing asked until
+        a later commit sets it, where asking again would be a write transaction that
+        finds what the settlement found (issue 31). Another commit to the Session, this
+        store's or another replica's, and it is asked again, as after any wake-up."""
         if timeout < 0:
             raise InvalidInput("timeout must not be negative", timeout=timeout)
         loop = asyncio.get_running_loop()

@@ -17,23 +17,23 @@ oldest is forgotten, and its runner's next ``receive`` reads first, as with no h
 
 
 class _Watch:
-    """The waiters on one Session until the next commit touching it. Lighter than an
-    ``asyncio.Event`` (whose deque is most of its 0.8 KiB): at 5,000 idle runners
-    each has one, for as long as its ``receive`` waits."""
+    """The waiters on one Session, and how many commits touched it, for as long as
+    anyone watches it. Lighter than an ``asyncio.Event`` (whose deque is most of its
+    0.8 KiB): at 5,000 idle runners each has one, for as long as its ``receive``
+    waits."""
 
-    __slots__ = ("fired", "fired_by", "waiters", "watchers")
+    __slots__ = ("touches", "waiters", "watchers")
 
     def __init__(self) -> None:
-        self.fired = False
-        self.fired_by = 0
-        """The number of the publish that set it (:attr:`Signals.published`)."""
+        self.touches = 0
+        """Commits published touching the Session since the watch was made."""
         self.waiters: list[asyncio.Future[None]] = []
         self.watchers = 0
 
-    def fire(self, publish: int) -> None:
-        self.fired = True
-        self.fired_by = publish
-        for waiter in self.waiters:
+    def touch(self) -> None:
+        self.touches += 1
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -43,37 +43,39 @@ class Wakeup:
     wakeup``): ``is_set()`` once a commit touched the Session since it was taken,
     ``await wait()`` until then."""
 
-    __slots__ = ("_session_id", "_signals", "_watch")
+    __slots__ = ("_seen", "_session_id", "_signals", "_watch")
 
     def __init__(self, signals: Signals, session_id: str, watch: _Watch) -> None:
         self._signals = signals
         self._session_id = session_id
         self._watch = watch
+        self._seen = watch.touches
 
     def is_set(self) -> bool:
-        return self._watch.fired
+        return self._watch.touches != self._seen
 
     def set_last(self) -> bool:
-        """Whether it is set, by the last publish there was (of any Session): then
-        nothing has been published since. For a waiter whose own write touched the
-        Session after it took this (a held settlement): its write's publish came
-        before its write answered (both stores publish a write's Sessions, then answer
-        it, in one callback; SQLite's writer publishes each write of a batch apart, in
-        commit order), so this publish was that one, and no commit published after it
-        was missed by the waiter's next watch, if taken before the next ``await``."""
-        watch = self._watch
-        return watch.fired and watch.fired_by == self._signals.published
+        """Whether exactly one commit touched the Session since this was taken. For a
+        waiter whose own write touched the Session after it took this (a held
+        settlement), that commit was its own, and nothing else changed the Session
+        since: what its write answered still stands. Any other commit touching it,
+        published before or after the waiter's own (PostgreSQL's store threads answer
+        in any order; SQLite's writer publishes each write of a batch apart), counts,
+        and one published after the waiter looks sets its next watch, if taken before
+        the next ``await``. Commits to other Sessions do not count, so a busy store
+        does not make the waiter ask again."""
+        return self._watch.touches == self._seen + 1
 
     async def wait(self) -> None:
-        watch = self._watch
-        if watch.fired:
+        if self.is_set():
             return
+        watch = self._watch
         waiter = asyncio.get_running_loop().create_future()
         watch.waiters.append(waiter)
         try:
             await waiter
         finally:
-            if not watch.fired:  # cancelled (a timeout): the watch lives on without it
+            if not self.is_set():  # cancelled (a timeout): the watch lives on without it
                 watch.waiters.remove(waiter)
 
     def __enter__(self) -> Wakeup:
@@ -85,9 +87,8 @@ class Wakeup:
 
 class Signals:
     def __init__(self) -> None:
-        # One entry per Session someone is waiting on. Publishing retires it,
-        # so each watch fires at most once and later watchers get a fresh
-        # one; the last watcher to leave removes it, so idle Sessions cost nothing.
+        # One entry per Session someone is waiting on: publishing counts a touch
+        # on it; the last watcher to leave removes it, so idle Sessions cost nothing.
         self._watches: dict[str, _Watch] = {}
         # The change feed: every Session touched since the last drain, for the
         # one consumer that mirrors all Sessions (the operator's status sync).
@@ -96,8 +97,6 @@ class Signals:
         # Sessions a commit of this process left a Turn queued for, oldest first
         # (a dict: ordered): see turn_queued.
         self._queued: dict[str, None] = {}
-        self.published = 0
-        """How many publishes there were (:meth:`Wakeup.set_last`)."""
 
     def watching(self, session_id: str) -> Wakeup:
         """The wake-up the next commit touching the Session sets (use it as ``with``)."""
@@ -144,7 +143,6 @@ class Signals:
         :attr:`Tx.queues <helmr.store.tx.Tx.queues>`, for :meth:`turn_queued`."""
         if queues:
             self._note_queues(queues)
-        self.published += 1
         session_ids = list(session_ids)
         # Keys with a ":" wake waiters on something else than a Session (a pooled pod's
         # adoption): Session ids have none, and only Sessions go to the change feed.
@@ -153,9 +151,9 @@ class Signals:
             self._changed.update(changed)
             self._any.set()
         for session_id in session_ids:
-            watch = self._watches.pop(session_id, None)
+            watch = self._watches.get(session_id)
             if watch is not None:
-                watch.fire(self.published)
+                watch.touch()
 
     def _note_queues(self, queues: Mapping[str, bool]) -> None:
         for session_id, queued in queues.items():

@@ -5,8 +5,8 @@ loop. The thread takes every job waiting, runs each inside its own
 savepoint (a job that raises is rolled back alone and gets its exception; a
 job that came alone needs none), commits them together, and only then
 resolves their futures and wakes the Sessions they touched (each job's apart, in
-commit order: a waiter can tell its own write's wake-up from a later one's,
-``Wakeup.set_last``). An acknowledged
+commit order: a waiter counts its own write's wake-up apart from another write's to
+its Session, ``Wakeup.set_last``). An acknowledged
 write is therefore committed, and one fsync-free commit serves many
 concurrent writers.
 """

@@ -78,6 +78,32 @@ async def test_a_held_wait_does_not_ask_again_for_its_own_settlement(
     assert (started.id, started.status, len(asked)) == (second.id, "running", 1)
 
 
+async def test_a_commit_to_another_session_does_not_make_a_held_wait_ask_again(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load, other Sessions' commits are published between the settlement's own
+    and the wait's look (in the fleet at 5,000 Sessions, before each nearly every held
+    wait asked again: a write transaction a Turn): they change nothing the settlement
+    answered. A commit to the Session then still starts its Turn."""
+    session, other = await h.session(), await h.session()
+    epoch, first = await h.running(session.id)
+    asked = _asked_again(monkeypatch)
+    held_up = asyncio.Event()
+
+    async def holding() -> None:
+        await h.control.enqueue(other.id, "elsewhere")
+        held_up.set()
+
+    held = _held(h, session.id, epoch, first.id, holding)
+    await held_up.wait()
+    await asyncio.sleep(0)
+    assert asked == []
+    second = await h.control.enqueue(session.id, "two")
+    started = await held
+    assert isinstance(started, TurnView)
+    assert (started.id, started.status, len(asked)) == (second.id, "running", 1)
+
+
 async def test_a_turn_enqueued_as_the_held_reply_s_head_goes_is_started(h: Harness) -> None:
     """Committed and published after the settlement's publish, before the wait took its
     next watch: no watch of the wait's was there for it to set."""
@@ -148,8 +174,9 @@ async def test_a_turn_enqueued_in_the_settlement_s_own_batch_is_started(
 async def test_a_watch_set_before_a_waiter_s_own_publish_is_not_set_last() -> None:
     """What the wait relies on, as PostgreSQL's threads may order it: a commit after the
     settlement's, published before it, sets the watch first; the settlement's own
-    publish then finds it set, and the wait asks again. And a publish of anything
-    after the waiter's own, before it looks, is seen too."""
+    publish then finds it set, and the wait asks again. And a commit to the Session
+    after the waiter's own, before it looks, is seen too; one to another Session is not
+    a change to the state the waiter's own write answered."""
     signals = Signals()
     with signals.watching("s") as watch:
         signals.publish(["s"])  # another commit's, first
@@ -159,7 +186,9 @@ async def test_a_watch_set_before_a_waiter_s_own_publish_is_not_set_last() -> No
     with signals.watching("s") as watch:
         signals.publish(["s"])  # the waiter's own alone
         assert watch.set_last()
-        signals.publish(["other"])  # anything published since
+        signals.publish(["other"])  # another Session's commit: the state stands
+        assert watch.set_last()
+        signals.publish(["other", "s"])  # a later commit to the Session
         assert not watch.set_last()
     with signals.watching("s") as watch:
         assert not watch.set_last()  # not set at all
