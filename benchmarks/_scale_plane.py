@@ -42,7 +42,7 @@ from helmr.operator.mirror.custom_resources import CustomResourceMirror
 from helmr.operator.mirror.status_sync import StatusSync
 from helmr.operator.telemetry.metrics import OperatorMetrics
 from helmr.resources import Resource
-from helmr.server import Grant, User
+from helmr.server import Grant, SessionNames, User
 
 WRITES_ROUTE = "/bench/writes"
 PASSES_ROUTE = "/bench/passes"
@@ -89,8 +89,16 @@ async def serve(
     async with open_plane(store) as plane:
         mirror = CustomResourceMirror(kube, api_turn_resources=api_turn_resources)
         sync = StatusSync(plane.control, mirror, OperatorMetrics(), wake=lambda: None, interval=0.5)
+        # Where each Session is, read before listening as the control plane does
+        # (ControlPlane._serve): otherwise each Session's first Turn reads it.
+        names = SessionNames(plane.control)
+        await names.load()
         app = static_app(
-            plane.control, {token: Grant(User("bench"))}, AnyRunner(token), mirror=mirror
+            plane.control,
+            {token: Grant(User("bench"))},
+            AnyRunner(token),
+            mirror=mirror,
+            session_names=names,
         )
 
         # Each pass of the status mirror: how many Sessions it took, how long it took.

@@ -28,6 +28,7 @@ from helmr.server import (
     Grant,
     Mirror,
     RunnerTokenVerifier,
+    SessionNames,
     StaticAuthenticator,
     StaticRunnerTokens,
     app_runner,
@@ -82,9 +83,11 @@ def static_app(
     mirror: Mirror | None = None,
     workspaces: WorkspaceDeleter | None = None,
     keepalive: float = STREAM_KEEPALIVE,
+    session_names: SessionNames | None = None,
 ) -> web.Application:
     """The REST app over ``control``: bearer tokens from ``grants``, runner tokens
-    from ``runner_tokens`` (none if omitted)."""
+    from ``runner_tokens`` (none if omitted); ``session_names`` as the control plane
+    keeps them (loaded before it listens), or each read as first asked for."""
     return build_app(
         control,
         StaticAuthenticator(grants),
@@ -92,6 +95,7 @@ def static_app(
         mirror=mirror,
         workspaces=workspaces,
         keepalive=keepalive,
+        session_names=session_names,
     )
 
 
