@@ -64,6 +64,7 @@ TOKEN_SECONDS = 3600
 WARM_SECONDS = 900
 """How long every Session's first Turn may take once the fleet connected (each
 runner's token reviewed once, after a restart with the history seeded)."""
+DAY = 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,12 @@ async def measure(
     )
     print(f"{label}: {sessions} sessions (operator log: {op.log})", flush=True)
     with scale_namespace(core, op) as namespace:
-        actor = create_actor(api, namespace, conftest.RUNNER_IMAGE)
+        # The Computer's saves are bench_computer.py's to measure: here a disk is saved
+        # at most once a day (its first save taken as the history began), so a Turn
+        # neither asks for a save nor waits for one to be cut.
+        actor = create_actor(
+            api, namespace, conftest.RUNNER_IMAGE, computer={"saveIntervalSeconds": DAY}
+        )
         began = time.monotonic()
         await start_sessions(op, actor, namespace, sessions)
         pods = await wait_for_pods(core, namespace, node, sessions)
