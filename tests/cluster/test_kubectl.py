@@ -161,6 +161,13 @@ def apply_turn(k: Kubectl, name: str, value: Any, session: str = "s") -> None:
     )
 
 
+def admitted(k: Kubectl, name: str) -> None:
+    """Until the Turn has its sequence: Turns applied close together may be admitted
+    in any order (docs/resources.md, "Turn order with kubectl"), so a test that needs
+    one to run before the next applies the next only then."""
+    k("wait", "--for=jsonpath={.status.sequence}", "--timeout=60s", f"turn/{name}")
+
+
 def long_input(seconds: float) -> str:
     """An echo input streamed for about ``seconds`` (one word per 0.05 s)."""
     return " ".join(f"w{i}" for i in range(int(seconds / 0.05)))
@@ -221,6 +228,7 @@ def test_wait_for_complete_and_held_conditions(k: Kubectl) -> None:
 def test_close_with_kubectl_patch_drains_then_closes(k: Kubectl) -> None:
     apply_session(k)
     apply_turn(k, "a", long_input(3))
+    admitted(k, "a")
     apply_turn(k, "b", "after a")
     running(k, "a")
     k.patch("session/s", {"state": "Closed"})
@@ -238,6 +246,7 @@ def test_close_with_kubectl_patch_drains_then_closes(k: Kubectl) -> None:
 def test_cancel_with_kubectl_patch_stops_the_running_turn(k: Kubectl) -> None:
     apply_session(k)
     apply_turn(k, "a", long_input(60))
+    admitted(k, "a")
     apply_turn(k, "b", "never runs")
     running(k, "a")
     k.patch("session/s", {"state": "Cancelled"})
@@ -252,6 +261,7 @@ def test_cancel_with_kubectl_patch_stops_the_running_turn(k: Kubectl) -> None:
 def test_interrupt_with_kubectl_patch_holds_once_per_request(k: Kubectl) -> None:
     apply_session(k)
     apply_turn(k, "a", long_input(60))
+    admitted(k, "a")
     apply_turn(k, "b", "waits for the resume")
     running(k, "a")
     k.patch("session/s", {"interrupt": "first"})
@@ -274,6 +284,7 @@ def test_interrupt_with_kubectl_patch_holds_once_per_request(k: Kubectl) -> None
 def test_resume_with_kubectl_patch_releases_only_the_named_hold(k: Kubectl) -> None:
     apply_session(k)
     apply_turn(k, "a", long_input(60))
+    admitted(k, "a")
     apply_turn(k, "b", "after the resume")
     running(k, "a")
     k.patch("session/s", {"interrupt": "1"})
@@ -333,7 +344,7 @@ def test_turns_applied_each_once_the_last_has_its_sequence_run_in_that_order(
     steps = [f"step-{n}" for n in range(1, 6)]
     for step in steps:
         apply_turn(k, step, step)
-        k("wait", "--for=jsonpath={.status.sequence}", "--timeout=60s", f"turn/{step}")
+        admitted(k, step)
     for step in steps:
         wait(k, "Complete", f"turn/{step}")
     turns = {t["metadata"]["name"]: t["status"] for t in k.json("turns")["items"]}
