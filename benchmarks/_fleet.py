@@ -94,12 +94,10 @@ class Fleet:
         control plane's."""
         # Imported here: a --before child (bench_turn_cpu.py's) imports this module
         # with an older src, which may not have it; the fleet's process has this one.
-        from helmr.operator.cyclic_gc import YOUNG_THRESHOLD
+        from helmr.operator.cyclic_gc import settle_after_start
 
-        gc.collect()
-        gc.freeze()
         threshold = gc.get_threshold()
-        gc.set_threshold(YOUNG_THRESHOLD, *threshold[1:])
+        settle_after_start()
         try:
             yield self
         finally:

@@ -5,7 +5,7 @@ generations it collects. With its defaults (the youngest generation collected
 every 700 allocations net; the oldest, the whole heap, after ten collections of
 the middle one once the oldest has grown by a quarter), a control plane serving
 5,000 Sessions under load collected its whole heap every few seconds, each pause
-100 to 600 ms with every request waiting behind it (docs/sizing.md, "The cyclic
+up to 600 ms with every request waiting behind it (docs/sizing.md, "The cyclic
 garbage collector's pauses"). Two settings, made once the process has started:
 
 - What the process made to start (its modules and classes, the schemas, the
