@@ -18,6 +18,11 @@ LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
 }
 
+PRODUCT = "uvloop"
+"""The loop a benchmark's control plane runs on unless told otherwise: the one
+``kopf run`` picks in the operator image (and ``helmr dev`` takes), so that what is
+measured is what runs (docs/sizing.md's figures before 5 December ran on asyncio's)."""
+
 
 def run(main: Coroutine[Any, Any, T], loop: str) -> T:
     """``asyncio.run(main)`` on the loop named ``loop``."""

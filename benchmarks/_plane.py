@@ -19,6 +19,7 @@ from pathlib import Path
 import aiohttp
 from _fleet import Fleet, load
 from _history import seed_history
+from _loops import PRODUCT
 from _plane_counts import COUNTS_ROUTE
 from tests.compose import open_plane
 
@@ -57,7 +58,7 @@ class Plane:
         mirrors: bool = True,
         token: str | None = None,
         src: Path | None = None,
-        loop: str = "asyncio",
+        loop: str = PRODUCT,
     ) -> None:
         """``token``: the one a replica shares with the others (new if None); ``src``:
         another version's ``src`` directory to run (``fleet --before``); ``loop``: the

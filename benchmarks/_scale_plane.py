@@ -15,7 +15,7 @@ serves; ``GET /bench/writes`` answers the would-be apiserver writes so far, and
 ``GET /bench/passes`` each status mirror pass so far: [Sessions, seconds]; with
 ``--count``, ``GET /bench/counts`` what it did so far (``_plane_counts.py``).
 ``--no-mirror``: a second replica (the leader alone runs the status mirror).
-``--loop``: the event loop it runs on (``_loops.py``), asyncio's by default.
+``--loop``: the event loop it runs on (``_loops.py``), the product's by default.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _collector import settle_collector
-from _loops import LOOPS
+from _loops import LOOPS, PRODUCT
 from _loops import run as run_on
 from _plane_counts import install as install_counts
 from aiohttp import web
@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--api-turn-resources", action="store_true")
     parser.add_argument("--count", action="store_true", help="serve /bench/counts")
     parser.add_argument("--no-mirror", action="store_true", help="run no status mirror")
-    parser.add_argument("--loop", choices=list(LOOPS), default="asyncio")
+    parser.add_argument("--loop", choices=list(LOOPS), default=PRODUCT)
     args = parser.parse_args()
     run_on(
         serve(

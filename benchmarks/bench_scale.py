@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import Table
 from _fleet import RECEIVE_WAIT, Fleet, Runner, load, ready_after_restart
-from _loops import loop_names
+from _loops import PRODUCT, loop_names
 from _plane import Plane, counted_load, mirror_passes, mirror_writes, seed
 from _plane_counts import per_turn
 from _stores import each_row
@@ -204,9 +204,9 @@ def main() -> None:
         "--loop",
         dest="loops",
         type=loop_names,
-        default=["asyncio"],
-        help="the control plane's event loop (asyncio, uvloop); two, comma-separated, are"
-        " compared as --before compares versions",
+        default=[PRODUCT],
+        help="the control plane's event loop (asyncio, uvloop; default: the product's, uvloop);"
+        " two, comma-separated, are compared as --before compares versions",
     )
     fleet.add_argument(
         "--rounds", type=int, default=2, help="with --before or two loops: pairs of loads"

@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 from _collector import settle_collector
 from _fleet import enqueue
-from _loops import loop_names
+from _loops import PRODUCT, loop_names
 from _loops import run as run_on
 from _stores import stores
 from tests.compose import open_plane, serving, static_app
@@ -491,8 +491,9 @@ def main() -> None:
         "--loop",
         dest="loops",
         type=loop_names,
-        default=["asyncio"],
-        help="the control plane's event loops, comma-separated (asyncio, uvloop): each in turn",
+        default=[PRODUCT],
+        help="the control plane's event loops, comma-separated (asyncio, uvloop), each in turn;"
+        " default: the product's (uvloop)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--gated", action="store_true", help=argparse.SUPPRESS)
