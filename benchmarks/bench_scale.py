@@ -205,7 +205,7 @@ def main() -> None:
         dest="loops",
         type=loop_names,
         default=[PRODUCT],
-        help="the control plane's event loop (asyncio, uvloop; default: the product's, uvloop);"
+        help=f"the control plane's event loop (asyncio, uvloop; default: the product's, {PRODUCT});"
         " two, comma-separated, are compared as --before compares versions",
     )
     fleet.add_argument(

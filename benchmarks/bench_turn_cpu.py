@@ -493,7 +493,7 @@ def main() -> None:
         type=loop_names,
         default=[PRODUCT],
         help="the control plane's event loops, comma-separated (asyncio, uvloop), each in turn;"
-        " default: the product's (uvloop)",
+        f" default: the product's ({PRODUCT})",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--gated", action="store_true", help=argparse.SUPPRESS)
