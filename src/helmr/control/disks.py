@@ -143,9 +143,10 @@ def align_saves(
     disks.set_policy(tx, namespace, workspace, aligned=aligned, interval=interval)
 
 
-def pending_saves(rt: ReadTx) -> list[SaveRow]:
-    """Every save requested and not yet ready, failed or lost, oldest first."""
-    return disks.pending(rt)
+def saves_to_step(rt: ReadTx) -> list[SaveRow]:
+    """The pending saves the operator steps, oldest first: of each Workspace with any,
+    its newest and those already taken (:func:`helmr.store.disks.to_step`)."""
+    return disks.to_step(rt)
 
 
 def take_save(tx: Tx, namespace: str, workspace: str, version: int) -> list[SaveRow] | None:
@@ -338,7 +339,7 @@ def workspace_view(rt: ReadTx, namespace: str, workspace: str) -> WorkspaceView:
         else disk_claim(workspace, disk.disk, disk.first_claim),
         computer_version=save_name(workspace, ready[0].version) if ready else None,
         restored_from=None if disk is None else _restore_point(workspace, disk.restored_from, disk),
-        pending_saves=len(disks.saves(rt, namespace, workspace, "pending")),
+        pending_saves=disks.count(rt, namespace, workspace, "pending"),
         held_by=None if holder is None else holder.id,
         forked_from=None if disk is None or disk.fork is None else _fork_view(disk.fork),
     )

@@ -64,7 +64,7 @@ class OperatorControl(SessionControls):
     # The Computer disk ------------------------------------------------------------------------
 
     current_disk = writes(disks.current_disk)
-    pending_saves = reads(disks.pending_saves)
+    saves_to_step = reads(disks.saves_to_step)
     align_saves = writes(disks.align_saves)
     take_save = writes(disks.take_save)
     save_cut = writes(disks.save_cut)

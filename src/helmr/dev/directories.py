@@ -92,7 +92,7 @@ class DirectoryDisks:
 
     async def reconcile(self) -> None:
         """Takes each Workspace's newest pending save (covering older ones)."""
-        for (namespace, name), saves in by_workspace(await self.control.pending_saves()).items():
+        for (namespace, name), saves in by_workspace(await self.control.saves_to_step()).items():
             try:
                 await self._advance(namespace, name, saves)
             except Exception:

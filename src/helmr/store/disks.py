@@ -257,14 +257,30 @@ def covered_by(rt: ReadTx, namespace: str, workspace: str, version: int) -> list
     ]
 
 
-def pending(rt: ReadTx) -> list[SaveRow]:
-    """Every pending save, oldest first."""
-    return [
-        SaveRow.load(row)
-        for row in rt.conn.execute(
-            "SELECT * FROM saves WHERE status = 'pending' ORDER BY requested_at, version"
-        )
-    ]
+_TO_STEP = (
+    "SELECT * FROM (SELECT *, MAX(version) OVER (PARTITION BY namespace, workspace) AS newest"
+    " FROM saves WHERE status = 'pending') AS pending"
+    " WHERE version = newest OR taken_at IS NOT NULL ORDER BY requested_at, version"
+)
+
+
+def to_step(rt: ReadTx) -> list[SaveRow]:
+    """The pending saves a disk keeper steps, oldest first: of each Workspace, its
+    newest and those already taken (a snapshot to follow). The others wait, never
+    taken, for the newest to cover them as it is taken (``take_save`` reads them
+    there): under a save policy of one save per interval a Workspace gathers one with
+    each Turn until then, and every pass and every wake of the keeper read them all
+    (docs/sizing.md, "The pending saves a keeper reads")."""
+    return [SaveRow.load(row) for row in rt.conn.execute(_TO_STEP)]
+
+
+def count(rt: ReadTx, namespace: str, workspace: str, status: SaveStatus) -> int:
+    """How many of the Workspace's saves have ``status``."""
+    row = rt.conn.execute(
+        "SELECT COUNT(*) AS n FROM saves WHERE namespace = ? AND workspace = ? AND status = ?",
+        (namespace, workspace, status),
+    ).fetchone()
+    return int(row["n"])
 
 
 def delete_workspace(tx: Tx, namespace: str, workspace: str) -> None:

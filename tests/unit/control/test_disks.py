@@ -42,7 +42,7 @@ async def test_a_completed_turn_requests_a_save_and_does_not_wait_for_it(h: Harn
     first = await _complete(h, session, epoch, "one")
 
     assert (await h.control.get_turn(session.id, first)).status == "completed"
-    [save] = await h.control.pending_saves()
+    [save] = await h.control.saves_to_step()
     assert (save.version, save.turn_id, save.disk, save.status) == (1, first, 1, "pending")
     view = await h.control.get_workspace("team", session.workspace)
     assert (view.computer_version, view.pending_saves) == (None, 1)
@@ -58,7 +58,7 @@ async def test_a_failed_turn_requests_no_save(h: Harness) -> None:
     session = await h.session()
     epoch, turn = await h.running(session.id)
     await h.control.fail(session.id, epoch, turn.id, ErrorInfo(code="boom", message="no"))
-    assert await h.control.pending_saves() == []
+    assert await h.control.saves_to_step() == []
 
 
 async def test_a_ready_save_is_the_committed_computer_version(h: Harness) -> None:
@@ -70,7 +70,7 @@ async def test_a_ready_save_is_the_committed_computer_version(h: Harness) -> Non
 
     view = await h.control.get_workspace("team", session.workspace)
     assert (view.computer_version, view.pending_saves) == (f"{session.workspace}-save-1", 0)
-    assert await h.control.pending_saves() == []
+    assert await h.control.saves_to_step() == []
 
 
 async def test_a_failed_save_is_retried_then_given_up_without_rerunning_the_turn(
@@ -86,7 +86,7 @@ async def test_a_failed_save_is_retried_then_given_up_without_rerunning_the_turn
     twice = await h.control.save_failed("team", session.workspace, 1, "snapshot failed")
     assert (twice.status, twice.attempts, twice.error) == ("failed", 2, "snapshot failed")
     assert (await h.control.get_turn(session.id, turn_id)).status == "completed"
-    assert await h.control.pending_saves() == []
+    assert await h.control.saves_to_step() == []
 
 
 async def test_loss_restores_the_last_ready_save_and_holds_for_the_gap(h: Harness) -> None:
@@ -401,7 +401,7 @@ async def test_the_newest_pending_save_taken_covers_the_older_ones_and_commits_t
 
     assert covered is not None
     assert [(s.version, s.turn_id) for s in covered] == [(1, turns[0]), (2, turns[1])]
-    assert [s.version for s in await h.control.pending_saves()] == [3]
+    assert [s.version for s in await h.control.saves_to_step()] == [3]
     assert (await h.control.get_workspace("team", ws)).pending_saves == 1
     ready = await h.control.save_ready("team", ws, 3)
     committed = await h.control.covered_saves("team", ws, 3)

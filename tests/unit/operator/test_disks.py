@@ -245,7 +245,7 @@ async def test_a_failed_attempt_counts_once_and_is_retried_after_a_backoff(
 
     for _ in range(3):  # the failed snapshot is being deleted: one attempt, not three
         await reconciled(disks)
-    [save] = await h.control.pending_saves()
+    [save] = await h.control.saves_to_step()
     assert (save.attempts, save.error) == (1, "no space")
 
     del kube.snapshots["ws-save-1"]  # gone now; the backoff still holds the next attempt
@@ -274,7 +274,7 @@ async def test_a_save_in_a_namespace_being_deleted_fails_its_attempts_and_is_giv
     for _ in range(ControlConfig().max_save_attempts):
         disks._retry_at.clear()  # each backoff elapsed
         await reconciled(disks)
-    assert await h.control.pending_saves() == []
+    assert await h.control.saves_to_step() == []
     [save] = ended
     assert (save.status, save.attempts) == ("failed", ControlConfig().max_save_attempts)
     assert save.error == "its namespace is being deleted"
@@ -310,7 +310,7 @@ async def test_the_next_turn_runs_once_the_snapshot_of_its_predecessors_save_is_
     assert turn is not None
     assert turn.status == "running"
     assert cuts_observed(disks) == 1
-    assert [s.status for s in await h.control.pending_saves()] == ["pending"]  # not ready
+    assert [s.status for s in await h.control.saves_to_step()] == ["pending"]  # not ready
 
 
 def _content(snapshot: dict[str, Any], uid: str, cut: bool) -> dict[str, Any]:
@@ -348,7 +348,7 @@ async def test_the_cut_is_read_off_the_snapshots_content_before_its_own_status_s
         await h.control.receive(session_id, epoch, timeout=0.3)
     kube.contents["snapcontent-u1"] = _content(snapshot, "u1", cut=True)
     assert await h.control.receive(session_id, epoch, timeout=5) is not None
-    assert [s.cut_at is not None for s in await h.control.pending_saves()] == [True]
+    assert [s.cut_at is not None for s in await h.control.saves_to_step()] == [True]
 
     # Followed on until its own status says it (ready, here): committed then, the
     # cut counted once.
@@ -443,7 +443,7 @@ async def test_a_wake_reads_nothing_of_a_save_refused_lately(
     save policy) is asked again after a while by the passes, not at every change
     of the store; a newer save is taken at once."""
     await _session_with_a_completed_turn(h.control, disks, kube)
-    [save] = await h.control.pending_saves()
+    [save] = await h.control.saves_to_step()
     far = asyncio.get_running_loop().time() + 60
     disks._not_now[(NS, "ws")] = (save.version, far)  # as a refused take leaves it
     await disks.reconcile(untaken_only=True)  # what a wake does
@@ -494,10 +494,10 @@ async def test_one_save_of_a_workspace_is_taken_at_a_time_and_the_newest_covers_
     await reconciled(disks)  # the newest is taken, for the three
     assert kube.created_snapshots == ["ws-save-1", "ws-save-4"]
     assert kube.snapshots["ws-save-4"]["metadata"]["labels"]["helmr.dev/save-version"] == "4"
-    assert [s.version for s in await h.control.pending_saves()] == [4]
+    assert [s.version for s in await h.control.saves_to_step()] == [4]
     # The snapshot names the three Turns whose state it holds, its own last.
     covered = [s.turn_id for s in await h.control.covered_saves(NS, "ws", 4)]
-    [own] = await h.control.pending_saves()
+    [own] = await h.control.saves_to_step()
     assert len(covered) == 2
     annotations = kube.snapshots["ws-save-4"]["metadata"]["annotations"]
     assert annotations == {"helmr.dev/turns": ",".join([*covered, own.turn_id])}
@@ -815,7 +815,7 @@ async def test_a_forked_workspaces_first_disk_is_restored_from_the_save_it_was_f
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
     source_id = await _session_with_a_completed_turn(h.control, disks, kube)
-    [save] = await h.control.pending_saves()
+    [save] = await h.control.saves_to_step()
     done = save.turn_id
     await reconciled(disks)
     kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True, "creationTime": "t"}

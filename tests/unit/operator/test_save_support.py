@@ -129,7 +129,7 @@ async def test_saves_of_a_disk_the_cluster_cannot_save_are_given_up_at_once(h: H
     await disks.reconcile()
 
     assert kube.created_snapshots == []
-    assert await h.control.pending_saves() == []
+    assert await h.control.saves_to_step() == []
     assert sorted((s.version, s.status) for s in ended) == [(1, "covered"), (2, "failed")]
     [given_up] = [s for s in ended if s.version == 2]
     assert given_up.error is not None

@@ -73,7 +73,7 @@ async def test_each_turn_is_one_trace_of_its_steps_with_their_times(
     error = {"code": "tool_error", "message": "no such file"}
     await api.call("POST", f"{turn_path}/{second}/fail", headers=headers, json={"error": error})
     await follow_timeline(api, traces, sid, emit=True)
-    (save,) = await api.control.pending_saves()
+    (save,) = await api.control.saves_to_step()
     traces.save_ended(await api.control.save_ready(NAMESPACE, save.workspace, save.version))
 
     spans = exporter.get_finished_spans()
@@ -121,7 +121,7 @@ async def test_a_covered_save_ends_with_the_save_that_covered_it(
         if n:
             await api.call("POST", receive, headers=headers, json={"timeout": 5})
         await api.call("POST", f"{turn_path}/{turn_id}/complete", headers=headers, json={})
-    (first, *_) = await api.control.pending_saves()
+    (first, *_) = await api.control.saves_to_step()
     workspace = first.workspace
     await api.control.take_save(NAMESPACE, workspace, 2)  # covers save 1
     await api.control.save_failed(NAMESPACE, workspace, 2, "no space")

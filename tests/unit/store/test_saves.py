@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 from helmr.store import Store, Tx, disks
@@ -67,3 +68,32 @@ async def test_a_save_is_requested_in_one_statement_where_a_with_may_update(
         assert sorted((s.version, s.turn_id, s.status) for s in saves) == [
             (n, f"t{n}", "pending") for n in range(1, 5)
         ]
+
+
+async def test_a_keeper_reads_of_each_workspace_its_newest_pending_save_and_those_taken(
+    store_location: str | Path,
+) -> None:
+    async with await Store.open(store_location) as store:
+        session = await new_session(store, "w1")
+
+        for workspace in ("w1", "w1", "w2", "w1", "w1", "w2", "w1"):
+            await store.write(
+                partial(
+                    disks.request_save,
+                    namespace="team",
+                    workspace=workspace,
+                    session_id=session,
+                    turn_id="turn",
+                )
+            )
+        # w1's save 2 was taken (its snapshot to follow), and its attempt failed: it
+        # stays pending, marked taken; its saves 1, 3 and 4 were never taken.
+        taken = await store.read(lambda rt: disks.require_save(rt, "team", "w1", 2))
+        await store.write(lambda tx: disks.update_save(tx, taken, taken_at=tx.now))
+
+        stepped = await store.read(disks.to_step)
+        assert [(s.workspace, s.version) for s in stepped] == [("w1", 2), ("w2", 2), ("w1", 5)]
+        counts = await store.read(
+            lambda rt: [disks.count(rt, "team", w, "pending") for w in ("w1", "w2", "w3")]
+        )
+        assert counts == [5, 2, 0]

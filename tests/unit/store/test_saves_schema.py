@@ -48,7 +48,7 @@ async def test_a_version_7_database_keeps_its_saves_and_can_cover_them(
         await store.write(lambda tx: disks.update_save(tx, kept[1], status="covered", covered_by=2))
         [covered] = await store.read(lambda rt: disks.covered_by(rt, "team", "w", 2))
         assert (covered.version, covered.status) == (1, "covered")
-        assert [s.version for s in await store.read(disks.pending)] == [2]
+        assert [s.version for s in await store.read(disks.to_step)] == [2]
     with plain(store_location) as db:
         assert db.version == SCHEMA_VERSION
 

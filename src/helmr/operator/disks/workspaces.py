@@ -238,7 +238,7 @@ class Disks:
             except Exception:
                 log.exception("workspace %s/%s: a save failed a step; retrying", namespace, name)
 
-        pending = by_workspace(await self.control.pending_saves())
+        pending = by_workspace(await self.control.saves_to_step())
         if untaken_only:
             pending = {key: saves for key, saves in pending.items() if self._to_take(key, saves)}
         await each_at_once(
