@@ -23,12 +23,16 @@ threads busy, and no more."""
 async def each_at_once(limit: int, steps: Iterable[Callable[[], Awaitable[None]]]) -> None:
     """Runs every step, at most ``limit`` under way at once, until all have ended.
 
-    Each step is started only once it may run, and isolates its own errors: one
-    that raises would end the wait for the others."""
-    at_once = asyncio.Semaphore(limit)
+    ``limit`` workers take the steps one after another, each as it is free: a pass
+    over thousands of Sessions holds ``limit`` steps under way, not a task waiting
+    for its turn per Session (a restart's passes, several at once, held thousands
+    of them: docs/sizing.md, "A restart's high water"). Steps are taken
+    from ``steps`` only as they start. Each step isolates its own errors: one that
+    raises ends the wait for the others, which run on."""
+    queue = iter(steps)
 
-    async def one(step: Callable[[], Awaitable[None]]) -> None:
-        async with at_once:
+    async def worker() -> None:
+        for step in queue:
             await step()
 
-    await asyncio.gather(*(one(step) for step in steps))
+    await asyncio.gather(*(worker() for _ in range(limit)))
