@@ -168,3 +168,16 @@ async def test_stop_cancels_the_reports_under_way() -> None:
     await reports.stop()
     assert recorder.running == 0
     assert reports.pending == 0
+
+
+async def test_pods_waiting_for_their_turn_hold_no_task_each() -> None:
+    recorder = Recorder()
+    reports = PodReports(recorder.apply, at_once=4)
+    before = len(asyncio.all_tasks())
+    for n in range(100):
+        reports.put(report(f"p{n}"))
+    await asyncio.sleep(0.01)
+    assert len(asyncio.all_tasks()) - before == 4
+    recorder.release.set()
+    await settled(reports)
+    assert len(recorder.started) == 100

@@ -107,45 +107,58 @@ def pod_outcome(pod: Mapping[str, Any]) -> tuple[str, int | None]:
 class PodReports:
     """Applies reports a few pods at a time; one pod's strictly one after another,
     as kopf's worker of that pod ran its events. A report that raises is logged
-    and stalls no other (kopf does not retry watch events either)."""
+    and stalls no other (kopf does not retry watch events either).
+
+    ``at_once`` workers take the pods with reports waiting, one pod each at a time:
+    after a restart every runner pod reports at once, and a task per pod waiting for
+    its turn held thousands (docs/sizing.md, "A restart's high water, again")."""
 
     def __init__(self, apply: Callable[[PodReport], Awaitable[None]], at_once: int) -> None:
         self._apply = apply
-        self._at_once = asyncio.Semaphore(at_once)
+        self._at_once = at_once
         self._pods: dict[tuple[str, str], deque[PodReport]] = {}
-        self._drains: set[asyncio.Task[None]] = set()
+        """Each pod's reports not yet applied, the one being applied first."""
+        self._waiting: deque[tuple[str, str]] = deque()
+        """Pods with reports that no worker has taken yet, in the order they came."""
+        self._workers: set[asyncio.Task[None]] = set()
 
     def put(self, report: PodReport) -> None:
         key = (report.namespace, report.name)
-        waiting = self._pods.get(key)
-        if waiting is not None:  # its drain is under way and takes this one after
-            waiting.append(report)
+        reports = self._pods.get(key)
+        if reports is not None:  # waiting, or under way: taken after those before it
+            reports.append(report)
             return
         self._pods[key] = deque((report,))
-        drain = asyncio.create_task(self._drain(key), name=f"pod reports {key[0]}/{key[1]}")
-        self._drains.add(drain)
-        drain.add_done_callback(self._drains.discard)
+        self._waiting.append(key)
+        if len(self._workers) < self._at_once:
+            worker = asyncio.create_task(self._work(), name="pod reports")
+            self._workers.add(worker)
+            worker.add_done_callback(self._workers.discard)
 
     @property
     def pending(self) -> int:
         """Reports not yet applied, the one being applied included."""
         return sum(len(reports) for reports in self._pods.values())
 
-    async def _drain(self, key: tuple[str, str]) -> None:
-        reports = self._pods[key]
-        try:
-            while reports:
-                async with self._at_once:
+    async def _work(self) -> None:
+        # No await between the loop's test and a pod taken: one put meanwhile is seen.
+        while self._waiting:
+            key = self._waiting.popleft()
+            reports = self._pods[key]
+            try:
+                while reports:
                     try:
                         await self._apply(reports[0])
                     except Exception:
                         log.exception("runner pod %s/%s: its event failed", *key)
-                reports.popleft()
-        finally:
-            # No await since the loop saw it empty: a report put meanwhile is in it.
-            del self._pods[key]
+                    reports.popleft()
+            finally:
+                # No await since the loop saw it empty: a report put meanwhile is in it.
+                del self._pods[key]
 
     async def stop(self) -> None:
-        for drain in list(self._drains):
-            drain.cancel()
-        await asyncio.gather(*self._drains, return_exceptions=True)
+        for worker in list(self._workers):
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._waiting.clear()
+        self._pods.clear()
