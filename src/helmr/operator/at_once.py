@@ -26,7 +26,7 @@ async def each_at_once(limit: int, steps: Iterable[Callable[[], Awaitable[None]]
     ``limit`` workers take the steps one after another, each as it is free: a pass
     over thousands of Sessions holds ``limit`` steps under way, not a task waiting
     for its turn per Session (a restart's passes, several at once, held thousands
-    of them: docs/sizing.md, "A restart's high water"). Steps are taken
+    of them: docs/sizing.md, "A restart's high water, again"). Steps are taken
     from ``steps`` only as they start. Each step isolates its own errors: one that
     raises ends the wait for the others, which run on."""
     queue = iter(steps)

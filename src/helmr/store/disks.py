@@ -270,7 +270,7 @@ def to_step(rt: ReadTx) -> list[SaveRow]:
     taken, for the newest to cover them as it is taken (``take_save`` reads them
     there): under a save policy of one save per interval a Workspace gathers one with
     each Turn until then, and every pass and every wake of the keeper read them all
-    (docs/sizing.md, "A restart's high water")."""
+    (docs/sizing.md, "A restart's high water, again")."""
     return [SaveRow.load(row) for row in rt.conn.execute(_TO_STEP)]
 
 
