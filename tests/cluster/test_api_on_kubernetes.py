@@ -56,6 +56,21 @@ def grant_sessions(api_client: client.ApiClient, namespace: str, account: str) -
     )
 
 
+def granted(api_client: client.ApiClient, namespace: str, account: str) -> bool:
+    """Whether the apiserver authorizes the account to create Sessions in ``namespace``."""
+    review = client.AuthorizationV1Api(api_client).create_subject_access_review(
+        client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=f"system:serviceaccount:{namespace}:{account}",
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=namespace, verb="create", group=GROUP, resource="sessions"
+                ),
+            )
+        )
+    )
+    return bool(review.status.allowed)
+
+
 @pytest.fixture
 async def kube_api(
     api_client: client.ApiClient, tmp_path: Path
@@ -79,6 +94,12 @@ async def test_kubernetes_tokens_are_authenticated_and_authorised_per_namespace(
     )
     token = service_account_token(core, namespace, "caller", seconds=600)
     grant_sessions(api_client, namespace, "caller")
+    # The apiserver's RBAC authorizer reads Roles and bindings from its own watch
+    # cache: a binding just created takes effect a moment later (a SubjectAccessReview
+    # right after it was denied, which failed a CI run).
+    await eventually(
+        lambda: granted(api_client, namespace, "caller"), what="the Role's grant in effect"
+    )
     headers = {"Authorization": f"Bearer {token}"}
     body = {"workspace": "ws"}
 
