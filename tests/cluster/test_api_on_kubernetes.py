@@ -13,6 +13,7 @@ from kubernetes import client
 
 from helmr.client import Client, SessionRef
 from helmr.control.control import Control
+from helmr.kube.reviews import Reviewed, Reviews
 from helmr.resources import GROUP, SESSIONS, TURNS, VERSION
 from helmr.server import StaticRunnerTokens, build_app
 from helmr.server.kube_auth import KubeAuthenticator
@@ -58,17 +59,8 @@ def grant_sessions(api_client: client.ApiClient, namespace: str, account: str) -
 
 def granted(api_client: client.ApiClient, namespace: str, account: str) -> bool:
     """Whether the apiserver authorizes the account to create Sessions in ``namespace``."""
-    review = client.AuthorizationV1Api(api_client).create_subject_access_review(
-        client.V1SubjectAccessReview(
-            spec=client.V1SubjectAccessReviewSpec(
-                user=f"system:serviceaccount:{namespace}:{account}",
-                resource_attributes=client.V1ResourceAttributes(
-                    namespace=namespace, verb="create", group=GROUP, resource="sessions"
-                ),
-            )
-        )
-    )
-    return bool(review.status.allowed)
+    caller = Reviewed(name=f"system:serviceaccount:{namespace}:{account}")
+    return Reviews(api_client).access(caller, GROUP, SESSIONS, namespace, "create")
 
 
 @pytest.fixture
