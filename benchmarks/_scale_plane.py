@@ -88,7 +88,9 @@ async def serve(
     kube = CountingKube()
     async with open_plane(store) as plane:
         mirror = CustomResourceMirror(kube, api_turn_resources=api_turn_resources)
-        sync = StatusSync(plane.control, mirror, OperatorMetrics(), wake=lambda: None, interval=0.5)
+        sync = StatusSync(
+            plane.control, mirror, OperatorMetrics(), wake=lambda changed: None, interval=0.5
+        )
         # Where each Session is, read before listening as the control plane does
         # (ControlPlane._serve): otherwise each Session's first Turn reads it.
         names = SessionNames(plane.control)

@@ -24,7 +24,7 @@ gap if that one never is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -143,10 +143,11 @@ def align_saves(
     disks.set_policy(tx, namespace, workspace, aligned=aligned, interval=interval)
 
 
-def saves_to_step(rt: ReadTx) -> list[SaveRow]:
-    """The pending saves the operator steps, oldest first: of each Workspace with any,
-    its newest and those already taken (:func:`helmr.store.disks.to_step`)."""
-    return disks.to_step(rt)
+def saves_to_step(rt: ReadTx, session_ids: Collection[str] | None = None) -> list[SaveRow]:
+    """The pending saves the operator steps, oldest first: of each Workspace with any
+    (``session_ids``: of those these Sessions use), its newest and those already taken
+    (:func:`helmr.store.disks.to_step`)."""
+    return disks.to_step(rt, session_ids)
 
 
 def take_save(tx: Tx, namespace: str, workspace: str, version: int) -> list[SaveRow] | None:

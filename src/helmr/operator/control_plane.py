@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -277,11 +277,11 @@ class ControlPlane:
         self.metrics.count_sessions(await self.api_control.session_counts())
         self.metrics.recovery_points(await self.api_control.recovery_points())
 
-    def _store_changed(self) -> None:
-        """A Session changed in the store: the supervisor passes, and a Turn that
-        ended has its save taken at once (``Disks.run``)."""
+    def _store_changed(self, session_ids: Collection[str]) -> None:
+        """Sessions changed in the store: the supervisor passes, and a Turn of theirs
+        that ended has its save taken at once (``Disks.run``)."""
         self.supervisor.wake()
-        self.disks.wake()
+        self.disks.wake(session_ids)
 
     def _turn_admitted(self, session: SessionView) -> None:
         self.supervisor.wake()

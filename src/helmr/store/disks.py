@@ -9,6 +9,7 @@ execution loss replaces the disk with one restored from the last ready save
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from helmr.states import SaveStatus
@@ -257,21 +258,55 @@ def covered_by(rt: ReadTx, namespace: str, workspace: str, version: int) -> list
     ]
 
 
+_STEPPED = " WHERE version = newest OR taken_at IS NOT NULL ORDER BY requested_at, version"
 _TO_STEP = (
     "SELECT * FROM (SELECT *, MAX(version) OVER (PARTITION BY namespace, workspace) AS newest"
-    " FROM saves WHERE status = 'pending') AS pending"
-    " WHERE version = newest OR taken_at IS NOT NULL ORDER BY requested_at, version"
+    f" FROM saves WHERE status = 'pending') AS pending{_STEPPED}"
+)
+_TO_STEP_OF = (
+    # A join, not an IN: each Workspace's saves read by its key, in the window's order.
+    "SELECT * FROM (SELECT s.*,"
+    " MAX(s.version) OVER (PARTITION BY s.namespace, s.workspace) AS newest"
+    " FROM (SELECT DISTINCT namespace, workspace FROM sessions WHERE id IN ({ids})) AS w"
+    " JOIN saves AS s ON s.namespace = w.namespace AND s.workspace = w.workspace"
+    f" WHERE s.status = 'pending') AS pending{_STEPPED}"
 )
 
+SESSIONS_AT_ONCE = 500
+"""Sessions named in one read of :func:`to_step` (a statement's parameters are few)."""
 
-def to_step(rt: ReadTx) -> list[SaveRow]:
+
+def to_step(rt: ReadTx, session_ids: Collection[str] | None = None) -> list[SaveRow]:
     """The pending saves a disk keeper steps, oldest first: of each Workspace, its
     newest and those already taken (a snapshot to follow). The others wait, never
     taken, for the newest to cover them as it is taken (``take_save`` reads them
     there): under a save policy of one save per interval a Workspace gathers one with
     each Turn until then, and every pass and every wake of the keeper read them all
-    (docs/sizing.md, "A restart's high water, again")."""
-    return [SaveRow.load(row) for row in rt.conn.execute(_TO_STEP)]
+    (docs/sizing.md, "A restart's high water, again").
+
+    ``session_ids``: of only the Workspaces these Sessions use (those a change of the
+    store touched). Every Workspace's are a scan of every pending save: a keeper
+    woken by each commit read them back to back under load (docs/sizing.md, "The
+    disk keeper's wake")."""
+    if session_ids is None:
+        return [SaveRow.load(row) for row in rt.conn.execute(_TO_STEP)]
+    ids = sorted(session_ids)
+    if not ids:
+        return []
+    if len(ids) <= SESSIONS_AT_ONCE:
+        return _to_step_of(rt, ids)
+    # Sessions of one Workspace may fall in two reads: each save once.
+    stepped = {
+        (save.namespace, save.workspace, save.version): save
+        for start in range(0, len(ids), SESSIONS_AT_ONCE)
+        for save in _to_step_of(rt, ids[start : start + SESSIONS_AT_ONCE])
+    }
+    return sorted(stepped.values(), key=lambda save: (save.requested_at, save.version))
+
+
+def _to_step_of(rt: ReadTx, session_ids: list[str]) -> list[SaveRow]:
+    of_sessions = _TO_STEP_OF.format(ids=", ".join("?" * len(session_ids)))
+    return [SaveRow.load(row) for row in rt.conn.execute(of_sessions, session_ids)]
 
 
 def count(rt: ReadTx, namespace: str, workspace: str, status: SaveStatus) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 import pytest
@@ -421,14 +421,14 @@ async def test_a_wake_takes_the_save_asked_for_with_no_pass_and_leaves_taken_one
     running = asyncio.create_task(disks.run())
     try:
         session_id = await _session_with_a_completed_turn(h.control, disks, kube)
-        disks.wake()
+        disks.wake({session_id})
         await _until(lambda: bool(kube.created_snapshots))
         assert kube.created_snapshots == ["ws-save-1"]
         await asyncio.gather(*disks._cutting.values())  # cut (not ready)
 
         await _complete_another(h.control, session_id)  # save 2, while save 1 is taken
         reads = kube.snapshot_reads
-        await disks.reconcile(untaken_only=True)  # what a wake does
+        await disks.reconcile(woken={session_id})  # what a wake does
         assert (kube.created_snapshots, kube.snapshot_reads) == (["ws-save-1"], reads)
         await disks.reconcile()  # a pass reads save 1's snapshot
         assert kube.snapshot_reads == reads + 1
@@ -442,15 +442,39 @@ async def test_a_wake_reads_nothing_of_a_save_refused_lately(
     """A save its take refused lately (not at its Turn's end, or not due under the
     save policy) is asked again after a while by the passes, not at every change
     of the store; a newer save is taken at once."""
-    await _session_with_a_completed_turn(h.control, disks, kube)
+    session_id = await _session_with_a_completed_turn(h.control, disks, kube)
     [save] = await h.control.saves_to_step()
     far = asyncio.get_running_loop().time() + 60
     disks._not_now[(NS, "ws")] = (save.version, far)  # as a refused take leaves it
-    await disks.reconcile(untaken_only=True)  # what a wake does
+    await disks.reconcile(woken={session_id})  # what a wake does
     assert (kube.snapshot_reads, kube.created_snapshots) == (0, [])
     disks._not_now[(NS, "ws")] = (save.version - 1, far)  # an older one was refused
-    await disks.reconcile(untaken_only=True)
+    await disks.reconcile(woken={session_id})
     assert kube.created_snapshots == ["ws-save-1"]
+
+
+async def test_a_wake_reads_only_the_saves_of_the_sessions_it_names(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """A wake names the Sessions a change of the store touched: it takes their
+    Workspaces' saves and reads no other Workspace's (under load the store changes
+    with every commit, and each wake read every Workspace's pending saves)."""
+    woken, _ = await _completed_first_turn(h.control, disks, kube, "a", "ws-a")
+    await _completed_first_turn(h.control, disks, kube, "b", "ws-b")
+    asked: list[Collection[str] | None] = []
+    read = h.control.saves_to_step
+
+    async def saves_to_step(session_ids: Collection[str] | None = None) -> list[SaveRow]:
+        asked.append(session_ids)
+        return await read(session_ids)
+
+    disks.control.saves_to_step = saves_to_step
+    await disks.reconcile(woken={woken})
+    assert (asked, kube.created_snapshots) == ([{woken}], ["ws-a-save-1"])
+    await disks.reconcile(woken=set())  # a wake that names none takes none
+    assert kube.created_snapshots == ["ws-a-save-1"]
+    await disks.reconcile()  # a pass takes every Workspace's
+    assert kube.created_snapshots == ["ws-a-save-1", "ws-b-save-1"]
 
 
 async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(

@@ -20,7 +20,7 @@ def mirroring(h: Harness, *, api_turn_resources: bool = True) -> tuple[SlowKube,
     kube = SlowKube()
     kube.release.set()  # no apiserver slower than the runner here
     mirror = CustomResourceMirror(kube, api_turn_resources=api_turn_resources)
-    return kube, StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda: None)
+    return kube, StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda changed: None)
 
 
 def counting_reads(h: Harness) -> Counter[str]:

@@ -23,7 +23,7 @@ def without_api_turn_resources(h: Harness) -> tuple[SlowKube, CustomResourceMirr
     kube = SlowKube()
     kube.release.set()  # no apiserver slower than the runner here
     mirror = CustomResourceMirror(kube, api_turn_resources=False)
-    return kube, mirror, StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda: None)
+    return kube, mirror, StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda changed: None)
 
 
 def turn_patches(kube: SlowKube) -> list[str]:
@@ -72,7 +72,7 @@ async def test_changes_within_an_interval_are_one_session_patch(h: Harness) -> N
     kube = SlowKube()
     kube.release.set()
     mirror = CustomResourceMirror(kube, api_turn_resources=False)
-    sync = StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda: None, interval=30)
+    sync = StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda changed: None, interval=30)
     session = await h.session()
     epoch = await h.control.process_started(session.id)
     running = asyncio.create_task(sync.run())
@@ -93,7 +93,9 @@ async def test_changes_within_an_interval_are_one_session_patch(h: Harness) -> N
 async def test_a_restarted_mirror_goes_on_where_the_last_one_stopped(h: Harness) -> None:
     kube = SlowKube()
     kube.release.set()
-    first = StatusSync(h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda: None)
+    first = StatusSync(
+        h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda changed: None
+    )
     session = await h.session()
     epoch = await h.control.process_started(session.id)
     for n in range(3):
@@ -107,7 +109,7 @@ async def test_a_restarted_mirror_goes_on_where_the_last_one_stopped(h: Harness)
     # A new process: its mirror knows nothing of the first one's but the store.
     kube.log.clear()
     restarted = StatusSync(
-        h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda: None
+        h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda changed: None
     )
     turn = await h.control.enqueue(session.id, "after")
     kube.created.add(turn_cr_name(turn.id))

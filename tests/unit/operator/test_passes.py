@@ -34,7 +34,7 @@ def status_sync(h: Harness, kube: StubKube) -> StatusSync:
         h.control,
         CustomResourceMirror(kube),
         OperatorMetrics(),
-        wake=lambda: kube.log.append("wake"),
+        wake=lambda changed: kube.log.append("wake"),
     )
 
 

@@ -72,7 +72,7 @@ class SlowKube(StubKube):
 def mirroring(h: Harness) -> tuple[SlowKube, CustomResourceMirror, StatusSync]:
     kube = SlowKube()
     mirror = CustomResourceMirror(kube)
-    return kube, mirror, StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda: None)
+    return kube, mirror, StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda changed: None)
 
 
 def admitted_session(kube: SlowKube, view: SessionView) -> None:
@@ -229,7 +229,9 @@ async def test_a_sessions_hooks_are_mirrored_before_its_own_status(h: Harness) -
     async def workspace(session: SessionView) -> None:
         kube.log.append(f"Workspace/{session.workspace}")
 
-    sync = StatusSync(h.control, mirror, OperatorMetrics(), wake=lambda: None, hooks=(workspace,))
+    sync = StatusSync(
+        h.control, mirror, OperatorMetrics(), wake=lambda changed: None, hooks=(workspace,)
+    )
     session = await h.session()
     await h.control.close(session.id)
 

@@ -89,7 +89,9 @@ async def test_the_status_sync_ends_a_session_in_a_terminating_namespace_and_mir
     h: Harness,
 ) -> None:
     kube = ClusterKube()
-    sync = StatusSync(h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda: None)
+    sync = StatusSync(
+        h.control, CustomResourceMirror(kube), OperatorMetrics(), wake=lambda changed: None
+    )
     dying = await dying_session(h)
     dying_epoch, dying_turn = await h.running(dying.id)
     other = await h.session()

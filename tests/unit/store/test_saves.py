@@ -6,7 +6,9 @@ from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
-from helmr.store import Store, Tx, disks
+import pytest
+
+from helmr.store import Store, Tx, disks, sessions
 from tests.compose import new_session
 from tests.unit.counting import CountingConnection
 
@@ -70,6 +72,18 @@ async def test_a_save_is_requested_in_one_statement_where_a_with_may_update(
         ]
 
 
+async def _request_save(store: Store, workspace: str, session_id: str) -> None:
+    await store.write(
+        partial(
+            disks.request_save,
+            namespace="team",
+            workspace=workspace,
+            session_id=session_id,
+            turn_id="turn",
+        )
+    )
+
+
 async def test_a_keeper_reads_of_each_workspace_its_newest_pending_save_and_those_taken(
     store_location: str | Path,
 ) -> None:
@@ -77,15 +91,7 @@ async def test_a_keeper_reads_of_each_workspace_its_newest_pending_save_and_thos
         session = await new_session(store, "w1")
 
         for workspace in ("w1", "w1", "w2", "w1", "w1", "w2", "w1"):
-            await store.write(
-                partial(
-                    disks.request_save,
-                    namespace="team",
-                    workspace=workspace,
-                    session_id=session,
-                    turn_id="turn",
-                )
-            )
+            await _request_save(store, workspace, session)
         # w1's save 2 was taken (its snapshot to follow), and its attempt failed: it
         # stays pending, marked taken; its saves 1, 3 and 4 were never taken.
         taken = await store.read(lambda rt: disks.require_save(rt, "team", "w1", 2))
@@ -97,3 +103,35 @@ async def test_a_keeper_reads_of_each_workspace_its_newest_pending_save_and_thos
             lambda rt: [disks.count(rt, "team", w, "pending") for w in ("w1", "w2", "w3")]
         )
         assert counts == [5, 2, 0]
+
+
+async def test_a_keeper_woken_by_sessions_reads_only_their_workspaces_saves(
+    store_location: str | Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a wake reads: of the Workspaces the named Sessions use, what a pass reads
+    of them, each save once though two Sessions use its Workspace, and in the same
+    order whether the Sessions are read at once or in several reads."""
+    async with await Store.open(store_location) as store:
+        w1, w2, w3 = [await new_session(store, name) for name in ("w1", "w2", "w3")]
+        await store.write(lambda tx: sessions.closed(tx, w1))  # w1 is then another's
+        again = await store.write(
+            lambda tx: sessions.insert(
+                tx,
+                namespace="team",
+                name="w1-again",
+                actor="a",
+                workspace="w1",
+                key=None,
+                idempotency_key=None,
+            )
+        )
+        for workspace, session in (("w1", w1), ("w2", w2), ("w1", w1), ("w3", w3), ("w2", w2)):
+            await _request_save(store, workspace, session)
+        everything = await store.read(disks.to_step)
+        assert [(s.workspace, s.version) for s in everything] == [("w1", 2), ("w3", 1), ("w2", 2)]
+        woken = await store.read(lambda rt: disks.to_step(rt, {w2, w1}))
+        assert woken == [s for s in everything if s.workspace in ("w1", "w2")]
+        assert await store.read(lambda rt: disks.to_step(rt, set())) == []
+        assert await store.read(lambda rt: disks.to_step(rt, {"no-such-session"})) == []
+        monkeypatch.setattr(disks, "SESSIONS_AT_ONCE", 1)  # a read per Session
+        assert await store.read(lambda rt: disks.to_step(rt, {w3, w2, w1, again.id})) == everything

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -116,8 +116,10 @@ class Disks:
         self.unwatched_read_first = UNWATCHED_READ_FIRST
         # The Workspaces whose step is under way: a pass's, or a wake's (:meth:`run`).
         self._advancing: set[tuple[str, str]] = set()
-        # Set when the store changed (a Turn may have ended, asking for a save).
+        # Set when the store changed (a Turn may have ended, asking for a save), with
+        # the Sessions whose commits changed it since the last wake was taken in.
         self._requested = asyncio.Event()
+        self._woken: set[str] = set()
         # The newest save each Workspace's take refused lately, and until when it is
         # not asked again (in memory: a restart asks sooner).
         self._not_now: dict[tuple[str, str], tuple[int, float]] = {}
@@ -202,8 +204,10 @@ class Disks:
             held_by=held_by,
         )
 
-    def wake(self) -> None:
-        """The store changed: a Turn may have ended, asking for a save (:meth:`run`)."""
+    def wake(self, session_ids: Collection[str]) -> None:
+        """The store changed those Sessions: a Turn of theirs may have ended, asking
+        for a save (:meth:`run`)."""
+        self._woken.update(session_ids)
         self._requested.set()
 
     async def run(self) -> None:
@@ -211,19 +215,22 @@ class Disks:
         the supervisor's next pass, whose steps before the saves' (runners started
         among them) made a Turn's end to its save taken 1.3-2 s under
         ``tests/cluster/test_turn_stress.py``, all waited by the Session's next Turn.
-        Only Workspaces with no save taken yet: following saves taken is the passes'."""
+        Only the Workspaces of the Sessions woken, and of those only the ones with no
+        save taken yet: following saves taken is the passes'."""
         while True:
             await self._requested.wait()
             self._requested.clear()
+            woken, self._woken = self._woken, set()
             try:
-                await self.reconcile(untaken_only=True)
+                await self.reconcile(woken=woken)
             except Exception:
                 log.exception("taking the saves asked for failed; the passes take them")
 
-    async def reconcile(self, *, untaken_only: bool = False) -> None:
+    async def reconcile(self, *, woken: Collection[str] | None = None) -> None:
         """Moves every Workspace's pending saves one step: follow the one being
-        taken (ready, or failed and retried), else take the newest; ``untaken_only``:
-        only of the Workspaces none of whose pending saves was taken yet.
+        taken (ready, or failed and retried), else take the newest. ``woken`` (a
+        wake's): only the Workspaces these Sessions use, and of those only the ones
+        none of whose pending saves was taken yet.
 
         A step is apiserver round trips, so Workspaces take theirs a few at once
         (``AT_ONCE``): one after another, thousands of Workspaces with a save
@@ -238,8 +245,8 @@ class Disks:
             except Exception:
                 log.exception("workspace %s/%s: a save failed a step; retrying", namespace, name)
 
-        pending = by_workspace(await self.control.saves_to_step())
-        if untaken_only:
+        pending = by_workspace(await self.control.saves_to_step(woken))
+        if woken is not None:
             pending = {key: saves for key, saves in pending.items() if self._to_take(key, saves)}
         await each_at_once(
             AT_ONCE,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import partial
 
@@ -67,15 +67,16 @@ class StatusSync:
         mirror: CustomResourceMirror,
         metrics: OperatorMetrics,
         *,
-        wake: Callable[[], None],
+        wake: Callable[[Collection[str]], None],
         hooks: Sequence[SessionHook] = (),
         turn_events: bool = True,
         traces: TurnTraces | None = None,
         interval: float = 0.0,
         runner_pod: Callable[[SessionView], str] = default_runner_pod,
     ) -> None:
-        """``metrics.timeline`` takes in every event followed; ``wake`` asks
-        the supervisor for a pass; each of ``hooks`` mirrors
+        """``metrics.timeline`` takes in every event followed; ``wake`` tells the
+        control plane which Sessions changed (the supervisor passes, the disk keeper
+        takes their saves); each of ``hooks`` mirrors
         something more of a changed Session, before its own status; ``turn_events`` off records no
         Kubernetes Event per Turn (each is an apiserver write); ``traces``, when
         tracing is on, takes in every event too (helmr.operator.telemetry.turn_traces);
@@ -111,9 +112,10 @@ class StatusSync:
             try:
                 rest = due - loop.time()
                 # Changes waiting: only until the pass is due; none: until one comes.
-                changed |= await self._changes(max(rest, 0.0) if changed else None)
-                if changed:
-                    self._wake()  # the supervisor does not wait for the pass
+                fresh = await self._changes(max(rest, 0.0) if changed else None)
+                if fresh:
+                    self._wake(fresh)  # neither waits for the pass
+                changed |= fresh
                 if loop.time() < due and not self.mirror.requested.is_set():
                     continue
                 due = loop.time() + self._interval
@@ -146,7 +148,7 @@ class StatusSync:
         """One pass: wakes the supervisor (a change may need a process started or
         stopped), then mirrors each changed Session, each one asked for (with the
         Turns asked for) and each one left to retry."""
-        self._wake()
+        self._wake(changed)
         pending, self._retry = changed | self._retry, set()
         requested = self.mirror.take_requests()
         for session_id, turn_ids in requested.items():
