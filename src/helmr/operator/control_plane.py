@@ -120,7 +120,9 @@ class ControlPlane:
         )
         # Each Turn's trace, when OTEL_EXPORTER_OTLP_ENDPOINT is set.
         self.traces = tracing.from_environ(os.environ)
-        self.disks = Disks(self.control, self.kube, self.metrics)
+        self.disks = Disks(
+            self.control, self.kube, self.metrics, pass_interval=settings.reconcile_interval
+        )
         # Fed by kopf's watch of runner pods too (a pod still gated after a restart).
         self.disk_gates = disk_gates(self.kube, settings, self.disks.save_support.binds_at_once)
         if self.traces is not None:

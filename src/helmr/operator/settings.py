@@ -102,7 +102,8 @@ class Settings(BaseSettings):
     auth: str = "kubernetes"
     """``kubernetes`` (TokenReview + SubjectAccessReview) or ``static:<token>`` for development."""
     reconcile_interval: float = 1.0
-    """Seconds between supervisor passes when nothing wakes it sooner."""
+    """Seconds between supervisor passes when nothing wakes it sooner, and the least
+    between two passes over every Workspace's saves (``Disks``)."""
     preparation_timeout: timedelta = Field(
         default=timedelta(minutes=5), validation_alias="HELMR_PREPARATION_TIMEOUT_SECONDS"
     )

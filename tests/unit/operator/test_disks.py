@@ -461,6 +461,38 @@ async def test_a_wake_reads_only_the_saves_of_the_sessions_it_names(
     with every commit, and each wake read every Workspace's pending saves)."""
     woken, _ = await _completed_first_turn(h.control, disks, kube, "a", "ws-a")
     await _completed_first_turn(h.control, disks, kube, "b", "ws-b")
+    asked = _reads_of_saves_to_step(h, disks)
+    await disks.reconcile(woken={woken})
+    assert (asked, kube.created_snapshots) == ([{woken}], ["ws-a-save-1"])
+    await disks.reconcile(woken=set())  # a wake that names none takes none
+    assert kube.created_snapshots == ["ws-a-save-1"]
+    await disks.reconcile()  # a pass takes every Workspace's
+    assert kube.created_snapshots == ["ws-a-save-1", "ws-b-save-1"]
+
+
+async def test_passes_over_every_workspace_come_at_most_once_an_interval_and_wakes_any_time(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """The supervisor asks for a pass with each of its own, at every commit under load:
+    a pass over every Workspace's saves comes at most once each ``pass_interval``; a
+    wake takes the saves its Sessions asked for whenever it comes."""
+    asked = _reads_of_saves_to_step(h, disks)
+    disks._pass_interval = 60.0
+    await _completed_first_turn(h.control, disks, kube, "a", "ws-a")
+    await disks.reconcile()  # the first pass: ws-a's save taken
+    assert (asked, kube.created_snapshots) == ([None], ["ws-a-save-1"])
+    second, _ = await _completed_first_turn(h.control, disks, kube, "b", "ws-b")
+    await disks.reconcile()  # asked again within the interval: nothing read
+    assert (asked, kube.created_snapshots) == ([None], ["ws-a-save-1"])
+    await disks.reconcile(woken={second})
+    assert (asked, kube.created_snapshots) == ([None, {second}], ["ws-a-save-1", "ws-b-save-1"])
+    disks._next_pass = 0.0  # the interval passed
+    await disks.reconcile()
+    assert asked == [None, {second}, None]
+
+
+def _reads_of_saves_to_step(h: Harness, disks: Disks) -> list[Collection[str] | None]:
+    """What each of ``disks``' reads of the saves to step names (None: every Workspace)."""
     asked: list[Collection[str] | None] = []
     read = h.control.saves_to_step
 
@@ -469,12 +501,7 @@ async def test_a_wake_reads_only_the_saves_of_the_sessions_it_names(
         return await read(session_ids)
 
     disks.control.saves_to_step = saves_to_step
-    await disks.reconcile(woken={woken})
-    assert (asked, kube.created_snapshots) == ([{woken}], ["ws-a-save-1"])
-    await disks.reconcile(woken=set())  # a wake that names none takes none
-    assert kube.created_snapshots == ["ws-a-save-1"]
-    await disks.reconcile()  # a pass takes every Workspace's
-    assert kube.created_snapshots == ["ws-a-save-1", "ws-b-save-1"]
+    return asked
 
 
 async def test_a_save_ready_as_it_is_cut_commits_then_and_the_next_turns_save_is_its_own(

@@ -92,10 +92,24 @@ def _nobody_listens(save: SaveRow) -> None:
 
 
 class Disks:
-    def __init__(self, control: OperatorControl, kube: Kube, metrics: OperatorMetrics) -> None:
+    def __init__(
+        self,
+        control: OperatorControl,
+        kube: Kube,
+        metrics: OperatorMetrics,
+        *,
+        pass_interval: float = 0.0,
+    ) -> None:
+        """``pass_interval``: the least time, in seconds, from one pass over every
+        Workspace's saves to the next (:meth:`reconcile`); passes asked sooner do
+        nothing. The supervisor asks for one with each of its own, and under load it
+        passes at every commit: each pass read every Workspace's pending saves back to
+        back. The saves a change of the store asks for are its wake's (:meth:`run`)."""
         self.control = control
         self.kube = kube
         self.metrics = metrics
+        self._pass_interval = pass_interval
+        self._next_pass = 0.0
         # When a Workspace whose last attempt failed may take a save again (in
         # memory: a restart retries sooner).
         self._retry_at: dict[tuple[str, str], float] = {}
@@ -228,9 +242,10 @@ class Disks:
 
     async def reconcile(self, *, woken: Collection[str] | None = None) -> None:
         """Moves every Workspace's pending saves one step: follow the one being
-        taken (ready, or failed and retried), else take the newest. ``woken`` (a
-        wake's): only the Workspaces these Sessions use, and of those only the ones
-        none of whose pending saves was taken yet.
+        taken (ready, or failed and retried), else take the newest; at most once
+        each ``pass_interval``. ``woken`` (a wake's, whenever asked): only the
+        Workspaces these Sessions use, and of those only the ones none of whose
+        pending saves was taken yet.
 
         A step is apiserver round trips, so Workspaces take theirs a few at once
         (``AT_ONCE``): one after another, thousands of Workspaces with a save
@@ -245,6 +260,11 @@ class Disks:
             except Exception:
                 log.exception("workspace %s/%s: a save failed a step; retrying", namespace, name)
 
+        if woken is None:
+            now = asyncio.get_running_loop().time()
+            if now < self._next_pass:
+                return
+            self._next_pass = now + self._pass_interval
         pending = by_workspace(await self.control.saves_to_step(woken))
         if woken is not None:
             pending = {key: saves for key, saves in pending.items() if self._to_take(key, saves)}
