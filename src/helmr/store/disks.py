@@ -286,8 +286,8 @@ def to_step(rt: ReadTx, session_ids: Collection[str] | None = None) -> list[Save
 
     ``session_ids``: of only the Workspaces these Sessions use (those a change of the
     store touched). Every Workspace's are a scan of every pending save: a keeper
-    woken by each commit read them back to back under load (docs/sizing.md, "The
-    disk keeper's wake")."""
+    woken by each commit read them back to back under load (docs/sizing.md, "5,000
+    Sessions after the workers, and the disk keeper's wake")."""
     if session_ids is None:
         return [SaveRow.load(row) for row in rt.conn.execute(_TO_STEP)]
     ids = sorted(session_ids)
