@@ -90,6 +90,37 @@ async def test_changes_within_an_interval_are_one_session_patch(h: Harness) -> N
     assert kube.log.count(f"Session/{session.name}") == 1
 
 
+async def test_each_change_is_woken_once_as_it_comes_not_again_at_the_pass(h: Harness) -> None:
+    """The running mirror tells the control plane of each change as it comes (the
+    supervisor and the disk keeper do not wait for its pass), and not again when the
+    pass mirrors it: the disk keeper read the changed Sessions' saves at each wake."""
+    kube = SlowKube()
+    kube.release.set()
+    mirror = CustomResourceMirror(kube, api_turn_resources=False)
+    woken: list[set[str]] = []
+    sync = StatusSync(
+        h.control, mirror, OperatorMetrics(), wake=lambda changed: woken.append(set(changed))
+    )
+    session = await h.session()
+    epoch = await h.control.process_started(session.id)
+    turn = await h.control.enqueue(session.id, "work")
+    assert await h.control.receive(session.id, epoch, timeout=0) is not None
+    running = asyncio.create_task(sync.run())
+    try:
+        await asyncio.wait_for(kube.written.wait(), 5)  # its first pass mirrored it
+        assert woken == [{session.id}]
+        await h.control.complete(session.id, epoch, turn.id)
+        for _ in range(500):  # until the Turn's end is heard (a wake and its pass at once)
+            if len(woken) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+    assert woken == [{session.id}, {session.id}]  # the run, then the Turn's end
+
+
 async def test_a_restarted_mirror_goes_on_where_the_last_one_stopped(h: Harness) -> None:
     kube = SlowKube()
     kube.release.set()

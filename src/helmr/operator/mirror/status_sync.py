@@ -120,7 +120,7 @@ class StatusSync:
                     continue
                 due = loop.time() + self._interval
                 batch, changed = changed, set()
-                await self.sync(batch)
+                await self._mirror(batch)  # each of its changes woken as it came
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -145,10 +145,16 @@ class StatusSync:
         return set() if changed.cancelled() else changed.result()
 
     async def sync(self, changed: set[str]) -> None:
-        """One pass: wakes the supervisor (a change may need a process started or
-        stopped), then mirrors each changed Session, each one asked for (with the
-        Turns asked for) and each one left to retry."""
+        """One pass: wakes the supervisor and the disk keeper (a change may need a
+        process started or stopped, or a save taken), then mirrors each changed
+        Session, each one asked for (with the Turns asked for) and each one left to
+        retry."""
         self._wake(changed)
+        await self._mirror(changed)
+
+    async def _mirror(self, changed: set[str]) -> None:
+        """:meth:`sync`'s pass, with no wake: :meth:`run` wakes each change as it
+        comes, and a second wake at the pass read the changed Sessions' saves again."""
         pending, self._retry = changed | self._retry, set()
         requested = self.mirror.take_requests()
         for session_id, turn_ids in requested.items():
