@@ -3,7 +3,7 @@ gather (issue 31): under a save policy of one save per interval a Workspace gath
 pending save with each Turn until the interval has passed.
 
     .venv/bin/python benchmarks/bench_disk_keeper_reads.py [--workspaces 5000]
-        [--pending 20] [--woken 100] [--store sqlite,postgres]
+        [--pending 20] [--woken 100] [--store sqlite,postgres] [--save-interval 3600]
 
 Each store gets ``--workspaces`` Sessions, each on a Workspace of its own with
 ``--pending`` pending saves, then its statistics (``ANALYZE``, as PostgreSQL's autovacuum
@@ -12,6 +12,12 @@ wall time and this process's CPU time of a pass's read (every Workspace's: at mo
 a reconcile interval), of a wake's (the Workspaces of ``--woken`` Sessions a change of
 the store touched) and of one Session's, with the ratio of a pass's wall time to a
 wake's. PostgreSQL's own CPU is in the wall time, not this process's.
+
+``--save-interval``: the Workspaces' saves are cut at Turns' ends, at most one per that
+many seconds, the last cut just now, and each Session's process is live: no newest
+save is due, so the reads leave them out. Then also a take of one such save, which is
+refused (what the keeper's step wrote at every Turn's end before its read left out
+the saves not due): a write transaction, timed the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 # bench_scale.py's stores (a SQLite file in a new directory, or a new PostgreSQL
@@ -28,14 +35,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _stores import stores
 
+from helmr.control.disks import take_save
 from helmr.store import ReadTx, Store, Tx, disks, sessions
 from helmr.store.rows import SaveRow
 
 READS = 5
 
 
-def _fill(tx: Tx, workspaces: int, pending: int) -> list[str]:
-    """The Sessions, each on its Workspace with ``pending`` saves pending; their ids."""
+def _fill(tx: Tx, workspaces: int, pending: int, interval: float | None) -> list[str]:
+    """The Sessions, each on its Workspace with ``pending`` saves pending (under a save
+    policy of one save per ``interval`` seconds, if given); their ids."""
     ids = [
         sessions.insert(
             tx,
@@ -51,7 +60,30 @@ def _fill(tx: Tx, workspaces: int, pending: int) -> list[str]:
     for n, session_id in enumerate(ids):
         for _ in range(pending):
             disks.request_save(tx, "bench", f"ws-{n}", session_id, "turn")
+        if interval is not None:
+            gap = timedelta(seconds=interval)
+            disks.set_policy(tx, "bench", f"ws-{n}", aligned=True, interval=gap)
+            disks.set_cut(tx, "bench", f"ws-{n}")
+            sessions.process_started(tx, session_id, 1, tx.now)
     return ids
+
+
+async def _timed_take(store: Store, version: int) -> tuple[int, float, float]:
+    """A take of save ``version`` of the first Workspace, refused (None: nothing
+    written), as :func:`_timed` times a read."""
+
+    def take(tx: Tx) -> None:
+        assert take_save(tx, "bench", "ws-0", version) is None
+
+    await store.write(take)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(READS):
+        await store.write(take)
+    return (
+        0,
+        (time.perf_counter() - wall) / READS * 1000,
+        (time.process_time() - cpu) / READS * 1000,
+    )
 
 
 async def _timed(store: Store, read: Callable[[ReadTx], list[SaveRow]]) -> tuple[int, float, float]:
@@ -73,7 +105,9 @@ HEADER: Row = ("read", "rows", "wall ms", "CPU ms here", "pass / wake")
 
 async def _rows(kind: str, location: str, args: argparse.Namespace) -> list[Row]:
     async with await Store.open(location) as store:
-        ids = await store.write(lambda tx: _fill(tx, args.workspaces, args.pending))
+        ids = await store.write(
+            lambda tx: _fill(tx, args.workspaces, args.pending, args.save_interval)
+        )
         await store.write(lambda tx: tx.conn.execute("ANALYZE"))
         woken = set(ids[: args.woken])
         figures = {
@@ -83,6 +117,8 @@ async def _rows(kind: str, location: str, args: argparse.Namespace) -> list[Row]
             ),
             "one Session's": await _timed(store, lambda rt: disks.to_step(rt, {ids[0]})),
         }
+        if args.save_interval is not None:
+            figures["a take refused (a write)"] = await _timed_take(store, args.pending)
     pass_wall = next(iter(figures.values()))[1]
     return [
         (
@@ -117,4 +153,7 @@ if __name__ == "__main__":
     parser.add_argument("--pending", type=int, default=20)
     parser.add_argument("--woken", type=int, default=100)
     parser.add_argument("--store", default="sqlite,postgres")
+    parser.add_argument(
+        "--save-interval", type=float, help="seconds: saves under this policy, none due"
+    )
     asyncio.run(main(parser.parse_args()))

@@ -33,7 +33,7 @@ from helmr.errors import Conflict
 from helmr.protocol.api import ForkView, WorkspaceView, workspace_id
 from helmr.resources.workspace import claim_name, disk_claim, save_name
 from helmr.store import ReadTx, SessionRow, TurnRow, Tx, disks, sessions, turns
-from helmr.store.rows import DiskRow, ForkRow, SaveRow
+from helmr.store.rows import DiskRow, ForkRow, SaveRow, take_due
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,10 +194,16 @@ def at_turn_end(rt: ReadTx, save: SaveRow, session: SessionRow) -> bool:
 
 
 def _due(rt: ReadTx, disk: DiskRow, session: SessionRow, version: int) -> bool:
-    """Whether save ``version`` is to be taken now: its Session waits for it, the
-    save policy's interval has passed, or the Session's process is gone (suspended
-    idle, or closed: its disk is saved then whatever the policy)."""
-    return session.awaiting_cut == version or disk.save_due(rt.now) or not session.process_live
+    """Whether save ``version`` is to be taken now (:func:`take_due`); the keeper's
+    read of the saves to step asked the same (:func:`helmr.store.disks.to_step`)."""
+    return take_due(
+        version,
+        session.awaiting_cut,
+        session.process_live,
+        disk.last_cut_at,
+        disk.save_interval,
+        rt.now,
+    )
 
 
 def _has_run(rt: ReadTx, session: SessionRow) -> bool:

@@ -9,12 +9,12 @@ execution loss replaces the disk with one restored from the last ready save
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import datetime, timedelta
 
 from helmr.states import SaveStatus
 from helmr.store.codec import db_value, dump_time, load_time
-from helmr.store.rows import DiskRow, ForkRow, SaveRow, save_due
+from helmr.store.rows import DiskRow, ForkRow, SaveRow, save_due, take_due
 from helmr.store.tx import ReadTx, Tx
 
 
@@ -258,18 +258,26 @@ def covered_by(rt: ReadTx, namespace: str, workspace: str, version: int) -> list
     ]
 
 
-_STEPPED = " WHERE version = newest OR taken_at IS NOT NULL ORDER BY requested_at, version"
-_TO_STEP = (
-    "SELECT * FROM (SELECT *, MAX(version) OVER (PARTITION BY namespace, workspace) AS newest"
-    f" FROM saves WHERE status = 'pending') AS pending{_STEPPED}"
+_PENDING = "SELECT *, MAX(version) OVER (PARTITION BY namespace, workspace) AS newest FROM"
+_STEPPED = (
+    # With what decides whether the newest is due (take_due): its Workspace's policy,
+    # its Session's process and wait.
+    "SELECT p.*, w.aligned AS policy_aligned, w.save_interval_s AS policy_interval_s,"
+    " w.last_cut_at AS policy_last_cut_at, ses.awaiting_cut AS session_awaiting_cut,"
+    " ses.process_live AS session_process_live FROM ({pending}) AS p"
+    " LEFT JOIN workspaces AS w ON w.namespace = p.namespace AND w.name = p.workspace"
+    " LEFT JOIN sessions AS ses ON ses.id = p.session_id"
+    " WHERE p.version = p.newest OR p.taken_at IS NOT NULL ORDER BY p.requested_at, p.version"
 )
-_TO_STEP_OF = (
-    # A join, not an IN: each Workspace's saves read by its key, in the window's order.
-    "SELECT * FROM (SELECT s.*,"
-    " MAX(s.version) OVER (PARTITION BY s.namespace, s.workspace) AS newest"
-    " FROM (SELECT DISTINCT namespace, workspace FROM sessions WHERE id IN ({ids})) AS w"
-    " JOIN saves AS s ON s.namespace = w.namespace AND s.workspace = w.workspace"
-    f" WHERE s.status = 'pending') AS pending{_STEPPED}"
+_TO_STEP = _STEPPED.format(pending=f"{_PENDING} saves WHERE status = 'pending'")
+_TO_STEP_OF = _STEPPED.format(
+    pending=(
+        # A join, not an IN: each Workspace's saves read by its key, in the window's order.
+        f"{_PENDING} (SELECT s.* FROM (SELECT DISTINCT namespace, workspace FROM sessions"
+        " WHERE id IN ({ids})) AS used JOIN saves AS s"
+        " ON s.namespace = used.namespace AND s.workspace = used.workspace"
+        " WHERE s.status = 'pending') AS of_sessions"
+    )
 )
 
 SESSIONS_AT_ONCE = 500
@@ -277,10 +285,12 @@ SESSIONS_AT_ONCE = 500
 
 
 def to_step(rt: ReadTx, session_ids: Collection[str] | None = None) -> list[SaveRow]:
-    """The pending saves a disk keeper steps, oldest first: of each Workspace, its
-    newest and those already taken (a snapshot to follow). The others wait, never
-    taken, for the newest to cover them as it is taken (``take_save`` reads them
-    there): under a save policy of one save per interval a Workspace gathers one with
+    """The pending saves a disk keeper steps, oldest first: of each Workspace, those
+    already taken (a snapshot to follow) and its newest, unless that one is not due
+    (:func:`helmr.store.rows.take_due`: its take would be refused, a write
+    transaction with every Turn's end under a save policy of one save per interval).
+    The others wait, never taken, for the newest to cover them as it is taken
+    (``take_save`` reads them there): under such a policy a Workspace gathers one with
     each Turn until then, and every pass and every wake of the keeper read them all
     (docs/sizing.md, "A restart's high water, again").
 
@@ -289,7 +299,7 @@ def to_step(rt: ReadTx, session_ids: Collection[str] | None = None) -> list[Save
     woken by each commit read them back to back under load (docs/sizing.md, "5,000
     Sessions after the workers, and the disk keeper's wake")."""
     if session_ids is None:
-        return [SaveRow.load(row) for row in rt.conn.execute(_TO_STEP)]
+        return _stepped(rt, rt.conn.execute(_TO_STEP))
     ids = sorted(session_ids)
     if not ids:
         return []
@@ -306,7 +316,28 @@ def to_step(rt: ReadTx, session_ids: Collection[str] | None = None) -> list[Save
 
 def _to_step_of(rt: ReadTx, session_ids: list[str]) -> list[SaveRow]:
     of_sessions = _TO_STEP_OF.format(ids=", ".join("?" * len(session_ids)))
-    return [SaveRow.load(row) for row in rt.conn.execute(of_sessions, session_ids)]
+    return _stepped(rt, rt.conn.execute(of_sessions, session_ids))
+
+
+def _stepped(rt: ReadTx, rows: Iterable[sqlite3.Row]) -> list[SaveRow]:
+    return [SaveRow.load(row) for row in rows if _steps(row, rt.now)]
+
+
+def _steps(row: sqlite3.Row, now: datetime) -> bool:
+    """Whether the keeper steps the save of ``row`` (a ``_STEPPED`` row) at ``now``:
+    it was taken, its Workspace's saves are not cut at Turns' ends (no policy holds
+    them), or it is due. Its Session or Workspace gone, the take is left to say."""
+    if row["taken_at"] is not None or not row["policy_aligned"]:
+        return True
+    process_live = row["session_process_live"]
+    return process_live is None or take_due(
+        row["version"],
+        row["session_awaiting_cut"],
+        bool(process_live),
+        load_time(row["policy_last_cut_at"]),
+        timedelta(seconds=row["policy_interval_s"]),
+        now,
+    )
 
 
 def count(rt: ReadTx, namespace: str, workspace: str, status: SaveStatus) -> int:

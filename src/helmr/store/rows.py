@@ -331,15 +331,26 @@ class DiskRow:
     """The claim of disk generation 1 when it was adopted from a warm pool (a pooled
     runner pod's); None: that disk's claim has its Workspace's name."""
 
-    def save_due(self, now: datetime) -> bool:
-        """Whether its save policy lets a save be taken at ``now``."""
-        return save_due(self.last_cut_at, self.save_interval, now)
-
 
 def save_due(last_cut_at: datetime | None, interval: timedelta, now: datetime) -> bool:
     """Whether a save policy of one save per ``interval`` lets a save be taken at
     ``now``, the last one cut at ``last_cut_at`` (None: never)."""
     return last_cut_at is None or now - last_cut_at >= interval
+
+
+def take_due(
+    version: int,
+    awaiting_cut: int | None,
+    process_live: bool,
+    last_cut_at: datetime | None,
+    interval: timedelta,
+    now: datetime,
+) -> bool:
+    """Whether save ``version`` of a Workspace whose saves are cut at Turns' ends is to
+    be taken at ``now``: its Session waits for its cut, its Session's process is gone
+    (suspended idle, or closed: its disk is saved then whatever the policy), or the
+    save policy's interval has passed since the last cut."""
+    return awaiting_cut == version or not process_live or save_due(last_cut_at, interval, now)
 
 
 @dataclass(frozen=True, slots=True)

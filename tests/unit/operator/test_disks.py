@@ -453,6 +453,42 @@ async def test_a_wake_reads_nothing_of_a_save_refused_lately(
     assert kube.created_snapshots == ["ws-save-1"]
 
 
+async def test_a_save_not_due_under_the_policy_is_not_asked_for_until_its_process_ends(
+    h: Harness, kube: DiskKube, disks: Disks
+) -> None:
+    """Under a save policy of one save per interval, a Turn's save within the interval
+    is not asked for, by a wake or a pass: its take would be refused, a write
+    transaction with every Turn's end. Its Session's process ending makes it due
+    (a disk is saved as its process ends), and the next wake takes it."""
+    taken: list[int] = []
+    take = h.control.take_save
+
+    async def take_save(namespace: str, workspace: str, version: int) -> list[SaveRow] | None:
+        taken.append(version)
+        return await take(namespace, workspace, version)
+
+    disks.control.take_save = take_save
+    kube.resources[("Actor", "files")]["spec"]["computer"] = {"saveIntervalSeconds": 3600}
+    session_id, _ = await _completed_first_turn(h.control, disks, kube)
+    await reconciled(disks)  # the first save: none was cut before, so due
+    kube.snapshots["ws-save-1"]["status"] = {"readyToUse": True}
+    await disks.reconcile()
+    assert (taken, kube.created_snapshots) == ([1], ["ws-save-1"])
+    epoch = (await h.control.get_session(session_id)).process_epoch
+    assert epoch is not None
+    for n in range(3):
+        await h.control.enqueue(session_id, f"turn {n}")
+        turn = await h.control.receive(session_id, epoch, timeout=0)
+        assert turn is not None
+        await h.control.complete(session_id, epoch, turn.id)
+        await disks.reconcile(woken={session_id})
+        await disks.reconcile()
+    assert taken == [1]  # saves 2 to 4 pending, none asked for
+    await h.control.process_exited(session_id, epoch, 0)
+    await disks.reconcile(woken={session_id})
+    assert (taken, kube.created_snapshots) == ([1, 4], ["ws-save-1", "ws-save-4"])
+
+
 async def test_a_wake_reads_only_the_saves_of_the_sessions_it_names(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -70,6 +70,48 @@ async def test_a_save_is_requested_in_one_statement_where_a_with_may_update(
         assert sorted((s.version, s.turn_id, s.status) for s in saves) == [
             (n, f"t{n}", "pending") for n in range(1, 5)
         ]
+
+
+async def test_a_keeper_reads_a_workspaces_newest_save_only_once_it_is_due(
+    store_location: str | Path,
+) -> None:
+    """Under a save policy of one save per interval, the newest pending save is left
+    out until its take would not be refused (``take_due``): its interval passed since
+    the last cut, its Session waits for its cut, or its Session's process is gone.
+    A save taken is read whatever the policy (its snapshot to follow), and so is the
+    newest of a Workspace whose saves are not cut at Turns' ends."""
+    async with await Store.open(store_location) as store:
+        session = await new_session(store, "w")
+        await new_session(store, "free")
+        prepare_by = datetime.now(UTC)
+        await store.write(lambda tx: sessions.process_started(tx, session, 1, prepare_by))
+        await store.write(lambda tx: disks.set_policy(tx, "team", "w", aligned=True, interval=HOUR))
+        await store.write(lambda tx: disks.set_cut(tx, "team", "w"))
+        for workspace in ("w", "w", "free"):
+            await _request_save(store, workspace, session)
+
+        async def stepped() -> list[tuple[str, int]]:
+            return [(s.workspace, s.version) for s in await store.read(disks.to_step)]
+
+        assert await stepped() == [("free", 1)]  # not due, though its Session is live
+        await store.write(lambda tx: sessions.await_cut(tx, session, 2))
+        assert await stepped() == [("w", 2), ("free", 1)]
+        await store.write(lambda tx: sessions.await_cut(tx, session, 1))  # another's cut
+        assert await stepped() == [("free", 1)]
+        taken = await store.read(lambda rt: disks.require_save(rt, "team", "w", 1))
+        await store.write(lambda tx: disks.update_save(tx, taken, taken_at=tx.now))
+        assert await stepped() == [("w", 1), ("free", 1)]  # taken: its snapshot followed
+        await store.write(lambda tx: sessions.process_ended(tx, session))
+        assert await stepped() == [("w", 1), ("w", 2), ("free", 1)]
+        woken = await store.read(lambda rt: disks.to_step(rt, {session}))
+        assert [(s.workspace, s.version) for s in woken] == [("w", 1), ("w", 2)]
+
+        await store.write(lambda tx: sessions.process_started(tx, session, 2, prepare_by))
+        assert await stepped() == [("w", 1), ("free", 1)]
+        await store.write(
+            lambda tx: disks.set_policy(tx, "team", "w", aligned=True, interval=timedelta())
+        )
+        assert await stepped() == [("w", 1), ("w", 2), ("free", 1)]  # the interval passed
 
 
 async def _request_save(store: Store, workspace: str, session_id: str) -> None:

@@ -83,8 +83,9 @@ cut (the local cluster: created, content made ~4 s later, cut at once), so a
 watch that works leaves nothing to read."""
 CUT_FOLLOW_SECONDS = 60.0
 RETAKE_AFTER = 2.0
-"""Seconds before a save whose take was refused (not at its Turn's end, or not due
-under the save policy) is asked again, unless a newer save comes first."""
+"""Seconds before a save whose take was refused (not at its Turn's end; or not due
+under the save policy, which the read of the saves to step already leaves out but
+for a change in between) is asked again, unless a newer save comes first."""
 
 
 def _nobody_listens(save: SaveRow) -> None:
@@ -353,8 +354,8 @@ class Disks:
             return  # refused lately, and no newer save since
         covered = await self.control.take_save(namespace, name, newest.version)
         if covered is None:
-            # A Turn ran since its own ended (the next Turn's save covers it), or the
-            # save policy's interval has not passed: asked again after a while.
+            # A Turn ran since its own ended (the next Turn's save covers it), or it
+            # was not due after all: asked again after a while.
             self._not_now[key] = (newest.version, now + RETAKE_AFTER)
             return
         self._not_now.pop(key, None)
