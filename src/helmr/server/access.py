@@ -6,7 +6,9 @@ authorised for the route's verb on its helmr.dev resource (``sessions``, or
 is the session's own. Runner
 routes: the token must be the identity of exactly the path's session and of
 the process epoch the call claims (``Helmr-Process-Epoch``), so a runner can
-neither act for another session nor pass for another epoch of its own.
+neither act for another session nor pass for another epoch of its own. A pooled
+runner pod's route (its adoption, before it has a Session): its token is the
+subject, which the handler checks against the pods.
 
 A session's namespace never changes, so the guard asks the API's kept names
 (:mod:`helmr.server.session_names`): a session route whose handler does not
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from aiohttp import web
 from pydantic import BaseModel
 
 from helmr.control import SessionName
@@ -26,6 +27,7 @@ from helmr.errors import Forbidden, Unauthenticated
 from helmr.protocol.api import SessionView
 from helmr.protocol.api_requests import RunnerHeaders
 from helmr.server.auth import Authenticator, RunnerTokenVerifier, bearer_token
+from helmr.server.exchange import Incoming
 from helmr.server.inputs import Input, headers_of
 from helmr.server.routing import Admission, RouteSpec
 from helmr.server.session_names import SessionNames
@@ -49,14 +51,16 @@ class AccessGuard:
         self._names = names
 
     async def __call__(
-        self, request: web.Request, spec: RouteSpec, path: BaseModel | None, wants_subject: bool
+        self, request: Incoming, spec: RouteSpec, path: BaseModel | None, wants_subject: bool
     ) -> Admission:
         """The session the call is about as the subject when it was read to decide
         (always when the handler ``wants_subject``); a runner route's headers."""
         if spec.access == "none":
             return Admission()
         # routing.operations checked that each route's path names what is needed here.
-        token = bearer_token(request)
+        token = bearer_token(request.headers)
+        if spec.access == "pod":
+            return Admission(subject=token)  # whose pod it is, the handler looks up
         session_id: str | None = getattr(path, "session_id", None)
         if spec.access == "runner":
             assert session_id is not None

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from aiohttp import web
-
 from helmr.errors import Unauthenticated
 from helmr.protocol.api_routes import PROXIED_AUTHORIZATION
 
@@ -103,12 +101,12 @@ class StaticRunnerTokens:
         return known is not None and hmac.compare_digest(known.encode(), token.encode())
 
 
-def bearer_token(request: web.Request) -> str:
-    """The request's bearer token; 401 when there is none.
+def bearer_token(headers: Mapping[str, str]) -> str:
+    """The bearer token of a request's ``headers``; 401 when there is none.
 
     ``Authorization`` first; else ``PROXIED_AUTHORIZATION``, which the
     apiserver's Service proxy passes on (it strips ``Authorization``)."""
-    header = request.headers.get("Authorization") or request.headers.get(PROXIED_AUTHORIZATION)
+    header = headers.get("Authorization") or headers.get(PROXIED_AUTHORIZATION)
     scheme, _, token = (header or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:

@@ -13,6 +13,7 @@ restarting, the apiserver failing a call) is ``Unavailable``, a 503 with
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -28,6 +29,7 @@ from helmr.errors import (
     Unavailable,
 )
 from helmr.kube import errors as kube
+from helmr.server.exchange import Incoming
 
 log = logging.getLogger(__name__)
 MAX_SUMMARY = 500
@@ -51,16 +53,28 @@ def invalid(error: ValidationError, where: str) -> InvalidInput:
     return InvalidInput(f"fix the request {where}: {summary}", errors=problems)
 
 
+def no_route() -> NotFound:
+    return NotFound("no such route; see GET /openapi.json for the API")
+
+
+def method_not_allowed(method: str, allowed: Iterable[str]) -> MethodNotAllowed:
+    """A 405 naming the ``allowed`` methods (in its answer's ``Allow`` too)."""
+    methods = sorted(allowed)
+    message = f"{method} is not allowed here; use {', '.join(methods)}"
+    return MethodNotAllowed(message, allowed=methods)
+
+
+def too_large(why: str) -> PayloadTooLarge:
+    return PayloadTooLarge(f"the request body is larger than the server accepts: {why}")
+
+
 def _from_http(exc: web.HTTPException) -> HelmrError:
     if isinstance(exc, web.HTTPNotFound):
-        return NotFound("no such route; see GET /openapi.json for the API")
+        return no_route()
     if isinstance(exc, web.HTTPMethodNotAllowed):
-        allowed = ", ".join(sorted(exc.allowed_methods))
-        return MethodNotAllowed(f"{exc.method} is not allowed here; use {allowed}")
+        return method_not_allowed(exc.method, exc.allowed_methods)
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return PayloadTooLarge(
-            f"the request body is larger than the server accepts: {exc.text}",
-        )
+        return too_large(exc.text or "")
     if 400 <= exc.status < 500:
         return InvalidInput(f"bad request: {exc.reason}")
     return HelmrError(exc.reason)
@@ -83,32 +97,45 @@ def _from_kube(error: kube.KubeError) -> HelmrError:
     return kind(f"Kubernetes answered {error.status}: {error.message}")
 
 
-def respond(error: HelmrError) -> web.Response:
-    response = web.json_response(error.to_json(), status=error.status)
+def reply_headers(error: HelmrError) -> dict[str, str]:
+    """The headers an error's answer carries beside its JSON body: when to ask again,
+    what is allowed (a 405 must say, RFC 9110)."""
     if isinstance(error, Unavailable):
-        response.headers["Retry-After"] = RETRY_AFTER
-    return response
+        return {"Retry-After": RETRY_AFTER}
+    if isinstance(error, MethodNotAllowed):
+        return {"Allow": ", ".join(error.details["allowed"])}
+    return {}
+
+
+def respond(error: HelmrError) -> web.Response:
+    return web.json_response(error.to_json(), status=error.status, headers=reply_headers(error))
+
+
+def failure_of(request: Incoming, error: Exception) -> HelmrError | None:
+    """What ``error``, raised while handling ``request``, is answered with (logged as
+    it needs); None when its client left mid-answer (a runner's receive cut short by a
+    restart, a stream reader gone): no one is left to answer, and nothing failed here."""
+    if isinstance(error, HelmrError):
+        return error
+    if isinstance(error, kube.KubeError):
+        log.warning("%s %s: Kubernetes answered %s", request.method, request.path, error.status)
+        return _from_kube(error)
+    if isinstance(error, web.HTTPException) and error.status >= 400:
+        return _from_http(error)
+    if isinstance(error, ConnectionResetError):
+        log.info("the client left during %s %s", request.method, request.path)
+        return None
+    log.error("unhandled error in %s %s", request.method, request.path, exc_info=error)
+    return HelmrError("internal error; the server logged it, please report it")
 
 
 def failure_response(request: web.Request, error: Exception) -> web.Response | None:
-    """The JSON answer to ``error``, raised while handling ``request``; None for what
-    is no failure (a redirect: the caller raises it again, and aiohttp sends it)."""
-    if isinstance(error, HelmrError):
-        return respond(error)
-    if isinstance(error, kube.KubeError):
-        log.warning("%s %s: Kubernetes answered %s", request.method, request.path, error.status)
-        return respond(_from_kube(error))
-    if isinstance(error, web.HTTPException):
-        if error.status < 400:  # redirects and the like are not errors
-            return None
-        response = respond(_from_http(error))
-        if "Allow" in error.headers:  # a 405 must say what is allowed (RFC 9110)
-            response.headers["Allow"] = error.headers["Allow"]
-        return response
-    if isinstance(error, ConnectionResetError):
-        # The client left mid-response (a runner's receive cut short by a restart,
-        # a stream reader gone): no one is left to answer, and nothing failed here.
-        log.info("the client left during %s %s", request.method, request.path)
+    """aiohttp's JSON answer to ``error`` (:func:`failure_of`): ``CLIENT_LEFT`` for a
+    client gone, as the request metrics count it; None for what is no failure (a
+    redirect: the caller raises it again, and aiohttp sends it)."""
+    if isinstance(error, web.HTTPException) and error.status < 400:
+        return None
+    failure = failure_of(request, error)
+    if failure is None:
         return web.Response(status=CLIENT_LEFT)
-    log.error("unhandled error in %s %s", request.method, request.path, exc_info=error)
-    return respond(HelmrError("internal error; the server logged it, please report it"))
+    return respond(failure)

@@ -15,11 +15,11 @@ import re
 from functools import cache
 from typing import Any, Generic, TypeVar
 
-from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from helmr.errors import InvalidInput, UnsupportedMediaType
 from helmr.server.errors import invalid
+from helmr.server.exchange import Incoming
 
 M = TypeVar("M")
 
@@ -59,7 +59,7 @@ def parse(model: type[M], data: dict[str, Any], where: str) -> M:
     return Input(model, where).parse(data)
 
 
-def query_of(request: web.Request) -> dict[str, str]:
+def query_of(request: Incoming) -> dict[str, str]:
     """The query as a plain dict; a repeated parameter is ambiguous, so it is refused."""
     params: dict[str, str] = {}
     for name, value in request.query.items():
@@ -74,7 +74,7 @@ def _header_names(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(field.alias or name for name, field in model.model_fields.items())
 
 
-def headers_of(request: web.Request, model: type[BaseModel]) -> dict[str, str]:
+def headers_of(request: Incoming, model: type[BaseModel]) -> dict[str, str]:
     """The headers ``model`` declares (by alias), looked up case-insensitively."""
     headers = request.headers
     return {name: headers[name] for name in _header_names(model) if name in headers}
@@ -90,7 +90,7 @@ def _no_constants(name: str) -> Any:
 _JSON = json.JSONDecoder(parse_constant=_no_constants)
 
 
-async def json_body(request: web.Request) -> dict[str, Any]:
+async def json_body(request: Incoming) -> dict[str, Any]:
     """The body as a JSON object; an empty body counts as ``{}``."""
     raw = await request.read()
     if not raw:

@@ -19,6 +19,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Recorded when the handler did not finish: the client went away and the
 # handler was cancelled (nginx's convention for "client closed request").
 CLIENT_CLOSED = "499"
+UNMATCHED = "unmatched"
+"""The route label of a request no route matched."""
 
 
 async def nothing_to_refresh() -> None:
@@ -59,10 +61,15 @@ class Metrics:
         return generate_latest(self.registry)
 
     def observe(self, request: web.Request, status: str, seconds: float) -> None:
-        """Counts ``request``, answered ``status`` after ``seconds``, by its route."""
+        """Counts aiohttp's ``request``, answered ``status`` after ``seconds``, by its route."""
         resource = request.match_info.route.resource
-        route = resource.canonical if resource is not None else "unmatched"
-        latency, requests = self._labelled(request.method, route, status)
+        route = resource.canonical if resource is not None else UNMATCHED
+        self.observe_route(request.method, route, status, seconds)
+
+    def observe_route(self, method: str, route: str, status: str, seconds: float) -> None:
+        """Counts a request of ``method`` on ``route`` (its template), answered ``status``
+        after ``seconds``."""
+        latency, requests = self._labelled(method, route, status)
         latency.observe(seconds)
         requests.inc()
 

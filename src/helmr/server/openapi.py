@@ -31,6 +31,7 @@ _REASONS = {
 _SECURITY: dict[str, list[dict[str, list[str]]]] = {
     "public": [{"kubernetes": []}],
     "runner": [{"runnerToken": []}],
+    "pod": [{"runnerToken": []}],
     "none": [],
 }
 

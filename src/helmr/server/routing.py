@@ -2,15 +2,19 @@
 
 A handler is an ``async`` method marked with ``@route(...)``. Its signature is
 the declaration: parameters named ``path``, ``query``, ``headers`` and ``body``
-are annotated with the pydantic models they are parsed into, ``request`` gets
-the aiohttp request, ``subject`` what the guard looked up to authorise the
-call (the session, for public session routes, so it is read once), and the
-return annotation is the response model (a pydantic model, or one of the
-runner protocol's dataclasses, as ``body`` may be too; or ``web.StreamResponse`` for a
-handler that writes its own response, which then names its media type in
-``@route``; or a model ``| web.StreamResponse`` for one that may write that model's
-JSON itself, later than its head). ``openapi.document`` reads the same declarations, so the served
-routes and the document cannot drift apart.
+are annotated with the pydantic models they are parsed into, ``exchange`` gets
+what the handler may ask of the request beyond them (:class:`Exchange`: a held
+reply's head, whether its caller still listens), ``request`` the aiohttp request
+(for a handler that writes its own reply: served by aiohttp only), ``subject``
+what the guard looked up to authorise the call (the session, for public session
+routes, so it is read once), and the return annotation is the response model (a
+pydantic model, or one of the runner protocol's dataclasses, as ``body`` may be
+too; or ``web.StreamResponse`` for a handler that writes its own response, which
+then names its media type in ``@route``). ``openapi.document`` reads the same
+declarations, so the served routes and the document cannot drift apart.
+
+Both servers serve a route through its :class:`Endpoint`: aiohttp (``register``)
+and, on the runner port of its own, :mod:`helmr.server.runner_server`.
 """
 
 from __future__ import annotations
@@ -18,19 +22,21 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, is_dataclass
-from types import UnionType
-from typing import Any, Literal, NamedTuple, TypeVar, get_args, get_type_hints
+from typing import Any, Literal, NamedTuple, TypeVar, get_type_hints
 
 from aiohttp import web
 from pydantic import BaseModel
 
+from helmr.server.exchange import Exchange, Incoming
 from helmr.server.inputs import Input, adapter, headers_of, json_body, query_of
 
 # Who may call a route: nobody needs a token ("none"), a Kubernetes user with
-# the route's verb in the namespace ("public"), the session's runner ("runner").
-Access = Literal["none", "public", "runner"]
+# the route's verb in the namespace ("public"), the session's runner ("runner"), a
+# runner pod with no Session yet ("pod": the handler checks its token, its subject).
+Access = Literal["none", "public", "runner", "pod"]
 JSON = "application/json"
 INPUTS = ("path", "query", "headers", "body")
+_PARAMETERS = {*INPUTS, "exchange", "request", "subject"}
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -102,6 +108,7 @@ class Operation:
     handler: Callable[..., Awaitable[Any]]
     inputs: dict[str, type[Any]]
     response: type[Any] | None
+    wants_exchange: bool
     wants_request: bool
     wants_subject: bool
 
@@ -113,7 +120,7 @@ class Operation:
 def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Operation:
     hints = get_type_hints(handler)
     params = inspect.signature(handler).parameters
-    unknown = set(params) - {*INPUTS, "request", "subject"}
+    unknown = set(params) - _PARAMETERS
     if unknown:
         raise TypeError(f"{handler.__name__}: unknown parameters {sorted(unknown)}")
     if "{" in spec.path and "path" not in params:
@@ -125,10 +132,6 @@ def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Opera
     if spec.access == "runner" and "session_id" not in scope:
         raise TypeError(f"{handler.__name__}: a runner route names its session")
     returns = hints.get("return")
-    if isinstance(returns, UnionType) and web.StreamResponse in get_args(returns):
-        # A JSON route whose handler may write its reply itself (a held one): what it
-        # writes is the other member's JSON, which the document shows.
-        [returns] = [member for member in get_args(returns) if member is not web.StreamResponse]
     is_model = isinstance(returns, type) and (
         issubclass(returns, BaseModel) or is_dataclass(returns)
     )
@@ -139,6 +142,7 @@ def _operation(handler: Callable[..., Awaitable[Any]], spec: RouteSpec) -> Opera
         handler=handler,
         inputs={name: hints[name] for name in INPUTS if name in params},
         response=returns if is_model else None,
+        wants_exchange="exchange" in params,
         wants_request="request" in params,
         wants_subject="subject" in params,
     )
@@ -168,7 +172,7 @@ class Admission(NamedTuple):
 
 # Checks a request's credentials for an operation, given its parsed path and
 # whether the handler takes the subject; returns what it read to decide.
-Guard = Callable[[web.Request, RouteSpec, BaseModel | None, bool], Awaitable[Admission]]
+Guard = Callable[[Incoming, RouteSpec, BaseModel | None, bool], Awaitable[Admission]]
 
 
 def _input(op: Operation, name: str) -> Input[Any] | None:
@@ -176,23 +180,35 @@ def _input(op: Operation, name: str) -> Input[Any] | None:
     return None if model is None else Input(model, name)
 
 
-def _endpoint(
-    op: Operation, guard: Guard
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+Prepare = Callable[[Incoming, Exchange | None], Awaitable[Awaitable[Any]]]
+"""Reads a request's inputs and admits its caller; returns the handler's call, not
+yet awaited: the server awaits it, so a waiting long poll keeps no frame of this."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A route as a server serves it: what to call for a request, and how its answer is
+    written (None: the handler writes its own reply, a ``web.StreamResponse``)."""
+
+    operation: Operation
+    prepare: Prepare
+    answer: Callable[[Any], bytes] | None
+
+
+def endpoint(op: Operation, guard: Guard) -> Endpoint:
     # What every request of this route needs of its declaration, found once here: its
     # inputs' readers, its answer's serializer.
     path_input, query_input = _input(op, "path"), _input(op, "query")
     headers_input, body_input = _input(op, "headers"), _input(op, "body")
     headers_model = op.inputs.get("headers", BaseModel)
-    answer = None if op.response is None else adapter(op.response).dump_json
-    spec, handler, wants_request, wants_subject = (
-        op.spec,
-        op.handler,
+    spec, handler = op.spec, op.handler
+    wants_exchange, wants_request, wants_subject = (
+        op.wants_exchange,
         op.wants_request,
         op.wants_subject,
     )
 
-    async def endpoint(request: web.Request) -> web.StreamResponse:
+    async def prepare(request: Incoming, exchange: Exchange | None) -> Awaitable[Any]:
         kwargs: dict[str, Any] = {}
         path = None
         if path_input is not None:
@@ -209,19 +225,67 @@ def _endpoint(
                 kwargs["headers"] = headers_input.parse(headers_of(request, headers_model))
         if body_input is not None:
             kwargs["body"] = body_input.parse(await json_body(request))
+        if wants_exchange:
+            kwargs["exchange"] = exchange
         if wants_request:
             kwargs["request"] = request
         if wants_subject:
             kwargs["subject"] = admission.subject
-        call = handler(**kwargs)
-        del kwargs, path, admission  # the handler has them: a waiting long poll keeps less
-        result = await call
+        return handler(**kwargs)
+
+    answer = None if op.response is None else adapter(op.response).dump_json
+    return Endpoint(op, prepare, answer)
+
+
+class _AiohttpExchange:
+    """An :class:`Exchange` over aiohttp's request."""
+
+    __slots__ = ("_request", "reply")
+
+    def __init__(self, request: web.Request) -> None:
+        self._request = request
+        self.reply: web.StreamResponse | None = None
+        """The held reply, once its head was sent."""
+
+    @property
+    def connected(self) -> bool:
+        return self._request.protocol.connected
+
+    @property
+    def held(self) -> bool:
+        return self.reply is not None
+
+    async def hold(self) -> None:
+        reply = web.StreamResponse(headers=_JSON_TYPE)
+        await reply.prepare(self._request)
+        self.reply = reply
+
+
+_JSON_TYPE = {"Content-Type": JSON}
+
+
+def _aiohttp_handler(
+    served: Endpoint,
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    prepare, answer, wants_exchange = (
+        served.prepare,
+        served.answer,
+        served.operation.wants_exchange,
+    )
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        exchange = _AiohttpExchange(request) if wants_exchange else None
+        result = await (await prepare(request, exchange))
         if answer is None or isinstance(result, web.StreamResponse):
             response: web.StreamResponse = result
             return response
+        if exchange is not None and exchange.reply is not None:
+            # The body and the chunked reply's end in one write.
+            await exchange.reply.write_eof(answer(result))
+            return exchange.reply
         return web.Response(body=answer(result), content_type=JSON)
 
-    return endpoint
+    return handle
 
 
 def register(app: web.Application, ops: Iterable[Operation], guard: Guard) -> None:
@@ -232,5 +296,8 @@ def register(app: web.Application, ops: Iterable[Operation], guard: Guard) -> No
     path, so the order changes only how soon one does."""
     for op in sorted(ops, key=lambda op: not op.spec.per_turn):
         app.router.add_route(
-            op.spec.method, op.spec.path, _endpoint(op, guard), name=op.operation_id
+            op.spec.method,
+            op.spec.path,
+            _aiohttp_handler(endpoint(op, guard)),
+            name=op.operation_id,
         )

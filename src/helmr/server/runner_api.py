@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from aiohttp import web
 from pydantic import JsonValue, RootModel
 
 from helmr.control import NO_RESULT
@@ -54,9 +53,8 @@ from helmr.protocol.api_requests import (
     SessionPath,
     TurnPath,
 )
-from helmr.server.auth import bearer_token
-from helmr.server.inputs import adapter
-from helmr.server.routing import JSON, route
+from helmr.server.exchange import Exchange
+from helmr.server.routing import route
 from helmr.server.traces import NoTraces, TurnTraceFacts
 
 TAG = "runner"
@@ -113,17 +111,18 @@ class RunnerApi:
     @route(
         "POST",
         routes.ADOPTION,
-        access="none",
+        access="pod",
         tag=TAG,
-        errors=(401, 404, 408),
+        errors=(404, 408),
         summary="A pooled runner long-polls for the Session that adopts it (revision 4).",
     )
-    async def adoption(self, request: web.Request, body: AdoptionRequest) -> AdoptionReply:
-        """Authenticated by the pod's runner token (checked here, not per Session: the
-        pod has none yet); answers its Session, epoch and settings once adopted."""
+    async def adoption(self, subject: str, body: AdoptionRequest) -> AdoptionReply:
+        """Authenticated by the pod's runner token (``subject``, checked here, not per
+        Session: the pod has none yet); answers its Session, epoch and settings once
+        adopted."""
         if self._adoptions is None:
             raise NotFound("this control plane keeps no warm pools")
-        return await self._adoptions.answer(bearer_token(request), min(body.timeout, MAX_WAIT))
+        return await self._adoptions.answer(subject, min(body.timeout, MAX_WAIT))
 
     @post(routes.STOPS, summary="Long-poll for a stop of the turns this process holds.")
     async def stops(
@@ -194,12 +193,12 @@ class RunnerApi:
         per_turn=True,
     )
     async def complete(
-        self, request: web.Request, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest
-    ) -> Settled | web.StreamResponse:
+        self, exchange: Exchange, path: TurnPath, headers: RunnerHeaders, body: CompleteRequest
+    ) -> Settled:
         """With ``next``, also starts this process's next turn in the same transaction
         (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
         settling = self._settle(
-            request,
+            exchange,
             path,
             headers,
             body.next,
@@ -212,12 +211,12 @@ class RunnerApi:
 
     @post(routes.FAIL, summary="Settle the turn as failed.", per_turn=True)
     async def fail(
-        self, request: web.Request, path: TurnPath, headers: RunnerHeaders, body: FailRequest
-    ) -> Settled | web.StreamResponse:
+        self, exchange: Exchange, path: TurnPath, headers: RunnerHeaders, body: FailRequest
+    ) -> Settled:
         """With ``next``, also starts this process's next turn in the same transaction
         (with its ``timeout``, waits for one: the reply is held, :meth:`_with_next`)."""
         settling = self._settle(
-            request,
+            exchange,
             path,
             headers,
             body.next,
@@ -245,7 +244,7 @@ class RunnerApi:
         per_turn=True,
     )
     async def receive(
-        self, request: web.Request, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
+        self, exchange: Exchange, path: SessionPath, headers: RunnerHeaders, body: ReceiveRequest
     ) -> ReceiveResponse:
         """Answers the turn already assigned to this epoch while it is unsettled; 408
         receive_timeout when none came; {"closed": true} when this process gets no more.
@@ -261,7 +260,7 @@ class RunnerApi:
             session_id,
             epoch,
             min(body.timeout, MAX_WAIT),
-            listening=request.protocol,
+            listening=exchange,
             metadata=body.metadata,
             tags=body.tags,
         )
@@ -272,14 +271,14 @@ class RunnerApi:
 
     async def _settle(
         self,
-        request: web.Request,
+        exchange: Exchange,
         path: TurnPath,
         headers: RunnerHeaders,
         next: NextReceive | None,
         outcome: Outcome,
         alone: Callable[[str, int, str, Outcome], Awaitable[object]],
         and_take_next: Callable[..., Awaitable[TurnView | Drained | None]],
-    ) -> Settled | web.StreamResponse:
+    ) -> Settled:
         """Settles the turn with ``outcome``: by ``alone`` without ``next``, else by
         ``and_take_next`` (the settlement with the next receive, in one transaction).
         A held reply waits up to two minutes, an idle runner's after its last turn:
@@ -292,48 +291,43 @@ class RunnerApi:
             await alone(session_id, epoch, turn_id, outcome)
             return Settled()
         settle = partial(and_take_next, session_id, epoch, turn_id, outcome, **_labels(next))
-        replying = self._with_next(request, session_id, epoch, next, settle)
+        replying = self._with_next(exchange, session_id, epoch, next, settle)
         del outcome, settle  # a held reply's wait drops the settlement once it is done
         return await replying
 
     async def _with_next(
         self,
-        request: web.Request,
+        exchange: Exchange,
         session_id: str,
         epoch: int,
         next: NextReceive,
         settle: Callable[[], Awaitable[TurnView | Drained | None]],
-    ) -> Settled | web.StreamResponse:
+    ) -> Settled:
         """The reply to a settlement asking for the next turn. With ``next.timeout``
         (revision 5) and no turn started by the settlement, the reply is held as a
         ``receive``'s: its head goes once the settlement committed (the runner's
         ``complete`` returns then), its body when the wait ends."""
         if next.timeout is None:
             return _settled(await settle())
-        held = web.StreamResponse(headers=_JSON_TYPE)
         waiting = self._control.settle_and_receive(
             settle,
             session_id,
             epoch,
             min(next.timeout, MAX_WAIT),
-            holding=partial(held.prepare, request),
-            listening=request.protocol,
+            holding=exchange.hold,
+            listening=exchange,
             **_labels(next),
         )
         del settle  # the wait drops it once settled: the result is not kept while it waits
         try:
             after = await waiting
         except HelmrError:
-            if not held.prepared:
+            if not exchange.held:
                 raise  # the settlement's own error, answered as ever
             # Said after the head (the process fenced, its Session gone): the settlement
             # stands, and the receive the runner sends for "none yet" hears why.
             after = None
-        if not held.prepared:
-            return _settled(after)
-        # The body and the chunked reply's end in one write.
-        await held.write_eof(_SETTLED.dump_json(_settled(after)))
-        return held
+        return _settled(after)
 
     @post(routes.RELEASE, summary="Give back a turn started by a settlement's next, unseen.")
     async def release(self, path: TurnPath, headers: RunnerHeaders, body: NoBody) -> Ack:
@@ -391,10 +385,6 @@ def _receive_reply(turn: TurnView | Drained | None) -> ReceiveReply:
 
 def _settled(after: TurnView | Drained | None) -> Settled:
     return Settled(next=None if after is None else _receive_reply(after))
-
-
-_SETTLED = adapter(Settled)
-_JSON_TYPE = {"Content-Type": JSON}
 
 
 def _labels(next: NextReceive) -> dict[str, Any]:
