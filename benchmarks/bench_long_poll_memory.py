@@ -15,6 +15,9 @@ reconnect storm, every runner's ``receive`` arriving together.
 
     .venv/bin/python benchmarks/bench_long_poll_memory.py --sessions 1000 --frames 12
 
+``--server runner-port``: the same app's runner API on a port of its own, as the chart
+serves it (``helmr.server.runner_server``: Helmr's own HTTP/1.1 server over httptools).
+
 The alternatives, served the same way to the same client (``--server``): ``aiohttp``
 is a bare aiohttp app whose one route awaits a future (aiohttp's own share, without
 Helmr's middlewares, inputs and Control); ``raw`` is an ``asyncio.Protocol`` that
@@ -59,6 +62,7 @@ from _scale_plane import AnyRunner
 from tests.compose import open_plane, serving, static_app
 
 from helmr.protocol import routes
+from helmr.server import RUNNER_SERVER
 
 # A projected service-account token is a JWT of about a kilobyte: its header is
 # kept by aiohttp while the request waits, so the figure uses one as long.
@@ -68,6 +72,7 @@ CLIENT = """
 import asyncio, json, sys
 import aiohttp
 from helmr.protocol import routes
+from helmr.server import RUNNER_SERVER
 from helmr.protocol.contract import EPOCH_HEADER
 
 async def main(url, token, sessions, result):
@@ -190,8 +195,17 @@ async def _server(
                     await plane.control.enqueue(view.id, None)
                     running = await plane.control.receive(view.id, epoch, 0)
                 sessions.append((view.id, epoch, None if running is None else running.id))
+            waiters = plane.store._signals._watches  # the waiters, counted
+            if kind == "runner-port":
+                runner_port = helmr[RUNNER_SERVER]
+                port = await runner_port.listen("127.0.0.1", 0)
+                try:
+                    yield f"http://127.0.0.1:{port}", sessions, waiters
+                finally:
+                    await runner_port.close()
+                return
             async with serving(helmr) as url:
-                yield url, sessions, plane.store._signals._watches  # the waiters, counted
+                yield url, sessions, waiters
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -278,10 +292,14 @@ if __name__ == "__main__":
     parser.add_argument("--frames", type=int, default=12, help="tracemalloc frames; 0: off")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument(
-        "--server", default="helmr", help="helmr, aiohttp or raw (comma-separated: each in turn)"
+        "--server",
+        default="helmr",
+        help="helmr, runner-port, aiohttp or raw (comma-separated: each in turn)",
     )
     parser.add_argument(
-        "--held", action="store_true", help="held settlements, not receives (helmr only)"
+        "--held",
+        action="store_true",
+        help="held settlements, not receives (helmr and runner-port only)",
     )
     parser.add_argument(
         "--result", type=int, help="with --held: the settled result, a string of this many bytes"

@@ -225,12 +225,13 @@ class Operator:
 
     @classmethod
     def for_cluster(
-        cls, kubeconfig: str, data: Path, *, own_runner_port: bool = False, **settings: str
+        cls, kubeconfig: str, data: Path, *, own_runner_port: bool = True, **settings: str
     ) -> Operator:
         """An operator (not started) against ``kubeconfig`` that keeps its store in
         ``data``, on a free port, with a static token; ``settings`` add env vars.
-        ``own_runner_port``: the runner API on a port of its own, as the chart
-        serves it, rather than beside the public API."""
+        ``own_runner_port``: the runner API on a port of its own, as the chart serves
+        it (``helmr.server.runner_server``); False: beside the public API (aiohttp's,
+        as ``helmr dev`` serves it)."""
         port = _free_port()
         runner_port = _free_port() if own_runner_port else port
         runner_url = f"http://{_node_ip()}:{runner_port}"

@@ -80,9 +80,17 @@ class Api:
     runner_tokens: StaticRunnerTokens
     mirror: RecordingMirror
 
+    own_runner_url: str | None = None
+    """The runner API's own port's URL, when it has one (the ``runner_port`` fixture)."""
+
     @property
     def url(self) -> str:
         return str(self.http.make_url("")).rstrip("/")
+
+    @property
+    def runner_url(self) -> str:
+        """Where runners call: the runner API's own port, else beside the public API."""
+        return self.own_runner_url or self.url
 
     async def call(
         self, method: str, path: str, *, token: str = ADMIN, status: int = 200, **kwargs: Any

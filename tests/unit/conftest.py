@@ -22,7 +22,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from helmr.control import ControlConfig
-from helmr.server import StaticRunnerTokens
+from helmr.server import RUNNER_SERVER, StaticRunnerTokens
 from tests import postgres
 from tests.compose import Clock, open_plane, static_app
 from tests.unit.api import GRANTS, Api, RecordingMirror
@@ -123,7 +123,17 @@ async def h(
 
 
 @pytest.fixture
-async def api(store_location: str | Path, retention: timedelta | None) -> AsyncIterator[Api]:
+def runner_port() -> bool:
+    """Whether the ``api`` fixture serves its runner API on a port of its own
+    (``helmr.server.runner_server``, as the chart does; ``Api.runner_url``), not beside
+    the public API. The runner's tests (``tests/unit/runner``) run both ways."""
+    return False
+
+
+@pytest.fixture
+async def api(
+    store_location: str | Path, retention: timedelta | None, runner_port: bool
+) -> AsyncIterator[Api]:
     async with open_plane(store_location, retention=retention) as plane:
         tokens = StaticRunnerTokens()
         mirror = RecordingMirror()
@@ -131,4 +141,13 @@ async def api(store_location: str | Path, retention: timedelta | None) -> AsyncI
             plane.control, GRANTS, tokens, mirror=mirror, workspaces=mirror, keepalive=0.05
         )
         async with TestClient(TestServer(app)) as http:
-            yield Api(plane.control, app, http, tokens, mirror)
+            api = Api(plane.control, app, http, tokens, mirror)
+            if not runner_port:
+                yield api
+                return
+            own = app[RUNNER_SERVER]
+            api.own_runner_url = f"http://127.0.0.1:{await own.listen('127.0.0.1', 0)}"
+            try:
+                yield api
+            finally:
+                await own.close()

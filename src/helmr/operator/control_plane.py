@@ -46,7 +46,7 @@ from helmr.operator.runners.warm_pools import WarmPools
 from helmr.operator.settings import Settings
 from helmr.operator.telemetry import tracing
 from helmr.operator.telemetry.metrics import OperatorMetrics
-from helmr.server import SessionNames, app_runner, build_app, listen
+from helmr.server import RUNNER_SERVER, SessionNames, app_runner, build_app, listen
 from helmr.server.auth import Authenticator, Grant, StaticAuthenticator, User
 from helmr.server.kube_auth import KubeAuthenticator
 from helmr.store import Store
@@ -239,9 +239,14 @@ class ControlPlane:
         await self.session_names.load()
         await self._runner.setup()
         settle_after_start()
-        for port in dict.fromkeys((self.settings.api_port, self.settings.runner_port)):
-            await listen(self._runner, self.settings.listen_host, port)
-            log.info("API listening on %s:%d", self.settings.listen_host, port)
+        host, port = self.settings.listen_host, self.settings.api_port
+        await listen(self._runner, host, port)
+        log.info("API listening on %s:%d", host, port)
+        if self.settings.runner_port != port:
+            # A port of its own, as the chart serves it: the runner API by a server
+            # whose waiting long polls hold a fraction of aiohttp's requests.
+            await self.app[RUNNER_SERVER].listen(host, self.settings.runner_port)
+            log.info("runner API listening on %s:%d", host, self.settings.runner_port)
         # Which loop `kopf run` chose (uvloop when installed, as in the image).
         log.info("event loop: %s", type(asyncio.get_running_loop()).__module__)
         self._spawn(self.leadership.run(self._lead))
@@ -266,6 +271,7 @@ class ControlPlane:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.app[RUNNER_SERVER].close()
         await self._runner.cleanup()
         if self.traces is not None:
             # Sends the last batch: blocking (up to the exporter's timeout), so off the loop.

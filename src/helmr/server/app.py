@@ -22,6 +22,7 @@ from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
 from helmr.server.runner_api import Adoptions, RunnerApi, RunnerConnected, ignore_connection
+from helmr.server.runner_server import RunnerServer
 from helmr.server.session_names import SessionNames
 from helmr.server.sse import Streams
 from helmr.server.system import OPENAPI, SystemApi
@@ -29,6 +30,9 @@ from helmr.server.traces import TurnTraceFacts
 from helmr.server.workspaces import WorkspaceApi, WorkspaceDeleter
 
 MAX_BODY = 1 << 20
+
+RUNNER_SERVER = web.AppKey("runner_server", RunnerServer)
+"""The runner API alone, for a runner port of its own (``helmr.server.runner_server``)."""
 
 
 async def _always_ready() -> bool:
@@ -103,16 +107,22 @@ def build_app(
     ``session_names`` are where the Sessions are, kept (shared with a runner
     token verifier that needs them; made here if not given). ``adoptions`` answers
     pooled runners' adoption polls (the operator's warm pools).
+
+    The app also holds the runner API alone, ``app[RUNNER_SERVER]``: what serves it on
+    a runner port of its own (``helmr.server.runner_server``), with the same guard and
+    metrics.
     """
     metrics = Metrics(tuple(collectors), refresh_metrics)
     streams = Streams()
     public = PublicApi(control, mirror, streams, keepalive=keepalive, traces=traces)
-    ops = operations(
-        public,
-        WorkspaceApi(control, workspaces),
-        RunnerApi(control, runner_connected, traces=traces, adoptions=adoptions),
-        SystemApi(metrics, ready, leading),
+    runner_ops = operations(
+        RunnerApi(control, runner_connected, traces=traces, adoptions=adoptions)
     )
+    ops = [
+        *operations(public, WorkspaceApi(control, workspaces)),
+        *runner_ops,
+        *operations(SystemApi(metrics, ready, leading)),
+    ]
     app = web.Application(
         client_max_size=max_body,
         middlewares=[_middleware(metrics)],
@@ -120,5 +130,7 @@ def build_app(
     app.on_shutdown.append(streams.close_all)
     app[OPENAPI] = document(ops, title="Helmr API", version=__version__, error=ErrorBody)
     names = SessionNames(control) if session_names is None else session_names
-    register(app, ops, AccessGuard(authenticator, runner_tokens, control.get_session, names))
+    guard = AccessGuard(authenticator, runner_tokens, control.get_session, names)
+    register(app, ops, guard)
+    app[RUNNER_SERVER] = RunnerServer(runner_ops, guard, metrics, max_body=max_body)
     return app

@@ -65,7 +65,7 @@ async def runner_session(
     headers = await api.runner(session_id)
     token = headers["Authorization"].removeprefix("Bearer ")
     transport = transport_type(
-        api.url,
+        api.runner_url,
         session_id,
         lambda: token,
         int(headers[EPOCH_HEADER]) if epoch is None else epoch,

@@ -47,7 +47,7 @@ async def _start_runner(api: Api, sid: str, tmp_path: Path) -> asyncio.subproces
     env = {k: v for k, v in os.environ.items() if not k.startswith("HELMR_")}
     env.update(
         {
-            contract.ENV_URL: api.url,
+            contract.ENV_URL: api.runner_url,
             contract.ENV_SESSION_ID: sid,
             contract.ENV_TOKEN_FILE: str(tmp_path / "token"),
             contract.ENV_PROCESS_EPOCH: headers["Helmr-Process-Epoch"],

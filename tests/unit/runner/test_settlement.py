@@ -27,7 +27,7 @@ async def runner(api: Api) -> AsyncIterator[tuple[str, Session]]:
     headers = await api.runner(sid)
     token = headers["Authorization"].removeprefix("Bearer ")
     transport = Transport(
-        api.url, sid, lambda: token, int(headers[EPOCH_HEADER]), on_fenced=lambda: None
+        api.runner_url, sid, lambda: token, int(headers[EPOCH_HEADER]), on_fenced=lambda: None
     )
     async with transport:
         yield sid, Session(transport)

@@ -31,7 +31,7 @@ async def listening(api: Api) -> AsyncIterator[tuple[Session, Turn]]:
     epoch = await api.control.process_started(sid)
     api.runner_tokens.issue(sid, "runner-token")
     async with Transport(
-        api.url, sid, lambda: "runner-token", epoch, on_fenced=lambda: None
+        api.runner_url, sid, lambda: "runner-token", epoch, on_fenced=lambda: None
     ) as transport:
         session = Session(transport)
         listener = asyncio.create_task(listen_for_stops(session, transport))
