@@ -38,6 +38,7 @@ import socket
 import time
 from collections.abc import Iterable
 from http import HTTPStatus
+from typing import cast
 from urllib.parse import parse_qsl, unquote
 
 import httptools
@@ -315,8 +316,8 @@ class _Connection(asyncio.Protocol):
     # asyncio's side ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream's transport (uvloop's is no asyncio.Transport subclass).
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # a peer gone silent

@@ -1,11 +1,26 @@
-"""The runner's tests run against both servers of the runner API: aiohttp's, beside
-the public API, and the runner port's own (``helmr.server.runner_server``)."""
+"""The runner's tests against the real app (the ``api`` fixture) run against both
+servers of the runner API: aiohttp's beside the public API on asyncio's loop, and the
+runner port's own (``helmr.server.runner_server``) on the operator's loop, uvloop, as
+the chart and ``kopf run`` serve it. (The runner itself runs on asyncio's loop.)"""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from pytest_asyncio.plugin import LoopFactory
+
+from tests.unit.loops import BOTH, on_uvloop
 
 
-@pytest.fixture(params=[False, True], ids=["beside the API", "own port"])
-def runner_port(request: pytest.FixtureRequest) -> bool:
-    return bool(request.param)
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, LoopFactory]:
+    if "api" in getattr(item, "fixturenames", ()):
+        return BOTH
+    return {"asyncio": asyncio.new_event_loop}
+
+
+@pytest.fixture
+async def runner_port() -> bool:
+    return on_uvloop()

@@ -1,7 +1,8 @@
 """The runner port's own HTTP/1.1 server (``helmr.server.runner_server``) as HTTP:
 keep-alive and pipelining, what it refuses and how, its timeouts, and what a waiting
-long poll keeps. The runner API's behaviour through it is the runner's tests'
-(``tests/unit/runner`` runs them against both servers)."""
+long poll keeps, each on both event loops (``conftest.py``). The runner API's behaviour
+through it is the runner's tests' (``tests/unit/runner`` runs them against both
+servers)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ def request(
 
 async def reply(reader: asyncio.StreamReader) -> Reply:
     """The next reply on the connection (by Content-Length, or chunked)."""
+    async with asyncio.timeout(10):  # bounds a hang only
+        return await _reply(reader)
+
+
+async def _reply(reader: asyncio.StreamReader) -> Reply:
     status_line = await reader.readline()
     assert status_line.startswith(b"HTTP/1.1 "), status_line
     headers: dict[str, str] = {}
