@@ -106,10 +106,10 @@ class RunnerServer:
     ) -> _Request:
         """The request read, matched to its route (an unmatched one answers the error)."""
         parsed = httptools.parse_url(url)
-        path = unquote(parsed.path.decode("latin-1"))
-        query = (parsed.query or b"").decode("latin-1")
+        raw_path = parsed.path.decode("latin-1")
+        path, query = unquote(raw_path), (parsed.query or b"").decode("latin-1")
         try:
-            found, match_info = self._routes.find(method, parsed.path.decode("latin-1"))
+            found, match_info = self._routes.find(method, raw_path)
         except HelmrError as refusal:
             return _Request(connection, None, method, path, {}, query, headers, refusal)
         return _Request(connection, found, method, path, match_info, query, headers, None)
@@ -187,10 +187,21 @@ def _pattern(template: str) -> re.Pattern[str]:
 
 
 _NO_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
+_NO_HEADERS_YET: CIMultiDict[str] = CIMultiDict()
+"""A connection's between requests (never added to: each request makes its own)."""
 
 
 def _error_body(error: HelmrError) -> bytes:
     return json.dumps(error.to_json()).encode()
+
+
+def _upgrade_refused() -> InvalidInput:
+    return InvalidInput("this server does not upgrade connections")
+
+
+def _whole(status: int, body: bytes, headers: dict[str, str], *, close: bool) -> bytes:
+    """A JSON reply whose body is known: its head and its body."""
+    return _head(status, headers | {"Content-Length": str(len(body))}, close=close) + body
 
 
 def _head(status: int, headers: dict[str, str], *, close: bool) -> bytes:
@@ -300,7 +311,8 @@ class _Connection(asyncio.Protocol):
         self._parser: httptools.HttpRequestParser | None = None
         self._in_message = False
         self._url = b""
-        self._headers: list[tuple[str, str]] = []
+        # A request's headers, made as it begins: a waiting connection holds none.
+        self._headers: CIMultiDict[str] = _NO_HEADERS_YET
         self._head_size = 0
         self._body: list[bytes] = []
         self._body_size = 0
@@ -337,7 +349,7 @@ class _Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._refuse(InvalidInput("this server does not upgrade connections"))
+            self._refuse(_upgrade_refused())  # its head refused it already
         except httptools.HttpParserError as e:
             self._refuse(InvalidInput(f"the request is not HTTP/1.1: {e}"))
         if not self._in_message:
@@ -349,9 +361,9 @@ class _Connection(asyncio.Protocol):
     # The parser's side (httptools' callbacks) --------------------------------------
 
     def on_message_begin(self) -> None:
+        # Its line and body start empty: the last message's went with it.
         self._in_message = True
-        self._url, self._headers, self._head_size, self._body = b"", [], 0, []
-        self._body_size = 0
+        self._headers, self._head_size, self._body_size = CIMultiDict(), 0, 0
         self._arm(REQUEST_SECONDS)
 
     def on_url(self, url: bytes) -> None:
@@ -359,18 +371,18 @@ class _Connection(asyncio.Protocol):
         self._count_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        self._headers.add(name.decode("latin-1"), value.decode("latin-1"))
         self._count_head(len(name) + len(value))
 
     def on_headers_complete(self) -> None:
         if self._parser is not None and self._parser.should_upgrade():
-            self._refuse(InvalidInput("this server does not upgrade connections"))
+            self._refuse(_upgrade_refused())
             return
-        declared = {name.lower(): value for name, value in self._headers}
-        length = declared.get("content-length", "")
+        length = self._headers.get("Content-Length", "")
+        expects = self._headers.get("Expect", "").lower() == "100-continue"
         if length.isdigit() and int(length) > self._server.max_body:
             self._refuse(too_large(f"{length} bytes, at most {self._server.max_body}"))
-        elif declared.get("expect", "").lower() == "100-continue" and self.transport is not None:
+        elif expects and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
@@ -386,11 +398,10 @@ class _Connection(asyncio.Protocol):
             return
         self._disarm()
         method = parser.get_method().decode("latin-1")
-        headers = CIMultiDict(self._headers)
-        request = self._server.read_request(self, method, self._url, headers)
+        request = self._server.read_request(self, method, self._url, self._headers)
         request.body = b"".join(self._body)
         request.keep_alive = parser.should_keep_alive()
-        self._url, self._headers, self._body = b"", [], []
+        self._url, self._headers, self._body = b"", _NO_HEADERS_YET, []
         self._queued.append(request)
         self._next()
 
@@ -406,8 +417,7 @@ class _Connection(asyncio.Protocol):
             self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body))
         else:
             headers = {} if error is None else reply_headers(error)
-            headers["Content-Length"] = str(len(body))
-            self.transport.write(_head(status, headers, close=not request.keep_alive) + body)
+            self.transport.write(_whole(status, body, headers, close=not request.keep_alive))
         if not request.keep_alive:
             self.transport.close()
 
@@ -435,9 +445,8 @@ class _Connection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         if self._serving is None:
-            body = _error_body(error)
-            headers = {"Content-Length": str(len(body))}
-            self.transport.write(_head(error.status, headers, close=True) + body)
+            answer = _whole(error.status, _error_body(error), reply_headers(error), close=True)
+            self.transport.write(answer)
         log.info("refused a request on the runner port: %s", error.message)
         self.transport.close()
 
