@@ -25,7 +25,7 @@ from helmr.kube.snapshots import SNAPSHOT_CONTENTS, SNAPSHOT_GROUP, SNAPSHOT_VER
 from helmr.operator.control_plane import ControlPlane
 from helmr.operator.kopf import settings as kopf_settings
 from helmr.operator.kopf.forks import fork_declared
-from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses
+from helmr.operator.kopf.handler_logs import KOPF_OBJECTS, RoutineSuccesses, hear_the_loop
 from helmr.operator.kopf.namespaces import install as read_listed_namespaces
 from helmr.operator.kopf.session_controls import NotYet, apply_spec
 from helmr.operator.kopf.waiting_turns import WaitingTurns
@@ -82,6 +82,7 @@ async def operator_startup(settings: kopf.OperatorSettings, memo: Any, **_: Any)
     # here on, kopf's own lines included (helmr.logs).
     logs.configure(plane_settings.log_format)
     KOPF_OBJECTS.addFilter(RoutineSuccesses())
+    hear_the_loop()
     kopf_settings.configure(settings)
     plane = memo["control_plane"] = await ControlPlane.start(plane_settings)
     # In the operator's memo before any resource's handler copies it (kopf gives
