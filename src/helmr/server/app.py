@@ -15,9 +15,9 @@ from helmr.errors import ErrorBody
 from helmr.protocol.api_routes import STREAM_KEEPALIVE
 from helmr.server.access import AccessGuard
 from helmr.server.auth import Authenticator, RunnerTokenVerifier
-from helmr.server.errors import failure_response
+from helmr.server.errors import CLIENT_LEFT, failure_response
 from helmr.server.log_context import bind_request
-from helmr.server.metrics import CLIENT_CLOSED, Metrics, nothing_to_refresh
+from helmr.server.metrics import Metrics, nothing_to_refresh
 from helmr.server.openapi import document
 from helmr.server.public import Mirror, PublicApi
 from helmr.server.routing import operations, register
@@ -54,7 +54,7 @@ def _middleware(metrics: Metrics) -> Middleware:
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         bind_request(request)  # so that the failure's log lines carry it too
-        status = CLIENT_CLOSED  # unless the handler ends: its client left, it was cancelled
+        status = CLIENT_LEFT  # unless the handler ends: its client left, it was cancelled
         try:
             try:
                 response = await handler(request)
@@ -63,10 +63,10 @@ def _middleware(metrics: Metrics) -> Middleware:
                 if answer is None:
                     raise
                 response = answer
-            status = str(response.status)
+            status = response.status
             return response
         except web.HTTPException as e:  # what is no failure (a redirect): aiohttp sends it
-            status = str(e.status)
+            status = e.status
             raise
         finally:
             metrics.observe(request, status, time.perf_counter() - started)

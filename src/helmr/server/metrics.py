@@ -16,9 +16,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# Recorded when the handler did not finish: the client went away and the
-# handler was cancelled (nginx's convention for "client closed request").
-CLIENT_CLOSED = "499"
 UNMATCHED = "unmatched"
 """The route label of a request no route matched."""
 
@@ -54,30 +51,31 @@ class Metrics:
         # ``labels()`` checks and joins the labels and takes a lock on every call,
         # about 1% of a no-op Turn's instructions for two calls a request
         # (bench_turn_cpu.py --http). As bounded as the children prometheus keeps.
-        self._children: dict[tuple[str, str, str], tuple[Histogram, Counter]] = {}
+        self._children: dict[tuple[str, str, int], tuple[Histogram, Counter]] = {}
 
     async def exposition(self) -> bytes:
         await self._refresh()
         return generate_latest(self.registry)
 
-    def observe(self, request: web.Request, status: str, seconds: float) -> None:
+    def observe(self, request: web.Request, status: int, seconds: float) -> None:
         """Counts aiohttp's ``request``, answered ``status`` after ``seconds``, by its route."""
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None else UNMATCHED
         self.observe_route(request.method, route, status, seconds)
 
-    def observe_route(self, method: str, route: str, status: str, seconds: float) -> None:
+    def observe_route(self, method: str, route: str, status: int, seconds: float) -> None:
         """Counts a request of ``method`` on ``route`` (its template), answered ``status``
         after ``seconds``."""
         latency, requests = self._labelled(method, route, status)
         latency.observe(seconds)
         requests.inc()
 
-    def _labelled(self, method: str, route: str, status: str) -> tuple[Histogram, Counter]:
+    def _labelled(self, method: str, route: str, status: int) -> tuple[Histogram, Counter]:
         """The latency and count children of a request's labels, made once."""
         key = (method, route, status)
         children = self._children.get(key)
         if children is None:
             latency = self.latency.labels(method, route)
-            children = self._children[key] = (latency, self.requests.labels(*key))
+            requests = self.requests.labels(method, route, str(status))
+            children = self._children[key] = (latency, requests)
         return children

@@ -46,6 +46,7 @@ from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from helmr.errors import HelmrError, InvalidInput
 from helmr.server.errors import (
+    CLIENT_LEFT,
     failure_of,
     method_not_allowed,
     no_route,
@@ -54,7 +55,7 @@ from helmr.server.errors import (
 )
 from helmr.server.listen import LISTEN_BACKLOG
 from helmr.server.log_context import bind_request
-from helmr.server.metrics import CLIENT_CLOSED, UNMATCHED, Metrics
+from helmr.server.metrics import UNMATCHED, Metrics
 from helmr.server.routing import Endpoint, Guard, Operation, endpoint
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class RunnerServer:
         served = request.endpoint
         route = UNMATCHED if served is None else served.operation.spec.path
         bind_request(request)
-        status = CLIENT_CLOSED  # unless answered: its client left, or it was cancelled
+        status = CLIENT_LEFT  # unless answered: its client left, or it was cancelled
         try:
             try:
                 if request.refusal is not None:
@@ -137,11 +138,11 @@ class RunnerServer:
                     # Its client left, or its reply is half sent: nothing can be said.
                     request.connection.drop()
                     return
-                status = str(failure.status)
+                status = failure.status
                 request.connection.reply(request, failure.status, _error_body(failure), failure)
                 return
-            status = "200"
-            request.connection.reply(request, 200, answer)
+            status = 200
+            request.connection.reply(request, status, answer)
         finally:
             self._metrics.observe_route(
                 request.method, route, status, time.perf_counter() - started
