@@ -266,15 +266,24 @@ BARE = "print('up', flush=True); import time; time.sleep(3600)"
 """A bare pod: Python prints a line at once."""
 
 
+RUNNER_CPU = "10m"
+"""The CPU the benchmarks' runner pods ask for (their Actors' ``resources``)."""
+
+
 def bare_pod(
-    name: str, image: str, node: str, code: str, computer: client.V1Volume | None = None
+    name: str,
+    image: str,
+    node: str,
+    code: str,
+    computer: client.V1Volume | None = None,
+    cpu: str = RUNNER_CPU,
 ) -> client.V1Pod:
-    """A pod of ``image`` running ``code`` on ``node``, restricted as a runner is; with
-    ``computer``, that volume mounted where a runner's Computer disk is."""
+    """A pod of ``image`` running ``code`` on ``node``, restricted as a runner is, asking
+    for ``cpu``; with ``computer``, that volume mounted where a runner's Computer disk is."""
     container = restricted_container(name, ["python3", "-c", code], image=image)
     # As the runner pods get them (the Actor's resources, a read-only root).
     container.resources = client.V1ResourceRequirements(
-        requests={"cpu": "10m"}, limits={"memory": "128Mi"}
+        requests={"cpu": cpu}, limits={"memory": "128Mi"}
     )
     assert container.security_context is not None
     container.security_context.read_only_root_filesystem = True

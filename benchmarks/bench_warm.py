@@ -16,17 +16,18 @@ one run, one sample at a time on the runner's node, the kinds alternating:
     the runner pod created is timed too (what the operator spends before the kubelet);
   - the cold path without a pool: each Session's start → its first ``turn.running``
     (a fresh claim, created and bound on the way);
-  - the same after the runner's imports and with the runner's other volumes (its
-    projected token, ``/tmp``): what any runner pod costs the kubelet and Python
-    before it can ask for work (bench_session_loop's floor, on a bound claim).
+  - the same after the runner's imports, with the runner's other volumes (its
+    projected token, ``/tmp``), and with both: what any runner pod costs the kubelet
+    and Python before it can ask for work (bench_session_loop's floor, on a bound
+    claim), and which part of that is which.
 
 The ratio Helmr wake → ``turn.running`` / bare pod → first log line is the figure
-issue 29 asks for (aim ≤ 1.2x); the last floor says how much of the gap is the pod's.
+issue 29 asks for (aim ≤ 1.2x); the other floors say how much of the gap is the pod's.
 Every timestamp is this host's wall clock (the control plane and the node run here);
 figures are printed, never asserted.
 
     KUBECONFIG=/var/lib/helmr-cluster/kubeconfig \\
-        .venv/bin/python benchmarks/bench_warm.py [--wakes 5] [--no-build]
+        .venv/bin/python benchmarks/bench_warm.py [--wakes 5] [--cpu 10m] [--no-build]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from _cluster import Cluster, parser, run
 from _common import (
     BARE,
     BARE_LABEL,
+    RUNNER_CPU,
     ClaimTimes,
     PodTimes,
     Table,
@@ -65,9 +67,16 @@ from helmr.operator.runners.pods import pod_name
 FILES = "files"
 """The Actor of tests/actors/files.py."""
 DISK = "64Mi"
-FLOORS = ("bare", "runner")
-"""Pods on a bound claim: printing a line at once; after the runner's imports, with
-the runner's other volumes."""
+FLOORS = {
+    "bare": (False, False),
+    "imports": (True, False),
+    "volumes": (False, True),
+    "runner": (True, True),
+}
+"""Pods on a bound claim, by kind: whether they print their line after the runner's
+imports, and whether they mount the runner's other volumes (its projected token,
+``/tmp``). ``bare`` is the issue's floor; the two between say which part of the gap
+to ``runner`` is Python's and which the kubelet's."""
 LONG = 300.0
 
 
@@ -110,10 +119,11 @@ async def bare_on_bound_claim(
     node: str,
     name: str,
     kind: str,
+    cpu: str,
 ) -> dict[str, float]:
     """A claim bound and once mounted (by a pod now gone), then a pod created on it:
-    ``bare`` prints a line at once, ``runner`` first imports what a runner imports and
-    mounts the runner's other volumes too (its projected token, ``/tmp``)."""
+    the line printed at once or after the runner's imports, the runner's other volumes
+    mounted or not, by ``kind`` (a key of FLOORS)."""
     claim = f"{name}-disk"
     source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
     volume = client.V1Volume(name="computer", persistent_volume_claim=source)
@@ -128,8 +138,9 @@ async def bare_on_bound_claim(
     await asyncio.to_thread(pods.wait_running, before, LONG)
     await asyncio.to_thread(core.delete_namespaced_pod, before, namespace, grace_period_seconds=0)
     await no_pods_left(core, namespace, BARE_LABEL)
-    pod = bare_pod(name, image, node, BARE if kind == "bare" else IMPORTS, volume)
-    if kind == "runner":
+    imports, volumes = FLOORS[kind]
+    pod = bare_pod(name, image, node, IMPORTS if imports else BARE, volume, cpu)
+    if volumes:
         with_runner_volumes(pod)
     started = time.time()
     await asyncio.to_thread(core.create_namespaced_pod, namespace, pod)
@@ -149,6 +160,7 @@ async def wakes(
     namespace: str,
     image: str,
     samples: int,
+    cpu: str,
 ) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for i in range(samples):
@@ -156,7 +168,7 @@ async def wakes(
         for kind in FLOORS:
             name = f"{kind}-{i}"
             times |= await bare_on_bound_claim(
-                core, pods, claims, namespace, image, node, name, kind
+                core, pods, claims, namespace, image, node, name, kind, cpu
             )
         for key, value in times.items():
             out.setdefault(key, []).append(value)
@@ -178,18 +190,27 @@ async def bench(args: argparse.Namespace, cluster: Cluster) -> None:
             entrypoint="files:files",
             idleTimeoutSeconds=1,
             computer={"size": DISK},
+            resources={"limits": {"memory": "128Mi"}, "requests": {"cpu": args.cpu}},
         )
         try:
             async with Client(op.url, op.token) as helmr:
                 print(f"wake: {args.wakes} of each ...", flush=True)
-                woken = await wakes(helmr, core, pods, claims, namespace, image, args.wakes)
+                woken = await wakes(
+                    helmr, core, pods, claims, namespace, image, args.wakes, args.cpu
+                )
         finally:
             for follower in (pods, claims):
                 follower.done.set()
     table = Table()
-    table.section(f"waking a suspended Session (same image, same node, claims of {DISK})")
+    table.section(
+        f"waking a suspended Session (same image, same node, claims of {DISK}, cpu {args.cpu})"
+    )
     bare_running = table.latency("bare pod, bound claim: create -> Running", woken["bare_running"])
     bare_log = table.latency("bare pod, bound claim: create -> first log line", woken["bare_log"])
+    table.latency("bare pod, bound claim + imports: create -> first log line", woken["imports_log"])
+    table.latency(
+        "bare pod, bound claim + runner volumes: create -> first log line", woken["volumes_log"]
+    )
     runner_log = table.latency(
         "bare pod, bound claim + imports + runner volumes: create -> first log line",
         woken["runner_log"],
@@ -210,6 +231,11 @@ async def bench(args: argparse.Namespace, cluster: Cluster) -> None:
 def main() -> None:
     made = parser(__doc__)
     made.add_argument("--wakes", type=int, default=5, help="wakes and bare pods each")
+    made.add_argument(
+        "--cpu",
+        default=RUNNER_CPU,
+        help="the CPU every pod asks for, the runners' (their Actor's) and the floors'",
+    )
     run(made, bench)
 
 
