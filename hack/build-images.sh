@@ -109,13 +109,25 @@ build_python() {
   local root="$HELMR_CACHE/rootfs/python-$key"
   if [[ ! -f "$root.done" ]]; then
     log "debootstrap bookworm + $PYTHON_PACKAGES (about a minute)"
-    rm -rf "$root"
+    rm -rf "$root" "$root.unchecked-pyc"
     debootstrap --variant=minbase --include="$PYTHON_PACKAGES" bookworm "$root" "$DEBIAN_MIRROR" >&2
     # Trim what a runtime image never reads.
     rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/{doc,man,info,locale}/* \
       "$root"/var/log/*
     touch "$root.done"
   fi
+  # Every file of a layer has mtime 0 (helmr.images.oci), so Debian's bytecode,
+  # checked against its sources' mtimes, would be stale at every start: each Python
+  # process would compile again all the standard library it imports (a runner's
+  # imports took 0.34 s of CPU in its pod against 0.07 s so). Bytecode never
+  # checked is right for files that never change; the image's own interpreter
+  # writes it.
+  if [[ ! -f "$root.unchecked-pyc" ]]; then
+    chroot "$root" python3 -m compileall -q -f --invalidation-mode unchecked-hash \
+      /usr/lib/python3.11 /usr/lib/python3/dist-packages >&2
+    touch "$root.unchecked-pyc"
+  fi
+  key="$key-unchecked-pyc"
   PYTHON_ROOT="$root"
   PYTHON_LAYER="$(layer "python-$key" "$root")"
   image python "$key" --layer "$PYTHON_LAYER"

@@ -1,8 +1,9 @@
 """The Dockerfiles (for machines with Docker: README's kind steps) and the local
 image builder (hack/build-images.sh, no Docker) make the same images: same
 Python on the same Debian release, the same distribution with the same extras
-installed the same way, the same files under /app, user, working directory,
-environment and entrypoint. Both are parsed, not built: a change to one that
+installed the same way, the same files under /app, the standard library as
+bytecode compiled the same way, user, working directory, environment and
+entrypoint. Both are parsed, not built: a change to one that
 the other lacks fails here.
 """
 
@@ -31,6 +32,18 @@ class Image:
     workdir: str
     env: dict[str, str]
     entrypoint: list[str]
+    stdlib_bytecode: str  # compileall's --invalidation-mode for the standard library
+
+
+STDLIB = re.compile(
+    r"python3 -m compileall [^&\n]*--invalidation-mode ([\w-]+) [^&\n]*/usr(?:/local)?/lib/python3"
+)
+"""compileall run over the image's standard library (Debian's or the python image's)."""
+
+
+def stdlib_bytecode(commands: str) -> str:
+    compiled = STDLIB.search(commands)
+    return compiled.group(1) if compiled else "as the base image ships it"
 
 
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
@@ -72,6 +85,7 @@ def from_dockerfile(path: Path) -> Image:
     (user,) = [args for word, args in final if word == "USER"]
     (workdir,) = [args for word, args in final if word == "WORKDIR"]
     (entrypoint,) = [json.loads(args) for word, args in final if word == "ENTRYPOINT"]
+    final_runs = " && ".join(args for word, args in final if word == "RUN")
     return Image(
         tag.group(1),
         tag.group(2),
@@ -82,6 +96,7 @@ def from_dockerfile(path: Path) -> Image:
         workdir,
         env,
         entrypoint,
+        stdlib_bytecode(final_runs),
     )
 
 
@@ -120,6 +135,7 @@ def from_builder(name: str) -> Image:
         words[words.index("--workdir") + 1],
         env,
         json.loads(entrypoint),
+        stdlib_bytecode(script),
     )
 
 
@@ -140,3 +156,11 @@ def test_a_drifted_dockerfile_is_caught(tmp_path: Path) -> None:
     text = (REPO / "runner" / "Dockerfile").read_text()
     drifted.write_text(text.replace("USER 65532", "USER 1000"))
     assert from_dockerfile(drifted) != from_builder("runner")
+
+
+def test_the_standard_library_is_bytecode_never_checked() -> None:
+    # Each image's files are read-only and, from the local builder, all of mtime 0:
+    # bytecode checked against its sources would be compiled again at every start.
+    for name in ("runner", "operator"):
+        assert from_builder(name).stdlib_bytecode == "unchecked-hash"
+        assert from_dockerfile(REPO / name / "Dockerfile").stdlib_bytecode == "unchecked-hash"
