@@ -204,6 +204,49 @@ async def _actor(kube: DiskKube) -> Actor:
     return actor
 
 
+class ReadsAtOnceKube(DiskKube):
+    """Its reads of the Workspace and the claims each let the loop run before they
+    answer, counting how many were in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0)  # as a round trip would: another read may go out
+            yield
+        finally:
+            self.in_flight -= 1
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        async with self._reading():
+            return await super().get_claim(namespace, name)
+
+    async def list_claims(self, namespace: str, selector: str) -> list[str]:
+        async with self._reading():
+            return await super().list_claims(namespace, selector)
+
+
+async def test_a_woken_sessions_disk_is_read_with_its_older_claims_at_once(h: Harness) -> None:
+    kube = _with_actor(ReadsAtOnceKube())
+    disks = unwatched_disks(h, kube)
+    try:
+        session_id = await _session_with_a_completed_turn(h.control, disks, kube)
+        kube.most_in_flight = 0
+
+        prepared = await disks.prepare(await h.control.get_session(session_id), await _actor(kube))
+    finally:
+        await disks.close()
+
+    assert prepared.claim == "ws-disk-1"
+    assert kube.most_in_flight == 2
+
+
 async def test_the_first_run_makes_the_workspace_and_an_empty_disk(
     h: Harness, kube: DiskKube, disks: Disks
 ) -> None:
