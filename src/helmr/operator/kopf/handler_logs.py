@@ -28,9 +28,9 @@ import logging
 import re
 
 KOPF_OBJECTS = logging.getLogger("kopf.objects")
+"""The logger kopf's per-object lines go to (its handlers' outcomes among them)."""
 LOOP = logging.getLogger("asyncio")
 """The logger the event loop's exception handler writes to (asyncio's and uvloop's)."""
-"""The logger kopf's per-object lines go to (its handlers' outcomes among them)."""
 
 _ROUTINE = re.compile(
     r"Handler '[^']+' succeeded\.|Resuming is processed: \d+ succeeded; 0 failed\."
