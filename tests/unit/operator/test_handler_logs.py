@@ -78,8 +78,9 @@ async def _connect_to_a_failing_protocol() -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         async with asyncio.timeout(10):
-            await reader.read()  # the server closed it
-            await asyncio.sleep(0)  # the exception handler runs after the callback
+            # The server's close: after its loop reported the exception, which it
+            # does as the callback raises, before the transport's close is carried out.
+            await reader.read()
     finally:
         writer.close()
         server.close()
